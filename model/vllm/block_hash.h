@@ -1,0 +1,59 @@
+// BlockHash: the raw digest bytes vLLM uses as a block's identity in the prefix cache.
+//
+// vLLM keeps a block hash as Python `bytes`: 32 bytes for the sha256 family, 16 for the xxhash
+// family (xxh3_128, big-endian canonical form). We store it inline (no allocation) because
+// requests hold one per full block and the replay hashes millions of them. LMCache reuses the
+// same type for its chunk hashes (it calls vLLM's hash function, see model/lmcache).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "model/check.h"
+
+namespace kvtwin::model::vllm {
+
+class BlockHash {
+ public:
+  static constexpr size_t kMaxSize = 32;
+
+  BlockHash() = default;
+  explicit BlockHash(std::span<const uint8_t> bytes) {
+    KVTWIN_CHECK_LE(bytes.size(), kMaxSize);
+    size_ = static_cast<uint8_t>(bytes.size());
+    std::memcpy(data_.data(), bytes.data(), bytes.size());
+  }
+
+  // An empty hash stands for Python's `None` parent (hash_block_tokens then uses NONE_HASH).
+  bool empty() const { return size_ == 0; }
+  size_t size() const { return size_; }
+  const uint8_t* data() const { return data_.data(); }
+  std::span<const uint8_t> bytes() const { return {data_.data(), size_}; }
+
+  // Lowercase hex of the bytes, as the golden logs write hashes.
+  std::string hex() const;
+  // Parses lowercase/uppercase hex of 1..32 bytes; returns false on malformed input.
+  static bool from_hex(std::string_view hex, BlockHash* out);
+
+  // The last 8 bytes as a big-endian integer: vLLM's
+  // `int.from_bytes(hash, "big") & (2**64 - 1)` for KV events with int block hashes.
+  uint64_t low64() const;
+
+  friend bool operator==(const BlockHash& a, const BlockHash& b) {
+    return a.size_ == b.size_ && std::memcmp(a.data_.data(), b.data_.data(), a.size_) == 0;
+  }
+
+ private:
+  std::array<uint8_t, kMaxSize> data_{};
+  uint8_t size_ = 0;
+};
+
+// Hex helpers shared by hashes, keys and op-log writers.
+std::string to_hex(std::span<const uint8_t> bytes);
+void append_hex(std::span<const uint8_t> bytes, std::string* out);
+
+}  // namespace kvtwin::model::vllm

@@ -1,0 +1,346 @@
+#include "model/vllm/hashing.h"
+
+// SHA256_Init/Update/Final go straight to OpenSSL's SHA-NI code; the one-shot SHA256() of
+// OpenSSL 3 fetches the algorithm on every call and is several times slower on short inputs.
+#define OPENSSL_API_COMPAT 10101
+#include <openssl/sha.h>
+#include <xxhash.h>
+
+namespace kvtwin::model::vllm {
+
+std::optional<HashFn> hash_fn_from_name(std::string_view name) {
+  if (name == "sha256") return HashFn::kSha256;
+  if (name == "sha256_cbor") return HashFn::kSha256Cbor;
+  if (name == "xxhash") return HashFn::kXxhash;
+  if (name == "xxhash_cbor") return HashFn::kXxhashCbor;
+  return std::nullopt;
+}
+
+std::string_view hash_fn_name(HashFn fn) {
+  switch (fn) {
+    case HashFn::kSha256:
+      return "sha256";
+    case HashFn::kSha256Cbor:
+      return "sha256_cbor";
+    case HashFn::kXxhash:
+      return "xxhash";
+    case HashFn::kXxhashCbor:
+      return "xxhash_cbor";
+  }
+  return "?";
+}
+
+size_t hash_fn_digest_size(HashFn fn) {
+  return (fn == HashFn::kSha256 || fn == HashFn::kSha256Cbor) ? 32 : 16;
+}
+
+bool hash_fn_uses_cbor(HashFn fn) {
+  return fn == HashFn::kSha256Cbor || fn == HashFn::kXxhashCbor;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Canonical CBOR (RFC 8949 §4.2 shortest forms), as cbor2.dumps(obj, canonical=True) writes the
+// few types a block key holds: arrays (tuples), ints, byte strings, text strings and None.
+namespace {
+
+void cbor_head(uint8_t major, uint64_t value, std::vector<uint8_t>* out) {
+  uint8_t m = static_cast<uint8_t>(major << 5);
+  if (value < 24) {
+    out->push_back(m | static_cast<uint8_t>(value));
+  } else if (value <= 0xff) {
+    out->push_back(m | 24);
+    out->push_back(static_cast<uint8_t>(value));
+  } else if (value <= 0xffff) {
+    out->push_back(m | 25);
+    out->push_back(static_cast<uint8_t>(value >> 8));
+    out->push_back(static_cast<uint8_t>(value));
+  } else if (value <= 0xffffffffULL) {
+    out->push_back(m | 26);
+    for (int shift = 24; shift >= 0; shift -= 8)
+      out->push_back(static_cast<uint8_t>(value >> shift));
+  } else {
+    out->push_back(m | 27);
+    for (int shift = 56; shift >= 0; shift -= 8)
+      out->push_back(static_cast<uint8_t>(value >> shift));
+  }
+}
+
+void cbor_int(int64_t v, std::vector<uint8_t>* out) {
+  if (v >= 0) {
+    cbor_head(0, static_cast<uint64_t>(v), out);
+  } else {
+    // Major type 1 carries -1 - v, which is non-negative and fits in uint64 for every int64.
+    cbor_head(1, static_cast<uint64_t>(-(v + 1)), out);
+  }
+}
+
+void cbor_bytes(std::span<const uint8_t> b, std::vector<uint8_t>* out) {
+  cbor_head(2, b.size(), out);
+  out->insert(out->end(), b.begin(), b.end());
+}
+
+void cbor_text(std::string_view s, std::vector<uint8_t>* out) {
+  cbor_head(3, s.size(), out);
+  out->insert(out->end(), s.begin(), s.end());
+}
+
+}  // namespace
+
+void encode_block_key_cbor(std::span<const uint8_t> parent, std::span<const TokenId> tokens,
+                           const ExtraKeys* extra_keys, std::vector<uint8_t>* out) {
+  out->reserve(out->size() + 8 + parent.size() + 3 * tokens.size());
+  out->push_back(0x83);
+  cbor_bytes(parent, out);
+  cbor_head(4, tokens.size(), out);
+  for (TokenId t : tokens) {
+    if (t >= 0 && t < 24) {
+      out->push_back(static_cast<uint8_t>(t));  // the common case, one byte
+    } else {
+      cbor_int(t, out);
+    }
+  }
+  if (extra_keys == nullptr) {
+    out->push_back(0xf6);
+    return;
+  }
+  cbor_head(4, extra_keys->size(), out);
+  for (const ExtraKey& k : *extra_keys) {
+    if (k.is_bytes) {
+      cbor_bytes({reinterpret_cast<const uint8_t*>(k.value.data()), k.value.size()}, out);
+    } else {
+      cbor_text(k.value, out);
+    }
+  }
+}
+
+void encode_str_cbor(std::string_view s, std::vector<uint8_t>* out) {
+  cbor_text(s, out);
+}
+
+// ---------------------------------------------------------------------------------------------
+// pickle protocol 5 as CPython's C pickler writes the key tuple:
+//
+//   80 05                PROTO 5
+//   95 <u64 LE n>        FRAME of n bytes (everything up to and including STOP)
+//   43 20 <32 bytes> 94  SHORT_BINBYTES parent, MEMOIZE
+//   28 <ints> 74 94      MARK ... TUPLE, MEMOIZE   (85/86/87 + 94 for 1-3 items, 29 for none)
+//   4e                   None (or the extra-keys tuple, strings as 8c <len> <utf8> 94)
+//   87 94 2e             TUPLE3, MEMOIZE, STOP
+//
+// Every object here is new to the memo (the golden data has no repeated objects inside one key),
+// so no memo references (GET opcodes) are emitted. Frames are cut at object boundaries once they
+// reach 64 KiB, as the C pickler does; keys that large need blocks of over 13,000 tokens.
+namespace {
+
+constexpr uint8_t kProto = 0x80, kFrame = 0x95, kMemoize = 0x94, kStop = 0x2e, kMark = 0x28,
+                  kTuple = 0x74, kEmptyTuple = 0x29, kNone = 0x4e, kBinInt1 = 0x4b, kBinInt2 = 0x4d,
+                  kBinInt = 0x4a, kLong1 = 0x8a, kShortBinBytes = 0x43, kBinBytes = 0x42,
+                  kShortBinUnicode = 0x8c, kBinUnicode = 0x58;
+constexpr uint8_t kTupleN[4] = {kEmptyTuple, 0x85, 0x86, 0x87};
+constexpr size_t kFrameSizeTarget = 64 * 1024;
+constexpr size_t kFrameSizeMin = 4;
+constexpr size_t kFrameHeaderSize = 9;
+
+class PickleWriter {
+ public:
+  explicit PickleWriter(std::vector<uint8_t>* out) : out_(out) {
+    out_->push_back(kProto);
+    out_->push_back(5);
+    open_frame();
+  }
+
+  void byte(uint8_t b) { out_->push_back(b); }
+  void le(uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) out_->push_back(static_cast<uint8_t>(v >> (8 * i)));
+  }
+  void raw(const void* p, size_t n) {
+    auto* b = static_cast<const uint8_t*>(p);
+    out_->insert(out_->end(), b, b + n);
+  }
+
+  // Called after each complete object, where the C pickler may cut a frame.
+  void object_boundary() {
+    if (out_->size() - frame_start_ - kFrameHeaderSize >= kFrameSizeTarget) {
+      commit_frame();
+      open_frame();
+    }
+  }
+
+  void finish() {
+    byte(kStop);
+    commit_frame();
+  }
+
+  void int_value(int64_t v) {
+    if (v >= 0 && v <= 0xff) {
+      byte(kBinInt1);
+      byte(static_cast<uint8_t>(v));
+    } else if (v >= 0 && v <= 0xffff) {
+      byte(kBinInt2);
+      le(static_cast<uint64_t>(v), 2);
+    } else if (v >= INT32_MIN && v <= INT32_MAX) {
+      byte(kBinInt);
+      le(static_cast<uint64_t>(v), 4);
+    } else {
+      // LONG1: pickle's encode_long. n = bit_length(|v|) / 8 + 1 bytes of little-endian two's
+      // complement, then one trailing 0xff dropped when the byte before it already carries the
+      // sign. Byte i >= 8 is the sign extension (only INT64_MIN-sized magnitudes reach n = 9).
+      uint64_t u = static_cast<uint64_t>(v);
+      uint64_t mag = v < 0 ? uint64_t{0} - u : u;
+      int n = ((64 - __builtin_clzll(mag)) >> 3) + 1;
+      auto byte_at = [&](int i) -> uint8_t {
+        return i < 8 ? static_cast<uint8_t>(u >> (8 * i)) : (v < 0 ? 0xff : 0x00);
+      };
+      if (v < 0 && n > 1 && byte_at(n - 1) == 0xff && (byte_at(n - 2) & 0x80) != 0) --n;
+      byte(kLong1);
+      byte(static_cast<uint8_t>(n));
+      for (int i = 0; i < n; ++i) byte(byte_at(i));
+    }
+    object_boundary();
+  }
+
+  void bytes_value(std::span<const uint8_t> b) {
+    if (b.size() <= 0xff) {
+      byte(kShortBinBytes);
+      byte(static_cast<uint8_t>(b.size()));
+    } else {
+      byte(kBinBytes);
+      le(b.size(), 4);
+    }
+    raw(b.data(), b.size());
+    byte(kMemoize);
+    object_boundary();
+  }
+
+  void str_value(std::string_view s) {
+    if (s.size() <= 0xff) {
+      byte(kShortBinUnicode);
+      byte(static_cast<uint8_t>(s.size()));
+    } else {
+      byte(kBinUnicode);
+      le(s.size(), 4);
+    }
+    raw(s.data(), s.size());
+    byte(kMemoize);
+    object_boundary();
+  }
+
+  void none_value() {
+    byte(kNone);
+    object_boundary();
+  }
+
+  // Opens a tuple of n items; close_tuple(n) after writing them.
+  void open_tuple(size_t n) {
+    if (n > 3) byte(kMark);
+  }
+  void close_tuple(size_t n) {
+    if (n == 0) {
+      byte(kEmptyTuple);  // the empty tuple is a singleton: not memoized
+    } else {
+      byte(n <= 3 ? kTupleN[n] : kTuple);
+      byte(kMemoize);
+    }
+    object_boundary();
+  }
+
+ private:
+  void open_frame() {
+    frame_start_ = out_->size();
+    out_->resize(out_->size() + kFrameHeaderSize);
+  }
+  void commit_frame() {
+    size_t len = out_->size() - frame_start_ - kFrameHeaderSize;
+    if (len >= kFrameSizeMin) {
+      (*out_)[frame_start_] = kFrame;
+      for (int i = 0; i < 8; ++i)
+        (*out_)[frame_start_ + 1 + i] = static_cast<uint8_t>(len >> (8 * i));
+    } else {
+      out_->erase(out_->begin() + static_cast<std::ptrdiff_t>(frame_start_),
+                  out_->begin() + static_cast<std::ptrdiff_t>(frame_start_ + kFrameHeaderSize));
+    }
+  }
+
+  std::vector<uint8_t>* out_;
+  size_t frame_start_ = 0;
+};
+
+}  // namespace
+
+void encode_block_key_pickle(std::span<const uint8_t> parent, std::span<const TokenId> tokens,
+                             const ExtraKeys* extra_keys, std::vector<uint8_t>* out) {
+  PickleWriter w(out);
+  w.open_tuple(3);
+  w.bytes_value(parent);
+  w.open_tuple(tokens.size());
+  for (TokenId t : tokens) w.int_value(t);
+  w.close_tuple(tokens.size());
+  if (extra_keys == nullptr) {
+    w.none_value();
+  } else {
+    w.open_tuple(extra_keys->size());
+    for (const ExtraKey& k : *extra_keys) {
+      if (k.is_bytes) {
+        w.bytes_value({reinterpret_cast<const uint8_t*>(k.value.data()), k.value.size()});
+      } else {
+        w.str_value(k.value);
+      }
+    }
+    w.close_tuple(extra_keys->size());
+  }
+  w.close_tuple(3);
+  w.finish();
+}
+
+void encode_str_pickle(std::string_view s, std::vector<uint8_t>* out) {
+  PickleWriter w(out);
+  w.str_value(s);
+  w.finish();
+}
+
+// ---------------------------------------------------------------------------------------------
+
+BlockHash digest_bytes(HashFn fn, std::span<const uint8_t> bytes) {
+  uint8_t digest[32];
+  if (fn == HashFn::kSha256 || fn == HashFn::kSha256Cbor) {
+    SHA256_CTX ctx;
+    SHA256_Init(&ctx);
+    SHA256_Update(&ctx, bytes.data(), bytes.size());
+    SHA256_Final(digest, &ctx);
+    return BlockHash({digest, 32});
+  }
+  XXH128_hash_t h = XXH3_128bits(bytes.data(), bytes.size());
+  XXH128_canonical_t canonical;
+  XXH128_canonicalFromHash(&canonical, h);
+  static_assert(sizeof(canonical.digest) == 16);
+  return BlockHash({canonical.digest, 16});
+}
+
+BlockHash none_hash(HashFn fn, std::string_view python_hash_seed) {
+  std::vector<uint8_t> buf;
+  if (hash_fn_uses_cbor(fn)) {
+    encode_str_cbor(python_hash_seed, &buf);
+  } else {
+    encode_str_pickle(python_hash_seed, &buf);
+  }
+  return digest_bytes(fn, buf);
+}
+
+BlockHasher::BlockHasher(HashFn fn, BlockHash none_hash) : fn_(fn), none_hash_(none_hash) {
+  KVTWIN_CHECK(!none_hash_.empty()) << "NONE_HASH must be set";
+  scratch_.reserve(4096);
+}
+
+BlockHash BlockHasher::hash_block_tokens(const BlockHash& parent, std::span<const TokenId> tokens,
+                                         const ExtraKeys* extra_keys) {
+  const BlockHash& p = parent.empty() ? none_hash_ : parent;
+  scratch_.clear();
+  if (hash_fn_uses_cbor(fn_)) {
+    encode_block_key_cbor(p.bytes(), tokens, extra_keys, &scratch_);
+  } else {
+    encode_block_key_pickle(p.bytes(), tokens, extra_keys, &scratch_);
+  }
+  return digest_bytes(fn_, scratch_);
+}
+
+}  // namespace kvtwin::model::vllm

@@ -1,0 +1,144 @@
+#include "sim/golden/golden_command.h"
+
+#include <simdjson.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "sim/golden/formats.h"
+#include "sim/io/input_error.h"
+
+namespace kvtwin::sim::golden {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool is_oplog_name(const std::string& name) {
+  auto ends_with = [&](std::string_view suffix) {
+    return name.size() >= suffix.size() &&
+           name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  return ends_with(".jsonl") || ends_with(".jsonl.gz");
+}
+
+std::vector<std::string> expand(const std::vector<std::string>& inputs) {
+  std::vector<std::string> files;
+  for (const std::string& in : inputs) {
+    std::error_code ec;
+    if (fs::is_directory(in, ec)) {
+      std::vector<std::string> found;
+      for (const auto& entry : fs::directory_iterator(in)) {
+        if (entry.is_regular_file() && is_oplog_name(entry.path().filename().string()))
+          found.push_back(entry.path().string());
+      }
+      std::sort(found.begin(), found.end());
+      files.insert(files.end(), found.begin(), found.end());
+    } else {
+      files.push_back(in);
+    }
+  }
+  return files;
+}
+
+const GoldenFormat& find_format(const std::string& path, std::string_view header) {
+  simdjson::ondemand::parser parser;
+  simdjson::padded_string padded(header);
+  std::string_view format;
+  int64_t version = -1;
+  auto doc = parser.iterate(padded);
+  simdjson::ondemand::object obj;
+  if (doc.get_object().get(obj) != simdjson::SUCCESS)
+    throw InputError(path, 1, "header", "not a JSON object");
+  for (auto field : obj) {
+    std::string_view key;
+    if (field.unescaped_key().get(key) != simdjson::SUCCESS)
+      throw InputError(path, 1, "header", "malformed JSON");
+    if (key == "format") {
+      if (field.value().get_string().get(format) != simdjson::SUCCESS)
+        throw InputError(path, 1, "format", "expected a string");
+    } else if (key == "format_version") {
+      if (field.value().get_int64().get(version) != simdjson::SUCCESS)
+        throw InputError(path, 1, "format_version", "expected an integer");
+    } else if (key == "type") {
+      std::string_view type;
+      if (field.value().get_string().get(type) != simdjson::SUCCESS || type != "header")
+        throw InputError(path, 1, "type", "first line must be the header");
+    }
+  }
+  if (format.empty()) throw InputError(path, 1, "format", "missing");
+  for (const GoldenFormat& f : golden_formats()) {
+    if (f.name == format) {
+      if (f.version != version)
+        throw InputError(
+            path, 1, "format_version",
+            "unsupported version " + std::to_string(version) + " of " + std::string(format));
+      return f;
+    }
+  }
+  throw InputError(path, 1, "format", "unknown op-log format '" + std::string(format) + "'");
+}
+
+std::string clip(const std::string& s, size_t n = 300) {
+  return s.size() <= n ? s : s.substr(0, n) + "...";
+}
+
+}  // namespace
+
+std::vector<std::string> default_golden_paths() {
+  std::string shared = KVTWIN_SHARED_DIR;
+  std::vector<std::string> paths;
+  for (const char* sub : {"/golden/public", "/golden/lmcache/public"}) {
+    std::error_code ec;
+    if (fs::is_directory(shared + sub, ec)) paths.push_back(shared + sub);
+  }
+  return paths;
+}
+
+int run_golden(const GoldenOptions& options) {
+  std::vector<std::string> files = expand(options.files);
+  if (files.empty()) {
+    std::fprintf(stderr, "kvtwin golden: no op-log files given or found\n");
+    return kExitBadInput;
+  }
+  int passed = 0, failed = 0, bad_input = 0;
+  uint64_t total_ops = 0;
+  double total_seconds = 0;
+  for (const std::string& path : files) {
+    try {
+      auto t0 = std::chrono::steady_clock::now();
+      io::LineReader reader(path);
+      std::string_view header;
+      if (!reader.next(&header)) throw InputError(path, 1, "header", "empty file");
+      std::string header_copy(header);
+      const GoldenFormat& format = find_format(path, header_copy);
+      ReplayOptions replay_options;
+      CaseOutcome out = format.replay(reader, header_copy, replay_options);
+      out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      total_ops += out.num_ops;
+      total_seconds += out.seconds;
+      if (out.passed) {
+        ++passed;
+        if (!options.quiet)
+          std::printf("PASS %-48s %9llu ops %8.3f s\n", out.case_name.c_str(),
+                      static_cast<unsigned long long>(out.num_ops), out.seconds);
+      } else {
+        ++failed;
+        std::printf("FAIL %-48s op %lld %s: %s: expected %s, got %s\n", out.case_name.c_str(),
+                    static_cast<long long>(out.op_index), out.op_name.c_str(), out.field.c_str(),
+                    clip(out.expected).c_str(), clip(out.actual).c_str());
+      }
+    } catch (const InputError& e) {
+      ++bad_input;
+      std::printf("ERROR %s\n", e.what());
+    }
+    std::fflush(stdout);
+  }
+  std::printf("golden: %d passed, %d failed, %d unreadable; %llu ops in %.3f s\n", passed, failed,
+              bad_input, static_cast<unsigned long long>(total_ops), total_seconds);
+  if (bad_input > 0) return kExitBadInput;
+  return failed > 0 ? 1 : 0;
+}
+
+}  // namespace kvtwin::sim::golden

@@ -1,0 +1,54 @@
+// LineReader: streams the lines of a text file, plain or gzip-compressed (detected by the magic
+// bytes 1f 8b, not by the name), with 1-based line numbers.
+//
+// Memory stays bounded by the longest line plus a fixed window, whatever the file size. Every
+// returned line is followed in memory by at least kPadding readable bytes, so it can be handed to
+// simdjson as a padded_string_view without a copy. The view is valid until the next call.
+//
+// Errors (throws InputError with the file name and line): unreadable file, corrupt or truncated
+// gzip stream, a NUL byte inside a line. A final line without '\n' is returned as a line.
+//
+// Threading: one reader per thread. A background thread decompresses ahead when the input is
+// gzip, so inflating overlaps with the caller's parsing.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace kvtwin::sim::io {
+
+class LineReader {
+ public:
+  static constexpr size_t kPadding = 64;  // >= SIMDJSON_PADDING
+
+  explicit LineReader(std::string path);
+  ~LineReader();
+  LineReader(const LineReader&) = delete;
+  LineReader& operator=(const LineReader&) = delete;
+
+  // Sets *line to the next line without its '\n' (and without a trailing '\r'); false at end.
+  bool next(std::string_view* line);
+
+  // Line number of the line last returned (1-based; 0 before the first).
+  uint64_t line_number() const { return line_number_; }
+  const std::string& path() const { return path_; }
+  bool compressed() const;
+
+  // Byte source behind the reader (plain file or background gzip inflater).
+  class Source;
+
+ private:
+  bool refill();
+
+  std::string path_;
+  std::unique_ptr<Source> source_;
+  std::string buffer_;  // [begin_, end_) holds unread bytes; capacity keeps kPadding slack
+  size_t begin_ = 0;
+  size_t end_ = 0;
+  bool eof_ = false;
+  uint64_t line_number_ = 0;
+};
+
+}  // namespace kvtwin::sim::io

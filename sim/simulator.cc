@@ -1,0 +1,53 @@
+#include "sim/simulator.h"
+
+#include <algorithm>
+
+#include "model/check.h"
+
+namespace kvtwin::sim {
+
+Simulator::EventId Simulator::schedule_at(SimTime at, Action action) {
+  KVTWIN_CHECK_GE(at, now_) << "event scheduled in the past";
+  uint64_t seq = next_seq_++;
+  heap_.push_back(Entry{at, seq, std::move(action)});
+  std::push_heap(heap_.begin(), heap_.end(), later);
+  return seq;
+}
+
+void Simulator::cancel(EventId id) {
+  KVTWIN_CHECK_LT(id, next_seq_) << "unknown event";
+  bool inserted = cancelled_.insert(id).second;
+  KVTWIN_CHECK(inserted) << "event " << id << " cancelled twice";
+}
+
+bool Simulator::step(SimTime limit) {
+  while (!heap_.empty()) {
+    if (heap_.front().time > limit) return false;
+    std::pop_heap(heap_.begin(), heap_.end(), later);
+    Entry e = std::move(heap_.back());
+    heap_.pop_back();
+    if (!cancelled_.empty() && cancelled_.erase(e.seq) > 0) continue;
+    KVTWIN_CHECK_GE(e.time, now_) << "time ran backwards";
+    now_ = e.time;
+    ++num_executed_;
+    e.action();
+    return true;
+  }
+  return false;
+}
+
+void Simulator::run() {
+  stopped_ = false;
+  while (!stopped_ && step(kSimTimeMax)) {
+  }
+  if (!stopped_) KVTWIN_CHECK_EQ(num_pending(), 0u) << "events left after run()";
+}
+
+void Simulator::run_until(SimTime until) {
+  stopped_ = false;
+  while (!stopped_ && step(until)) {
+  }
+  if (!stopped_ && until > now_) now_ = until;
+}
+
+}  // namespace kvtwin::sim

@@ -1,0 +1,68 @@
+// Simulator: the discrete-event loop. One object per simulation run; no globals.
+//
+// Events are ordered by (time, seq) where seq is the insertion counter, so two events at the
+// same instant run in the order they were scheduled — never in pointer or hash-map order. That
+// total order is what makes a run byte-identical for the same inputs and seed.
+//
+// Invariants: time never runs backwards (an event may not be scheduled before now()); a run that
+// finishes with run() leaves no event behind.
+//
+// Threading: single-threaded. Parallel sweeps run one Simulator per thread or process.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <unordered_set>
+#include <vector>
+
+#include "sim/time.h"
+
+namespace kvtwin::sim {
+
+class Simulator {
+ public:
+  using Action = std::function<void()>;
+  using EventId = uint64_t;
+
+  SimTime now() const { return now_; }
+
+  // Schedules `action` at absolute time `at`. REQUIRES: at >= now(). Returns an id for cancel().
+  EventId schedule_at(SimTime at, Action action);
+  EventId schedule_after(SimDuration delay, Action action) {
+    return schedule_at(now_ + delay, std::move(action));
+  }
+
+  // Cancels a pending event. REQUIRES: the event has neither run nor been cancelled (the owner
+  // of a cancellable event clears its handle when the event runs).
+  void cancel(EventId id);
+
+  // Runs events in (time, seq) order until none is left or stop() was called.
+  void run();
+  // Runs events with time <= until, then sets now() to `until` (if larger).
+  void run_until(SimTime until);
+  void stop() { stopped_ = true; }
+
+  size_t num_pending() const { return heap_.size() - cancelled_.size(); }
+  uint64_t num_executed() const { return num_executed_; }
+
+ private:
+  struct Entry {
+    SimTime time;
+    uint64_t seq;
+    Action action;
+  };
+  // Heap order for std::push_heap/pop_heap: the top is the smallest (time, seq).
+  static bool later(const Entry& a, const Entry& b) {
+    return a.time != b.time ? a.time > b.time : a.seq > b.seq;
+  }
+  bool step(SimTime limit);
+
+  SimTime now_ = 0;
+  uint64_t next_seq_ = 0;
+  uint64_t num_executed_ = 0;
+  bool stopped_ = false;
+  std::vector<Entry> heap_;                 // memory follows pending events, not history
+  std::unordered_set<uint64_t> cancelled_;  // pending events that were cancelled
+};
+
+}  // namespace kvtwin::sim

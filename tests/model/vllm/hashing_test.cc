@@ -1,0 +1,206 @@
+// Byte-exact hashing: the encoders against CPython's pickle and cbor2's canonical CBOR, NONE_HASH
+// and block-hash chains against values recorded from upstream vLLM and LMCache.
+#include "model/vllm/hashing.h"
+
+#include <gtest/gtest.h>
+#include <simdjson.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <numeric>
+
+#include "tests/support/paths.h"
+
+namespace kvtwin::model::vllm {
+namespace {
+
+std::vector<uint8_t> parent32() {
+  std::vector<uint8_t> p(32);
+  std::iota(p.begin(), p.end(), 0);
+  return p;
+}
+
+std::string hex_of(const std::vector<uint8_t>& v) {
+  return to_hex(v);
+}
+
+// Expected bytes below were printed by CPython 3.11's C pickler: pickle.dumps(obj, protocol=5).
+TEST(PickleEncoder, MatchesCPythonForEveryIntWidthAndStrings) {
+  std::vector<TokenId> ints = {
+      0,         23,           24,        255,       256,           65535,      65536,
+      -1,        -128,         -129,      INT32_MIN, INT32_MAX,     2147483648, -2147483649LL,
+      1LL << 40, -(1LL << 40), INT64_MAX, INT64_MIN, INT64_MIN + 1, 1LL << 55,  -(1LL << 55)};
+  ExtraKeys extra = {{"lora-a"}, {"mm:1"}, {"salt"}};
+  std::vector<uint8_t> out;
+  encode_block_key_pickle(parent32(), ints, &extra, &out);
+  EXPECT_EQ(hex_of(out),
+            "800595bd000000000000004320000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c"
+            "1d1e1f94284b004b174b184bff4d00014dffff4a000001004affffffff4a80ffffff4a7fffffff4a0000"
+            "00804affffff7f8a0500000080008a05ffffff7fff8a060000000000018a060000000000ff8a08ffffff"
+            "ffffffff7f8a0800000000000000808a0801000000000000808a0800000000000080008a070000000000"
+            "008074948c066c6f72612d61948c046d6d3a31948c0473616c7494879487942e");
+}
+
+TEST(PickleEncoder, EmptyAndSingleTokenTuples) {
+  std::vector<uint8_t> out;
+  encode_block_key_pickle(parent32(), {}, nullptr, &out);
+  EXPECT_EQ(hex_of(out),
+            "80059528000000000000004320000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c"
+            "1d1e1f94294e87942e");
+  out.clear();
+  std::vector<TokenId> one = {7};
+  encode_block_key_pickle(parent32(), one, nullptr, &out);
+  EXPECT_EQ(hex_of(out),
+            "8005952b000000000000004320000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c"
+            "1d1e1f944b0785944e87942e");
+}
+
+TEST(PickleEncoder, CutsFramesAt64KiBLikeTheCPickler) {
+  std::vector<TokenId> big(20000);
+  std::iota(big.begin(), big.end(), 100000);
+  std::vector<uint8_t> out;
+  encode_block_key_pickle(parent32(), big, nullptr, &out);
+  EXPECT_EQ(out.size(), 100062u);
+  // First frame: exactly 65,536 bytes, cut after the int that reached the target.
+  EXPECT_EQ(to_hex(std::span(out).subspan(0, 12)), "800595000001000000000043");
+  EXPECT_EQ(digest_bytes(HashFn::kSha256, out).hex(),
+            "5c015d565d80907ef171aeb10f30758560e19ed3a851cc1cdb15bc7e4ce4b325");
+}
+
+TEST(PickleEncoder, NoneHashOfSeedZero) {
+  std::vector<uint8_t> out;
+  encode_str_pickle("0", &out);
+  EXPECT_EQ(hex_of(out), "80059505000000000000008c0130942e");
+  EXPECT_EQ(none_hash(HashFn::kSha256, "0").hex(),
+            "1973e23848344dc43a988a9b478663803cfffe1243480253f9a3cf004b14aa7c");
+}
+
+// RFC 8949 shortest forms; the example of golden README §5.
+TEST(CborEncoder, ShortestIntFormsAndNone) {
+  std::vector<uint8_t> out;
+  std::vector<TokenId> tokens = {0,  23,  24,  255,  256, 65535, 65536, 4294967295LL, 4294967296LL,
+                                 -1, -24, -25, -256, -257};
+  encode_block_key_cbor(std::vector<uint8_t>(16, 0xab), tokens, nullptr, &out);
+  EXPECT_EQ(hex_of(out),
+            "8350abababababababababababababababab8e0017181818ff19010019ffff1a000100001affffffff"
+            "1b00000001000000002037381838ff390100f6");
+}
+
+TEST(CborEncoder, ExtraKeysAsTextAndByteStrings) {
+  std::vector<uint8_t> out;
+  ExtraKeys extra = {{"ab"}, {std::string("\x01\x02", 2), true}};
+  std::vector<TokenId> tokens = {1};
+  encode_block_key_cbor(std::vector<uint8_t>(16, 0), tokens, &extra, &out);
+  EXPECT_EQ(hex_of(out), "835000000000000000000000000000000000810182626162420102");
+}
+
+TEST(NoneHash, LmcacheVectorsForEverySeed) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc =
+      parser.load(testing::shared_path("golden/lmcache/public/lmcache_hash_vectors.json"));
+  int n = 0;
+  for (auto [seed, hex] : doc["none_hash"].get_object()) {
+    EXPECT_EQ(none_hash(HashFn::kSha256Cbor, seed).hex(), std::string_view(hex.get_string()))
+        << "seed " << seed;
+    ++n;
+  }
+  EXPECT_EQ(n, 4);
+}
+
+// LMCache's chunk keys carry h_i = SHA256(CBOR([h_{i-1}, [chunk tokens], null])) as field 4 of
+// "model@world_size@worker_id@<hash>@dtype...".
+TEST(BlockHasher, LmcacheChunkChains) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc =
+      parser.load(testing::shared_path("golden/lmcache/public/lmcache_hash_vectors.json"));
+  BlockHasher hasher(HashFn::kSha256Cbor, none_hash(HashFn::kSha256Cbor, "0"));
+  int checked = 0;
+  for (simdjson::dom::element c : doc["cases"].get_array()) {
+    int64_t chunk = c["chunk_size"].get_int64();
+    std::vector<TokenId> tokens;
+    for (int64_t t : c["tokens"].get_array()) tokens.push_back(t);
+    std::map<int64_t, std::string> chain;  // start -> hex
+    BlockHash parent;
+    for (size_t s = 0; s < tokens.size(); s += chunk) {
+      size_t e = std::min(tokens.size(), s + static_cast<size_t>(chunk));
+      parent = hasher.hash_block_tokens(parent, std::span(tokens).subspan(s, e - s), nullptr);
+      chain[static_cast<int64_t>(s)] = parent.hex();
+    }
+    for (simdjson::dom::element ch : c["chunks"].get_array()) {
+      std::string_view key = ch["key"].get_string();
+      // The hash is the 64-hex field after the third '@' (the model name has no '@').
+      size_t at = 0;
+      for (int i = 0; i < 3; ++i) at = key.find('@', at) + 1;
+      std::string_view hex = key.substr(at, 64);
+      EXPECT_EQ(chain.at(ch["start"].get_int64()), hex) << key;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 20);
+}
+
+// Every vLLM public case: NONE_HASH from the header, and the block hashes of every plain
+// add_request (no LoRA, multimodal or salt) recomputed from its prompt.
+TEST(BlockHasher, VllmGoldenHeadersAndPromptHashes) {
+  simdjson::dom::parser parser;
+  int cases = 0, requests = 0;
+  std::map<std::string, int> fns;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(testing::shared_path("golden/public"))) {
+    if (entry.path().extension() != ".jsonl") continue;
+    std::ifstream in(entry.path());
+    std::string line;
+    std::getline(in, line);
+    simdjson::dom::element header = parser.parse(line);
+    std::string_view fn_name = header["config"]["hash_fn"].get_string();
+    auto fn = hash_fn_from_name(fn_name);
+    ASSERT_TRUE(fn.has_value()) << fn_name;
+    std::string_view seed = header["config"]["python_hash_seed"].get_string();
+    EXPECT_EQ(none_hash(*fn, seed).hex(),
+              std::string_view(header["derived"]["none_hash"].get_string()))
+        << entry.path();
+    ++fns[std::string(fn_name)];
+    ++cases;
+    if (!header["config"]["compute_block_hashes"].get_bool().value()) continue;
+    int64_t block = header["config"]["hash_block_size"].get_int64();
+    BlockHasher hasher(*fn, none_hash(*fn, seed));
+    while (std::getline(in, line)) {
+      simdjson::dom::element op = parser.parse(line);
+      if (op["op"].error() || std::string_view(op["op"].get_string()) != "add_request") continue;
+      if (!op["prompt"].error() && op["lora"].error() && op["mm"].error() &&
+          op["cache_salt"].error() && !op["expect"]["block_hashes"].is_object()) {
+        std::vector<TokenId> prompt;
+        for (int64_t t : op["prompt"].get_array()) prompt.push_back(t);
+        std::vector<std::string> expected;
+        for (auto h : op["expect"]["block_hashes"].get_array())
+          expected.emplace_back(std::string_view(h.get_string()));
+        std::vector<std::string> actual;
+        BlockHash parent;
+        for (size_t s = 0; s + block <= prompt.size(); s += block) {
+          parent = hasher.hash_block_tokens(parent, std::span(prompt).subspan(s, block), nullptr);
+          actual.push_back(parent.hex());
+        }
+        ASSERT_EQ(actual, expected) << entry.path() << ": " << line.substr(0, 80);
+        ++requests;
+      }
+    }
+  }
+  EXPECT_EQ(cases, 41);
+  EXPECT_GT(requests, 1000);
+  EXPECT_GT(fns["sha256"], 0);
+  EXPECT_GT(fns["xxhash_cbor"], 0);
+}
+
+TEST(BlockHash, HexRoundTripAndLow64) {
+  BlockHash h;
+  ASSERT_TRUE(BlockHash::from_hex("000102030405060708090a0b0c0d0e0f", &h));
+  EXPECT_EQ(h.size(), 16u);
+  EXPECT_EQ(h.hex(), "000102030405060708090a0b0c0d0e0f");
+  EXPECT_EQ(h.low64(), 0x08090a0b0c0d0e0fULL);
+  EXPECT_FALSE(BlockHash::from_hex("0g", &h));
+  EXPECT_FALSE(BlockHash::from_hex("abc", &h));
+}
+
+}  // namespace
+}  // namespace kvtwin::model::vllm
