@@ -1,0 +1,99 @@
+// OplogStream: reads a golden op-log (header, ops, footer) for a replayer.
+//
+// Both op-log formats share the framing: line 1 is the header, then one JSON object per op, and
+// the last line is {"type":"footer","num_ops":N,"sha256_of_preceding_lines":hex,...} where the
+// digest covers every preceding line including its '\n'. The stream hands out ops as parsed DOM
+// objects with their line number, and when the footer arrives checks the op count and the
+// digest, so a truncated or edited file is an input error, never a silent pass.
+//
+// OpFields wraps one op for typed access; every accessor names the field in its InputError.
+//
+// Threading: one stream per thread.
+#pragma once
+
+#include <simdjson.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "sim/io/input_error.h"
+#include "sim/io/line_reader.h"
+
+namespace kvtwin::sim::golden {
+
+// Typed, error-reporting access to the fields of one JSON object of an op-log line.
+class OpFields {
+ public:
+  OpFields(const std::string* file, uint64_t line, simdjson::dom::object obj)
+      : file_(file), line_(line), obj_(obj) {}
+
+  simdjson::dom::object object() const { return obj_; }
+  uint64_t line() const { return line_; }
+  const std::string& file() const { return *file_; }
+
+  bool has(std::string_view field) const;
+  // Present and not null.
+  bool has_value(std::string_view field) const;
+
+  simdjson::dom::element element(std::string_view field) const;  // required
+  std::optional<simdjson::dom::element> optional_element(std::string_view field) const;
+
+  std::string_view str(std::string_view field) const;
+  int64_t i64(std::string_view field) const;
+  int64_t i64_or(std::string_view field, int64_t fallback) const;  // absent or null → fallback
+  bool boolean(std::string_view field) const;
+  bool boolean_or(std::string_view field, bool fallback) const;
+  simdjson::dom::array array(std::string_view field) const;
+  simdjson::dom::object object(std::string_view field) const;
+  OpFields sub(std::string_view field) const { return OpFields(file_, line_, object(field)); }
+
+  // Typed conversions of a nested element, naming `field` in errors.
+  int64_t as_i64(simdjson::dom::element e, std::string_view field) const;
+  std::string_view as_str(simdjson::dom::element e, std::string_view field) const;
+
+  [[noreturn]] void fail(std::string_view field, const std::string& message) const;
+
+ private:
+  const std::string* file_;
+  uint64_t line_;
+  simdjson::dom::object obj_;
+};
+
+class OplogStream {
+ public:
+  // Takes over `reader` positioned after the header line (which the caller already read).
+  OplogStream(io::LineReader& reader, std::string_view header_line);
+  ~OplogStream();
+  OplogStream(const OplogStream&) = delete;
+  OplogStream& operator=(const OplogStream&) = delete;
+
+  // The header (valid for the stream's lifetime).
+  const OpFields& header() const { return header_; }
+
+  // Parses the next op into *op (valid until the next call); returns false after the footer
+  // was read and verified.
+  // Throws InputError on malformed JSON, a missing footer, a wrong op count or digest.
+  bool next(OpFields* op);
+
+  uint64_t num_ops() const { return num_ops_; }
+  const std::string& path() const { return reader_.path(); }
+
+ private:
+  void check_footer(const OpFields& footer);
+  void hash_line(std::string_view line);
+
+  io::LineReader& reader_;
+  std::string path_;
+  simdjson::dom::parser header_parser_;
+  simdjson::dom::parser parser_;
+  OpFields header_;
+  uint64_t num_ops_ = 0;
+  bool done_ = false;
+  struct Digest;
+  std::unique_ptr<Digest> digest_;
+};
+
+}  // namespace kvtwin::sim::golden
