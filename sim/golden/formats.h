@@ -1,6 +1,8 @@
 // The op-log formats `kvtwin golden` knows, keyed by the header's "format" value.
 #pragma once
 
+#include <cstdint>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -9,10 +11,15 @@
 
 namespace kvtwin::sim::golden {
 
+// Speed of the model alone (`kvtwin golden --bench`): loads the whole op-log into memory, then
+// executes it `repeat` times without comparison; returns the best seconds and sets *num_ops.
+using BenchFn = double (*)(const std::string& path, int repeat, uint64_t* num_ops);
+
 struct GoldenFormat {
   std::string_view name;  // header "format"
   int version;            // header "format_version"
   ReplayFn replay;
+  BenchFn bench = nullptr;  // optional
 };
 
 const std::vector<GoldenFormat>& golden_formats();

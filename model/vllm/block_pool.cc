@@ -1,0 +1,198 @@
+#include "model/vllm/block_pool.h"
+
+#include "model/check.h"
+#include "model/vllm/request_block_hasher.h"
+
+namespace kvtwin::model::vllm {
+
+BlockPool::BlockPool(const BlockPoolOptions& options)
+    : options_(options),
+      free_block_queue_(options.num_gpu_blocks),
+      cached_(options.num_gpu_blocks),
+      detached_(static_cast<size_t>(options.num_gpu_blocks), 0) {
+  KVTWIN_CHECK(options.num_gpu_blocks > 0) << "num_gpu_blocks " << options.num_gpu_blocks;
+  KVTWIN_CHECK(options.hash_block_size > 0) << "hash_block_size " << options.hash_block_size;
+  blocks_.resize(static_cast<size_t>(options.num_gpu_blocks));
+  for (size_t i = 0; i < blocks_.size(); ++i) blocks_[i].block_id = static_cast<BlockId>(i);
+  // The placeholder block: popped once, never freed, ref_cnt not maintained.
+  null_block_ = free_block_queue_.popleft();
+  blocks_[static_cast<size_t>(null_block_)].is_null = true;
+}
+
+bool BlockPool::get_cached_block(std::span<const uint8_t> hash_bytes,
+                                 std::span<const int> group_ids, std::span<BlockId> out) const {
+  for (size_t i = 0; i < group_ids.size(); ++i) {
+    BlockId b = cached_.get_one_block(blocks_, hash_bytes, static_cast<uint32_t>(group_ids[i]));
+    if (b == kNoBlock) return false;
+    out[i] = b;
+  }
+  return true;
+}
+
+ExternalBlockHash BlockPool::external_hash(std::span<const uint8_t> bytes) const {
+  ExternalBlockHash h;
+  if (options_.kv_events_use_int_block_hashes) {
+    h.is_int = true;
+    size_t start = bytes.size() > 8 ? bytes.size() - 8 : 0;
+    for (size_t i = start; i < bytes.size(); ++i) h.int_value = h.int_value << 8 | bytes[i];
+  } else {
+    h.bytes.assign(bytes.begin(), bytes.end());
+  }
+  return h;
+}
+
+void BlockPool::cache_full_blocks(const Request& request, std::span<const BlockId> blocks,
+                                  int num_cached_blocks, int num_full_blocks, int block_size,
+                                  int group_id) {
+  if (num_cached_blocks >= num_full_blocks) return;
+  KVTWIN_CHECK_LE(static_cast<size_t>(num_full_blocks), blocks.size());
+  BlockHashListWithBlockSize hashes(request.block_hashes(), options_.hash_block_size, block_size);
+  KVTWIN_CHECK_LE(num_full_blocks, hashes.size())
+      << "request " << request.request_id() << " lacks block hashes";
+  const bool events = options_.enable_kv_cache_events;
+  BlockStored stored;
+  for (int i = num_cached_blocks; i < num_full_blocks; ++i) {
+    KVCacheBlock& blk = blocks_[static_cast<size_t>(blocks[static_cast<size_t>(i)])];
+    if (blk.is_null) continue;
+    KVTWIN_CHECK(blk.block_hash.empty()) << "block " << blk.block_id << " already has a hash";
+    std::span<const uint8_t> h = hashes.at(i, &scratch_);
+    blk.block_hash = BlockHashWithGroupId(h, static_cast<uint32_t>(group_id));
+    cached_.insert(blocks_, blk.block_id);
+    if (events) stored.block_hashes.push_back(external_hash(h));
+  }
+  if (!events) return;
+  if (num_cached_blocks > 0)
+    stored.parent_block_hash = external_hash(hashes.at(num_cached_blocks - 1, &scratch_));
+  auto tokens = request.all_token_ids();
+  stored.token_ids.assign(tokens.begin() + int64_t{num_cached_blocks} * block_size,
+                          tokens.begin() + int64_t{num_full_blocks} * block_size);
+  stored.block_size = block_size;
+  if (request.lora_request()) {
+    stored.lora_id = request.lora_request()->adapter_id();
+    stored.lora_name = request.lora_request()->lora_name;
+  }
+  // Extra keys per stored block, the mm walk restarting at index 0 for this event.
+  std::vector<std::optional<ExtraKeys>> extra_keys_list;
+  int curr_mm_idx = 0;
+  ExtraKeys keys;
+  for (int i = num_cached_blocks; i < num_full_blocks; ++i) {
+    if (blocks_[static_cast<size_t>(blocks[static_cast<size_t>(i)])].is_null) continue;
+    int64_t start = int64_t{i} * block_size;
+    curr_mm_idx =
+        generate_block_hash_extra_keys(request, start, start + block_size, curr_mm_idx, &keys);
+    extra_keys_list.push_back(keys.empty() ? std::nullopt : std::optional<ExtraKeys>(keys));
+  }
+  if (!extra_keys_list.empty()) stored.extra_keys = std::move(extra_keys_list);
+  kv_event_queue_.push_back(std::move(stored));
+}
+
+void BlockPool::get_new_blocks(int n, std::vector<BlockId>* out) {
+  KVTWIN_CHECK(n <= get_num_free_blocks())
+      << "Cannot get " << n << " free blocks from the pool (" << get_num_free_blocks() << ")";
+  size_t first = out->size();
+  free_block_queue_.popleft_n(n, out);
+  for (size_t i = first; i < out->size(); ++i) {
+    BlockId b = (*out)[i];
+    if (options_.enable_caching) maybe_evict_cached_block(b);
+    KVCacheBlock& blk = blocks_[static_cast<size_t>(b)];
+    KVTWIN_CHECK_EQ(blk.ref_cnt, 0) << "allocated block " << b << " was in use";
+    blk.ref_cnt = 1;
+  }
+}
+
+bool BlockPool::maybe_evict_cached_block(BlockId b) {
+  KVCacheBlock& blk = blocks_[static_cast<size_t>(b)];
+  if (blk.block_hash.empty()) return false;
+  if (!cached_.pop(blocks_, b)) return false;
+  if (options_.enable_kv_cache_events) {
+    BlockRemoved removed;
+    removed.block_hashes.push_back(external_hash(blk.block_hash.block_hash()));
+    kv_event_queue_.push_back(std::move(removed));
+  }
+  blk.block_hash.reset();
+  return true;
+}
+
+void BlockPool::touch(std::span<const BlockId> blocks) {
+  for (BlockId b : blocks) {
+    KVCacheBlock& blk = blocks_[static_cast<size_t>(b)];
+    if (blk.ref_cnt == 0 && !blk.is_null) free_block_queue_.remove(b);
+    ++blk.ref_cnt;
+  }
+}
+
+void BlockPool::free_blocks(std::span<const BlockId> ordered_blocks) {
+  for (BlockId b : ordered_blocks) --blocks_[static_cast<size_t>(b)].ref_cnt;
+  to_append_.clear();
+  for (BlockId b : ordered_blocks) {
+    const KVCacheBlock& blk = blocks_[static_cast<size_t>(b)];
+    if (blk.ref_cnt == 0 && !blk.is_null) to_append_.push_back(b);
+  }
+  free_block_queue_.append_n(to_append_);
+}
+
+void BlockPool::free_blocks_reversed(std::span<const BlockId> blocks) {
+  for (BlockId b : blocks) --blocks_[static_cast<size_t>(b)].ref_cnt;
+  to_append_.clear();
+  for (size_t i = blocks.size(); i-- > 0;) {
+    const KVCacheBlock& blk = blocks_[static_cast<size_t>(blocks[i])];
+    if (blk.ref_cnt == 0 && !blk.is_null) to_append_.push_back(blocks[i]);
+  }
+  free_block_queue_.append_n(to_append_);
+}
+
+void BlockPool::evict_blocks(std::span<const BlockId> block_ids) {
+  for (BlockId b : block_ids) {
+    KVTWIN_CHECK(b >= 0 && b < num_gpu_blocks())
+        << "Invalid block_id " << b << " >= " << num_gpu_blocks();
+    maybe_evict_cached_block(b);
+  }
+}
+
+bool BlockPool::reset_prefix_cache() {
+  int num_used_blocks = num_gpu_blocks() - get_num_free_blocks();
+  if (num_used_blocks != 1) return false;  // the null block is always in use
+  cached_.clear();
+  for (KVCacheBlock& blk : blocks_) blk.block_hash.reset();
+  if (options_.enable_kv_cache_events) kv_event_queue_.push_back(AllBlocksCleared{});
+  return true;
+}
+
+double BlockPool::get_usage() const {
+  int total = num_gpu_blocks() - 1;
+  if (total == 0) return 0;
+  return 1.0 - (static_cast<double>(get_num_free_blocks()) / static_cast<double>(total));
+}
+
+std::vector<KVCacheEvent> BlockPool::take_events() {
+  if (!options_.enable_kv_cache_events) return {};
+  std::vector<KVCacheEvent> events;
+  events.swap(kv_event_queue_);
+  return events;
+}
+
+void BlockPool::mark_detached(std::span<const BlockId> blocks) {
+  for (BlockId b : blocks) detached_[static_cast<size_t>(b)] = 1;
+}
+
+void BlockPool::check_invariants() const {
+  free_block_queue_.check_invariants();
+  cached_.check_invariants(blocks_);
+  for (const KVCacheBlock& blk : blocks_) {
+    bool queued = free_block_queue_.contains(blk.block_id);
+    if (blk.is_null) {
+      KVTWIN_CHECK(!queued) << "the null block is in the free queue";
+      KVTWIN_CHECK(blk.block_hash.empty()) << "the null block has a hash";
+      continue;
+    }
+    KVTWIN_CHECK_GE(blk.ref_cnt, 0) << "block " << blk.block_id;
+    if (detached_[static_cast<size_t>(blk.block_id)]) {
+      KVTWIN_CHECK(!queued && blk.ref_cnt == 0) << "sink block " << blk.block_id << " reused";
+      continue;
+    }
+    KVTWIN_CHECK_EQ(queued, blk.ref_cnt == 0)
+        << "block " << blk.block_id << " ref_cnt " << blk.ref_cnt << " vs free-queue membership";
+  }
+}
+
+}  // namespace kvtwin::model::vllm

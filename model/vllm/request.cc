@@ -1,0 +1,28 @@
+#include "model/vllm/request.h"
+
+#include "model/vllm/request_block_hasher.h"
+
+namespace kvtwin::model::vllm {
+
+Request::Request(std::string request_id, std::vector<TokenId> prompt_token_ids,
+                 RequestOptions options, RequestBlockHasher* block_hasher)
+    : request_id_(std::move(request_id)),
+      options_(std::move(options)),
+      all_token_ids_(std::move(prompt_token_ids)),
+      num_prompt_tokens_(static_cast<int64_t>(all_token_ids_.size())),
+      block_hasher_(block_hasher) {
+  update_block_hashes();
+}
+
+size_t Request::append_output_token_ids(std::span<const TokenId> token_ids) {
+  all_token_ids_.insert(all_token_ids_.end(), token_ids.begin(), token_ids.end());
+  size_t before = block_hashes_.size();
+  update_block_hashes();
+  return block_hashes_.size() - before;
+}
+
+void Request::update_block_hashes() {
+  if (block_hasher_ != nullptr) block_hasher_->hash_new_blocks(*this, &block_hashes_);
+}
+
+}  // namespace kvtwin::model::vllm

@@ -1,0 +1,113 @@
+#include "sim/golden/vllm_golden.h"
+
+#include <chrono>
+
+#include "sim/golden/oplog.h"
+#include "sim/io/input_error.h"
+
+namespace kvtwin::sim::golden {
+namespace {
+
+void check_header(const OpFields& header) {
+  if (header.str("format") != kVllmGoldenFormat)
+    header.fail("format", "not a " + std::string(kVllmGoldenFormat) + " op-log");
+  if (header.i64("format_version") != kVllmGoldenVersion)
+    header.fail("format_version", "unsupported version");
+}
+
+// With op_index_field, "i" must count the ops from 0.
+void check_index(const OpFields& f, bool has_index, uint64_t index) {
+  if (!has_index) return;
+  int64_t i = f.i64("i");
+  if (i < 0 || static_cast<uint64_t>(i) != index)
+    f.fail("i", "op index " + std::to_string(i) + ", expected " + std::to_string(index));
+}
+
+}  // namespace
+
+CaseOutcome replay_vllm_kv_golden(io::LineReader& reader, std::string_view header_line,
+                                  const ReplayOptions& options) {
+  OplogStream stream(reader, header_line);
+  const OpFields& header = stream.header();
+  check_header(header);
+  CaseOutcome out;
+  out.case_name = std::string(header.str("case"));
+  VllmReplayer replayer(parse_vllm_config(header), stream.path());
+  if (options.compare) {
+    if (auto m = replayer.check_derived(header.element("derived"))) {
+      out.op_name = "header";
+      out.field = m->field;
+      out.expected = m->expected;
+      out.actual = m->actual;
+      return out;
+    }
+  }
+  const bool has_index = header.boolean("op_index_field");
+  VllmOpArena arena;
+  VllmOp op;
+  OpFields f(nullptr, 0, {});
+  uint64_t index = 0;
+  while (stream.next(&f)) {
+    check_index(f, has_index, index);
+    arena.clear_op_data();
+    parse_vllm_op(f, &arena, &op);
+    replayer.execute(op, arena);
+    if (options.compare) {
+      if (auto m = replayer.compare(op, arena, f.optional_element("expect"))) {
+        out.op_index = static_cast<int64_t>(index);
+        out.op_name = std::string(vllm_op_name(op.kind));
+        out.field = m->field;
+        out.expected = m->expected;
+        out.actual = m->actual;
+        out.num_ops = index + 1;
+        return out;
+      }
+    }
+    ++index;
+  }
+  out.num_ops = stream.num_ops();
+  out.passed = true;
+  return out;
+}
+
+VllmPreparsedLog preparse_vllm_log(const std::string& path) {
+  VllmPreparsedLog log;
+  log.path = path;
+  io::LineReader reader(path);
+  std::string_view header_line;
+  if (!reader.next(&header_line)) throw InputError(path, 1, "header", "empty file");
+  std::string header_copy(header_line);
+  OplogStream stream(reader, header_copy);
+  check_header(stream.header());
+  log.case_name = std::string(stream.header().str("case"));
+  log.config = parse_vllm_config(stream.header());
+  const bool has_index = stream.header().boolean("op_index_field");
+  OpFields f(nullptr, 0, {});
+  VllmOp op;
+  while (stream.next(&f)) {
+    check_index(f, has_index, log.ops.size());
+    parse_vllm_op(f, &log.arena, &op);
+    log.ops.push_back(op);
+  }
+  return log;
+}
+
+uint64_t execute_vllm_log(const VllmPreparsedLog& log) {
+  VllmReplayer replayer(log.config, log.path);
+  for (const VllmOp& op : log.ops) replayer.execute(op, log.arena);
+  return log.ops.size();
+}
+
+double bench_vllm_kv_golden(const std::string& path, int repeat, uint64_t* num_ops) {
+  VllmPreparsedLog log = preparse_vllm_log(path);
+  double best = 0;
+  for (int r = 0; r < repeat; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    *num_ops = execute_vllm_log(log);
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (r == 0 || s < best) best = s;
+  }
+  return best;
+}
+
+}  // namespace kvtwin::sim::golden

@@ -1,0 +1,232 @@
+#include "sim/golden/vllm_ops.h"
+
+#include <array>
+
+namespace kvtwin::sim::golden {
+namespace {
+
+constexpr std::array<std::string_view, 21> kOpNames = {"add_request",
+                                                       "def_seq",
+                                                       "save_seq",
+                                                       "drop_seq",
+                                                       "append_tokens",
+                                                       "set_computed",
+                                                       "get_computed_blocks",
+                                                       "allocate_slots",
+                                                       "free",
+                                                       "cache_blocks",
+                                                       "remove_skipped_blocks",
+                                                       "get_block_ids",
+                                                       "get_num_common_prefix_blocks",
+                                                       "reset_prefix_cache",
+                                                       "evict_blocks",
+                                                       "new_step",
+                                                       "take_events",
+                                                       "prefix_cache_stats",
+                                                       "usage",
+                                                       "free_queue",
+                                                       "pool_state"};
+
+std::optional<VllmOpKind> op_kind(std::string_view name) {
+  // The hot ops first.
+  if (name == "allocate_slots") return VllmOpKind::kAllocateSlots;
+  if (name == "append_tokens") return VllmOpKind::kAppendTokens;
+  for (size_t i = 0; i < kOpNames.size(); ++i)
+    if (kOpNames[i] == name) return static_cast<VllmOpKind>(i);
+  return std::nullopt;
+}
+
+// Appends the integers of array field `field` to *out.
+IndexRange read_ints(const OpFields& f, simdjson::dom::array a, std::string_view field,
+                     std::vector<int64_t>* out) {
+  IndexRange r;
+  r.begin = static_cast<uint32_t>(out->size());
+  for (simdjson::dom::element e : a) {
+    int64_t v;
+    if (e.get_int64().get(v) != simdjson::SUCCESS) v = f.as_i64(e, field);
+    out->push_back(v);
+  }
+  r.end = static_cast<uint32_t>(out->size());
+  return r;
+}
+
+void parse_prompt_parts(const OpFields& f, VllmOpArena* arena, VllmOp* op) {
+  op->parts.begin = static_cast<uint32_t>(arena->parts.size());
+  for (simdjson::dom::element e : f.array("prompt_parts")) {
+    simdjson::dom::object o;
+    if (e.get_object().get(o) != simdjson::SUCCESS)
+      f.fail("prompt_parts", "expected objects {\"seq\":...} or {\"tokens\":[...]}");
+    OpFields part(&f.file(), f.line(), o);
+    PromptPart p;
+    if (part.has("seq")) {
+      p.seq = arena->intern_seq(part.str("seq"));
+      p.len = part.i64_or("len", -1);
+      if (part.has_value("len") && p.len < 0) part.fail("len", "negative length");
+    } else if (part.has("tokens")) {
+      p.tokens = read_ints(part, part.array("tokens"), "tokens", &arena->tokens);
+    } else {
+      f.fail("prompt_parts", "a part needs \"seq\" or \"tokens\"");
+    }
+    arena->parts.push_back(p);
+  }
+  op->parts.end = static_cast<uint32_t>(arena->parts.size());
+}
+
+void parse_add_request(const OpFields& f, VllmOpArena* arena, VllmOp* op) {
+  op->req = arena->intern_request(f.str("req"));
+  if (f.has_value("prompt")) {
+    op->tokens = read_ints(f, f.array("prompt"), "prompt", &arena->tokens);
+  } else if (f.has_value("prompt_parts")) {
+    parse_prompt_parts(f, arena, op);
+  } else {
+    f.fail("prompt", "missing (neither prompt nor prompt_parts)");
+  }
+  op->n[0] = f.i64("max_tokens");
+  op->flag = f.boolean_or("skip_reading_prefix_cache", false);
+  bool salt = f.has_value("cache_salt"), lora = f.has_value("lora"), mm = f.has_value("mm");
+  if (!salt && !lora && !mm) return;
+  AddRequestExtras x;
+  if (salt) x.cache_salt = std::string(f.str("cache_salt"));
+  if (lora) {
+    OpFields l = f.sub("lora");
+    x.lora = model::vllm::LoRARequest{std::string(l.str("name")), l.i64("id")};
+  }
+  if (mm) {
+    for (simdjson::dom::element e : f.array("mm")) {
+      simdjson::dom::object o;
+      if (e.get_object().get(o) != simdjson::SUCCESS) f.fail("mm", "expected objects");
+      OpFields m(&f.file(), f.line(), o);
+      x.mm.push_back({std::string(m.str("identifier")), m.i64("offset"), m.i64("length")});
+    }
+  }
+  op->extras = static_cast<int32_t>(arena->extras.size());
+  arena->extras.push_back(std::move(x));
+}
+
+void parse_allocate_slots(const OpFields& f, VllmOp* op) {
+  op->n[0] = f.i64("num_new_tokens");
+  op->n[1] = f.i64_or("num_new_computed_tokens", 0);
+  op->n[2] = f.i64_or("num_lookahead_tokens", 0);
+  op->n[3] = f.i64_or("num_external_computed_tokens", 0);
+  op->n[4] = f.i64_or("num_encoder_tokens", 0);
+  op->flag = f.boolean_or("delay_cache_blocks", false);
+  op->new_computed_blocks = NewComputedBlocks::kNone;
+  if (f.has_value("new_computed_blocks")) {
+    std::string_view v = f.str("new_computed_blocks");
+    if (v == "pending") {
+      op->new_computed_blocks = NewComputedBlocks::kPending;
+    } else if (v == "empty") {
+      op->new_computed_blocks = NewComputedBlocks::kEmpty;
+    } else {
+      f.fail("new_computed_blocks",
+             "expected \"pending\", \"empty\" or null, got \"" + std::string(v) + "\"");
+    }
+  }
+  static constexpr const char* kNames[5] = {"num_new_tokens", "num_new_computed_tokens",
+                                            "num_lookahead_tokens", "num_external_computed_tokens",
+                                            "num_encoder_tokens"};
+  for (int i = 0; i < 5; ++i)
+    if (op->n[i] < 0) f.fail(kNames[i], "negative token count");
+}
+
+}  // namespace
+
+std::string_view vllm_op_name(VllmOpKind kind) {
+  return kOpNames[static_cast<size_t>(kind)];
+}
+
+int32_t VllmOpArena::intern_request(std::string_view name) {
+  auto [it, inserted] =
+      request_index.try_emplace(std::string(name), static_cast<int32_t>(request_names.size()));
+  if (inserted) request_names.emplace_back(name);
+  return it->second;
+}
+
+int32_t VllmOpArena::intern_seq(std::string_view name) {
+  auto [it, inserted] =
+      seq_index.try_emplace(std::string(name), static_cast<int32_t>(seq_names.size()));
+  if (inserted) seq_names.emplace_back(name);
+  return it->second;
+}
+
+void parse_vllm_op(const OpFields& f, VllmOpArena* arena, VllmOp* op) {
+  std::string_view name = f.str("op");
+  std::optional<VllmOpKind> kind = op_kind(name);
+  if (!kind) f.fail("op", "unknown op '" + std::string(name) + "'");
+  *op = VllmOp{};
+  op->kind = *kind;
+  op->line = f.line();
+  switch (*kind) {
+    case VllmOpKind::kAddRequest:
+      parse_add_request(f, arena, op);
+      break;
+    case VllmOpKind::kDefSeq:
+      op->seq = arena->intern_seq(f.str("name"));
+      op->tokens = read_ints(f, f.array("tokens"), "tokens", &arena->tokens);
+      break;
+    case VllmOpKind::kSaveSeq:
+      op->seq = arena->intern_seq(f.str("name"));
+      op->req = arena->intern_request(f.str("req"));
+      break;
+    case VllmOpKind::kDropSeq:
+      op->seq = arena->intern_seq(f.str("name"));
+      break;
+    case VllmOpKind::kAppendTokens:
+      op->req = arena->intern_request(f.str("req"));
+      op->tokens = read_ints(f, f.array("tokens"), "tokens", &arena->tokens);
+      op->flag = f.has_value("num_computed_tokens");
+      if (op->flag) op->n[0] = f.i64("num_computed_tokens");
+      break;
+    case VllmOpKind::kSetComputed:
+      op->req = arena->intern_request(f.str("req"));
+      op->n[0] = f.i64("value");
+      break;
+    case VllmOpKind::kAllocateSlots:
+      op->req = arena->intern_request(f.str("req"));
+      parse_allocate_slots(f, op);
+      break;
+    case VllmOpKind::kFree: {
+      op->req = arena->intern_request(f.str("req"));
+      // The unit-test mirrors omit the reason: a plain KVCacheManager.free of a finished request.
+      std::string_view r = f.has_value("reason") ? f.str("reason") : std::string_view("finished");
+      if (r == "finished") {
+        op->reason = FreeReason::kFinished;
+      } else if (r == "aborted") {
+        op->reason = FreeReason::kAborted;
+      } else if (r == "preempted") {
+        op->reason = FreeReason::kPreempted;
+      } else {
+        f.fail("reason", "expected finished, aborted or preempted, got '" + std::string(r) + "'");
+      }
+      break;
+    }
+    case VllmOpKind::kCacheBlocks:
+      op->req = arena->intern_request(f.str("req"));
+      op->n[0] = f.i64("num_computed_tokens");
+      break;
+    case VllmOpKind::kRemoveSkippedBlocks:
+      op->req = arena->intern_request(f.str("req"));
+      op->n[0] = f.i64("total_computed_tokens");
+      break;
+    case VllmOpKind::kGetComputedBlocks:
+    case VllmOpKind::kGetBlockIds:
+    case VllmOpKind::kGetNumCommonPrefixBlocks:
+      op->req = arena->intern_request(f.str("req"));
+      break;
+    case VllmOpKind::kEvictBlocks:
+      op->tokens = read_ints(f, f.array("block_ids"), "block_ids", &arena->tokens);
+      break;
+    case VllmOpKind::kPoolState:
+      op->flag = f.boolean_or("hash_map", true);
+      break;
+    case VllmOpKind::kResetPrefixCache:
+    case VllmOpKind::kNewStep:
+    case VllmOpKind::kTakeEvents:
+    case VllmOpKind::kPrefixCacheStats:
+    case VllmOpKind::kUsage:
+    case VllmOpKind::kFreeQueue:
+      break;
+  }
+}
+
+}  // namespace kvtwin::sim::golden

@@ -1,0 +1,318 @@
+#include "sim/golden/vllm_replayer.h"
+
+#include "sim/io/input_error.h"
+
+namespace kvtwin::sim::golden {
+
+namespace mv = model::vllm;
+
+namespace {
+
+mv::KVCacheSpec parse_spec(const OpFields& g) {
+  mv::KVCacheSpec spec;
+  std::string_view kind = g.str("spec");
+  if (kind == "full") {
+    spec.kind = mv::KVCacheSpecKind::kFullAttention;
+  } else if (kind == "mla") {
+    spec.kind = mv::KVCacheSpecKind::kMLAAttention;
+  } else if (kind == "sliding_window") {
+    spec.kind = mv::KVCacheSpecKind::kSlidingWindow;
+  } else if (kind == "chunked_local") {
+    spec.kind = mv::KVCacheSpecKind::kChunkedLocalAttention;
+  } else if (kind == "mamba") {
+    spec.kind = mv::KVCacheSpecKind::kMamba;
+  } else if (kind == "cross_attention") {
+    spec.kind = mv::KVCacheSpecKind::kCrossAttention;
+  } else if (kind == "sink_full") {
+    spec.kind = mv::KVCacheSpecKind::kSinkFullAttention;
+  } else {
+    g.fail("spec", "unknown KV cache spec '" + std::string(kind) + "'");
+  }
+  auto positive = [&](std::string_view field) {
+    int64_t v = g.i64(field);
+    if (v <= 0 || v > (int64_t{1} << 30)) g.fail(field, "must be a positive integer");
+    return static_cast<int>(v);
+  };
+  spec.block_size = positive("block_size");
+  if (spec.kind == mv::KVCacheSpecKind::kMamba) {
+    auto mode = mv::mamba_cache_mode_from_name(g.str("mamba_cache_mode"));
+    if (!mode) g.fail("mamba_cache_mode", "expected none, align or all");
+    spec.mamba_cache_mode = *mode;
+    spec.num_speculative_blocks = static_cast<int>(g.i64_or("num_speculative_blocks", 0));
+    if (spec.num_speculative_blocks < 0) g.fail("num_speculative_blocks", "negative");
+    return spec;
+  }
+  spec.num_kv_heads = positive("num_kv_heads");
+  spec.head_size = positive("head_size");
+  spec.dtype = std::string(g.str("dtype"));
+  if (spec.kind == mv::KVCacheSpecKind::kSlidingWindow)
+    spec.sliding_window = positive("sliding_window");
+  if (spec.kind == mv::KVCacheSpecKind::kChunkedLocalAttention)
+    spec.attention_chunk_size = positive("attention_chunk_size");
+  if (spec.kind == mv::KVCacheSpecKind::kSinkFullAttention) {
+    spec.sink_len = positive("sink_len");
+    if (spec.sink_len % spec.block_size != 0) g.fail("sink_len", "not a multiple of block_size");
+  }
+  return spec;
+}
+
+}  // namespace
+
+VllmReplayConfig parse_vllm_config(const OpFields& header) {
+  OpFields c = header.sub("config");
+  VllmReplayConfig out;
+  mv::KVCacheManagerOptions& m = out.manager;
+  m.kv_cache_config.num_blocks = static_cast<int>(c.i64("num_gpu_blocks"));
+  if (m.kv_cache_config.num_blocks < 1 || m.kv_cache_config.num_blocks > (1 << 28))
+    c.fail("num_gpu_blocks", "must be in 1 .. 2^28");
+  for (simdjson::dom::element e : c.array("kv_cache_groups")) {
+    simdjson::dom::object o;
+    if (e.get_object().get(o) != simdjson::SUCCESS) c.fail("kv_cache_groups", "expected objects");
+    OpFields g(&header.file(), header.line(), o);
+    mv::KVCacheGroupSpec group;
+    group.kv_cache_spec = parse_spec(g);
+    m.kv_cache_config.kv_cache_groups.push_back(std::move(group));
+  }
+  const auto& groups = m.kv_cache_config.kv_cache_groups;
+  if (groups.empty() || groups.size() > static_cast<size_t>(mv::KVCacheBlocks::kMaxGroups))
+    c.fail("kv_cache_groups", "expected 1 to 32 groups");
+  m.max_model_len = c.i64("max_model_len");
+  if (m.max_model_len < 1) c.fail("max_model_len", "must be positive");
+  m.enable_caching = c.boolean("enable_caching");
+  m.use_eagle = c.boolean("use_eagle");
+  m.log_stats = c.boolean("log_stats");
+  m.enable_kv_cache_events = c.boolean("enable_kv_cache_events");
+  m.kv_events_use_int_block_hashes = c.boolean("kv_events_use_int_block_hashes");
+  m.dcp_world_size = static_cast<int>(c.i64("dcp_world_size"));
+  m.pcp_world_size = static_cast<int>(c.i64("pcp_world_size"));
+  if (m.dcp_world_size < 1 || m.pcp_world_size < 1)
+    c.fail("dcp_world_size", "context-parallel sizes must be positive");
+  m.hash_block_size = static_cast<int>(c.i64("hash_block_size"));
+  if (m.hash_block_size < 1) c.fail("hash_block_size", "must be positive");
+  out.compute_block_hashes = c.boolean("compute_block_hashes");
+  auto fn = mv::hash_fn_from_name(c.str("hash_fn"));
+  if (!fn) c.fail("hash_fn", "unknown hash function '" + std::string(c.str("hash_fn")) + "'");
+  out.hash_fn = *fn;
+  out.python_hash_seed = std::string(c.str("python_hash_seed"));
+  std::string_view level = header.str("expect_level");
+  if (level != "full" && level != "compact")
+    header.fail("expect_level", "expected \"full\" or \"compact\"");
+  out.compact = level == "compact";
+  // Constructor preconditions of the coordinators, checked here so that a bad header is an
+  // input error rather than a failed model check.
+  bool hybrid = m.enable_caching && groups.size() > 1;
+  if (m.enable_caching && groups.size() == 1 &&
+      m.hash_block_size != groups[0].kv_cache_spec.block_size * m.dcp_world_size * m.pcp_world_size)
+    c.fail("hash_block_size", "must equal block_size x dcp x pcp with one group");
+  if (hybrid) {
+    if (m.dcp_world_size != 1 || m.pcp_world_size != 1)
+      c.fail("dcp_world_size", "hybrid models do not support DCP/PCP");
+    for (const auto& g : groups)
+      if (g.kv_cache_spec.block_size % m.hash_block_size != 0)
+        c.fail("hash_block_size", "every block size must be a multiple of it");
+  }
+  return out;
+}
+
+VllmReplayer::VllmReplayer(const VllmReplayConfig& config, std::string path)
+    : path_(std::move(path)), config_(config), manager_(config.manager) {
+  if (config.compute_block_hashes) {
+    mv::BlockHash none = mv::none_hash(config.hash_fn, config.python_hash_seed);
+    hasher_ = std::make_unique<mv::RequestBlockHasher>(config.manager.hash_block_size,
+                                                       mv::BlockHasher(config.hash_fn, none));
+  }
+}
+
+void VllmReplayer::fail(const VllmOp& op, std::string_view field, const std::string& msg) const {
+  throw InputError(path_, op.line, std::string(field), msg);
+}
+
+mv::Request& VllmReplayer::request(const VllmOp& op, const VllmOpArena& arena) {
+  size_t i = static_cast<size_t>(op.req);
+  if (i >= requests_.size() || !requests_[i])
+    fail(op, "req", "unknown request '" + arena.request_names[i] + "'");
+  return *requests_[i];
+}
+
+void VllmReplayer::add_request(const VllmOp& op, const VllmOpArena& arena) {
+  size_t r = static_cast<size_t>(op.req);
+  if (r >= requests_.size()) {
+    requests_.resize(r + 1);
+    pending_.resize(r + 1);
+  }
+  if (requests_[r]) fail(op, "req", "request '" + arena.request_names[r] + "' already exists");
+  prompt_.clear();
+  if (op.parts.size() == 0) {
+    prompt_.assign(arena.tokens.begin() + op.tokens.begin, arena.tokens.begin() + op.tokens.end);
+  }
+  for (uint32_t p = op.parts.begin; p < op.parts.end; ++p) {
+    const PromptPart& part = arena.parts[p];
+    if (part.seq < 0) {
+      prompt_.insert(prompt_.end(), arena.tokens.begin() + part.tokens.begin,
+                     arena.tokens.begin() + part.tokens.end);
+      continue;
+    }
+    size_t s = static_cast<size_t>(part.seq);
+    if (s >= seqs_.size() || !seqs_[s])
+      fail(op, "prompt_parts", "unknown sequence '" + arena.seq_names[s] + "'");
+    const std::vector<mv::TokenId>& seq = *seqs_[s];
+    size_t len = part.len < 0 ? seq.size() : static_cast<size_t>(part.len);
+    if (len > seq.size())
+      fail(op, "prompt_parts",
+           "len " + std::to_string(len) + " exceeds sequence '" + arena.seq_names[s] + "' of " +
+               std::to_string(seq.size()));
+    prompt_.insert(prompt_.end(), seq.begin(), seq.begin() + static_cast<std::ptrdiff_t>(len));
+  }
+  mv::RequestOptions options;
+  options.max_tokens = op.n[0];
+  options.skip_reading_prefix_cache = op.flag;
+  if (op.extras >= 0) {
+    const AddRequestExtras& x = arena.extras[static_cast<size_t>(op.extras)];
+    options.cache_salt = x.cache_salt;
+    options.lora_request = x.lora;
+    options.mm_features = x.mm;
+  }
+  requests_[r] = std::make_unique<mv::Request>(arena.request_names[r], prompt_, std::move(options),
+                                               hasher_.get());
+  pending_[r].reset();
+  last_request_ = requests_[r].get();
+  num_new_hashes_ = last_request_->block_hashes().size();
+}
+
+void VllmReplayer::allocate_slots(const VllmOp& op, const VllmOpArena& arena) {
+  mv::Request& req = request(op, arena);
+  std::optional<mv::KVCacheBlocks>& pending = pending_[static_cast<size_t>(op.req)];
+  mv::AllocateSlotsArgs args;
+  args.num_new_tokens = op.n[0];
+  args.num_new_computed_tokens = op.n[1];
+  args.num_lookahead_tokens = op.n[2];
+  args.num_external_computed_tokens = op.n[3];
+  args.num_encoder_tokens = op.n[4];
+  args.delay_cache_blocks = op.flag;
+  if (args.num_new_tokens == 0 && args.num_external_computed_tokens == 0)
+    fail(op, "num_new_tokens", "must be > 0 when there are no external computed tokens");
+  switch (op.new_computed_blocks) {
+    case NewComputedBlocks::kNone:
+      break;
+    case NewComputedBlocks::kEmpty:
+      args.new_computed_blocks = &manager_.empty_kv_cache_blocks();
+      break;
+    case NewComputedBlocks::kPending:
+      if (!pending) fail(op, "new_computed_blocks", "no pending get_computed_blocks result");
+      args.new_computed_blocks = &*pending;
+      break;
+  }
+  allocated_ = manager_.allocate_slots(req, args);
+  pending.reset();
+}
+
+void VllmReplayer::free(const VllmOp& op, const VllmOpArena& arena) {
+  mv::Request& req = request(op, arena);
+  manager_.free(req);
+  num_free_blocks_ = manager_.num_free_blocks();
+  if (op.reason == FreeReason::kPreempted) {
+    req.num_computed_tokens = 0;
+    ++req.num_preemptions;
+    return;
+  }
+  requests_[static_cast<size_t>(op.req)].reset();
+  pending_[static_cast<size_t>(op.req)].reset();
+}
+
+void VllmReplayer::execute(const VllmOp& op, const VllmOpArena& arena) {
+  switch (op.kind) {
+    case VllmOpKind::kAddRequest:
+      add_request(op, arena);
+      break;
+    case VllmOpKind::kDefSeq: {
+      size_t s = static_cast<size_t>(op.seq);
+      if (s >= seqs_.size()) seqs_.resize(s + 1);
+      seqs_[s].emplace(arena.tokens.begin() + op.tokens.begin,
+                       arena.tokens.begin() + op.tokens.end);
+      break;
+    }
+    case VllmOpKind::kSaveSeq: {
+      const mv::Request& req = request(op, arena);
+      size_t s = static_cast<size_t>(op.seq);
+      if (s >= seqs_.size()) seqs_.resize(s + 1);
+      seqs_[s].emplace(req.all_token_ids().begin(), req.all_token_ids().end());
+      saved_len_ = static_cast<int64_t>(seqs_[s]->size());
+      break;
+    }
+    case VllmOpKind::kDropSeq: {
+      size_t s = static_cast<size_t>(op.seq);
+      if (s >= seqs_.size() || !seqs_[s])
+        fail(op, "name", "unknown sequence '" + arena.seq_names[s] + "'");
+      seqs_[s].reset();
+      break;
+    }
+    case VllmOpKind::kAppendTokens: {
+      mv::Request& req = request(op, arena);
+      if (op.flag) req.num_computed_tokens = op.n[0];
+      num_new_hashes_ =
+          req.append_output_token_ids({arena.tokens.data() + op.tokens.begin, op.tokens.size()});
+      last_request_ = &req;
+      break;
+    }
+    case VllmOpKind::kSetComputed:
+      request(op, arena).num_computed_tokens = op.n[0];
+      break;
+    case VllmOpKind::kGetComputedBlocks: {
+      const mv::Request& req = request(op, arena);
+      auto computed = manager_.get_computed_blocks(req);
+      num_computed_tokens_ = computed.num_computed_tokens;
+      pending_[static_cast<size_t>(op.req)] = std::move(computed.blocks);
+      break;
+    }
+    case VllmOpKind::kAllocateSlots:
+      allocate_slots(op, arena);
+      break;
+    case VllmOpKind::kFree:
+      free(op, arena);
+      break;
+    case VllmOpKind::kCacheBlocks:
+      manager_.cache_blocks(request(op, arena), op.n[0]);
+      break;
+    case VllmOpKind::kRemoveSkippedBlocks:
+      manager_.remove_skipped_blocks(arena.request_names[static_cast<size_t>(op.req)], op.n[0]);
+      num_free_blocks_ = manager_.num_free_blocks();
+      break;
+    case VllmOpKind::kEvictBlocks: {
+      std::vector<mv::BlockId> ids;
+      for (uint32_t i = op.tokens.begin; i < op.tokens.end; ++i) {
+        int64_t b = arena.tokens[i];
+        if (b < 0 || b >= manager_.block_pool().num_gpu_blocks())
+          fail(op, "block_ids",
+               "block id " + std::to_string(b) + " out of range [0, " +
+                   std::to_string(manager_.block_pool().num_gpu_blocks()) + ")");
+        ids.push_back(static_cast<mv::BlockId>(b));
+      }
+      manager_.evict_blocks(ids);
+      break;
+    }
+    case VllmOpKind::kResetPrefixCache:
+      reset_ok_ = manager_.reset_prefix_cache();
+      break;
+    case VllmOpKind::kNewStep:
+      manager_.new_step_starts();
+      break;
+    case VllmOpKind::kTakeEvents:
+      events_ = manager_.take_events();
+      break;
+    case VllmOpKind::kPrefixCacheStats:
+      stats_ = manager_.make_prefix_cache_stats();
+      break;
+    case VllmOpKind::kGetNumCommonPrefixBlocks:
+      // Not read-only: it creates the request's req_to_blocks entries (defaultdict).
+      common_prefix_ =
+          manager_.get_num_common_prefix_blocks(arena.request_names[static_cast<size_t>(op.req)]);
+      break;
+    case VllmOpKind::kGetBlockIds:
+    case VllmOpKind::kUsage:
+    case VllmOpKind::kFreeQueue:
+    case VllmOpKind::kPoolState:
+      break;  // read-only: evaluated while comparing
+  }
+}
+
+}  // namespace kvtwin::sim::golden

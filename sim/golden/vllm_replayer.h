@@ -1,0 +1,104 @@
+// VllmReplayer: executes "vllm-kv-golden" ops on one KVCacheManager, as the recording harness
+// executed them on upstream vLLM, and compares each output with the recorded expectation.
+//
+// The harness state beside the manager: requests by id (created by add_request, forgotten by
+// free with reason finished/aborted; a preempted request stays with num_computed_tokens = 0 and
+// num_preemptions + 1), named token sequences (def_seq / save_seq / drop_seq), and per request
+// the "pending" computed blocks of its last get_computed_blocks, dropped by allocate_slots.
+//
+// Comparison: for the frequent ops the outputs are checked against the expected DOM directly;
+// any difference (and every other op) goes through the general path, which writes the actual
+// output as JSON and compares it field by field (fields of `expect` we do not produce are
+// ignored). A difference is reported with its JSON path and both values.
+//
+// Errors: bad input (unknown request or sequence, a block id out of range, an allocate_slots
+// call upstream would reject) throws InputError with the op's file and line.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/vllm/kv_cache_manager.h"
+#include "model/vllm/request_block_hasher.h"
+#include "sim/golden/json.h"
+#include "sim/golden/oplog.h"
+#include "sim/golden/vllm_ops.h"
+
+namespace kvtwin::sim::golden {
+
+// The header's "config", turned into constructor arguments.
+struct VllmReplayConfig {
+  model::vllm::KVCacheManagerOptions manager;
+  bool compute_block_hashes = true;
+  model::vllm::HashFn hash_fn = model::vllm::HashFn::kSha256Cbor;
+  std::string python_hash_seed = "0";
+  bool compact = false;  // expect_level "compact": hash lists as {"n", "last"}
+};
+
+// Throws InputError (naming the config field) on a malformed or unsupported config.
+VllmReplayConfig parse_vllm_config(const OpFields& header);
+
+// A difference between expected and actual output.
+struct VllmMismatch {
+  std::string field;  // JSON path, e.g. "$.new_block_ids[0][3]"
+  std::string expected;
+  std::string actual;
+};
+
+class VllmReplayer {
+ public:
+  VllmReplayer(const VllmReplayConfig& config, std::string path);
+
+  // Compares the header's "derived" section with the constructed manager.
+  std::optional<VllmMismatch> check_derived(simdjson::dom::element derived);
+
+  // Executes one op.
+  void execute(const VllmOp& op, const VllmOpArena& arena);
+  // Compares the outputs of the op just executed with expect (the op's "expect" element, or
+  // nullopt when the line has none).
+  std::optional<VllmMismatch> compare(const VllmOp& op, const VllmOpArena& arena,
+                                      std::optional<simdjson::dom::element> expect);
+
+  const model::vllm::KVCacheManager& manager() const { return manager_; }
+  const model::vllm::RequestBlockHasher* hasher() const { return hasher_.get(); }
+
+ private:
+  model::vllm::Request& request(const VllmOp& op, const VllmOpArena& arena);
+  [[noreturn]] void fail(const VllmOp& op, std::string_view field, const std::string& msg) const;
+  void add_request(const VllmOp& op, const VllmOpArena& arena);
+  void allocate_slots(const VllmOp& op, const VllmOpArena& arena);
+  void free(const VllmOp& op, const VllmOpArena& arena);
+
+  // Fast comparison of the frequent ops; true when equal (false: use the general path).
+  bool fast_equal(const VllmOp& op, simdjson::dom::element expect) const;
+  // Writes the op's actual output as a JSON object.
+  void write_actual(const VllmOp& op, const VllmOpArena& arena, JsonWriter* w);
+
+  std::string path_;
+  VllmReplayConfig config_;
+  std::unique_ptr<model::vllm::RequestBlockHasher> hasher_;
+  model::vllm::KVCacheManager manager_;
+  std::vector<std::unique_ptr<model::vllm::Request>> requests_;         // by dense index
+  std::vector<std::optional<model::vllm::KVCacheBlocks>> pending_;      // by dense index
+  std::vector<std::optional<std::vector<model::vllm::TokenId>>> seqs_;  // by dense index
+  std::vector<model::vllm::TokenId> prompt_;                            // scratch
+
+  // Outputs of the last op.
+  size_t num_new_hashes_ = 0;  // add_request / append_tokens
+  const model::vllm::Request* last_request_ = nullptr;
+  std::optional<model::vllm::KVCacheBlocks> allocated_;  // allocate_slots
+  int64_t num_free_blocks_ = 0;                          // free / remove_skipped_blocks
+  int64_t saved_len_ = 0;                                // save_seq
+  int64_t num_computed_tokens_ = 0;                      // get_computed_blocks
+  std::vector<int> common_prefix_;                       // get_num_common_prefix_blocks
+  bool reset_ok_ = false;
+  std::vector<model::vllm::KVCacheEvent> events_;
+  std::optional<model::vllm::PrefixCacheStats> stats_;
+
+  JsonWriter writer_;
+  simdjson::dom::parser actual_parser_;
+};
+
+}  // namespace kvtwin::sim::golden
