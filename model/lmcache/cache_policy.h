@@ -1,0 +1,58 @@
+// CachePolicy: how a tier orders its entries and picks eviction victims
+// (storage_backend/cache_policy/). The tier owns the dict of its entries (a KeyOrderedDict, oldest
+// first); the policy may reorder it on hits and may keep its own tables.
+//
+//   policy  dict order      update_on_put     update_on_hit        get_evict_candidates(n)
+//   LRU     insertion       -                 move_to_end          oldest evictable first
+//   MRU     insertion       -                 move_to_end          newest evictable first
+//   FIFO    insertion       -                 -                    oldest evictable first
+//   LFU     insertion       freq = 1          freq += 1            lowest freq, FIFO within a
+//                                                                  freq; drops chosen keys from
+//                                                                  its own tables at once
+//   S3FIFO  (extension beyond upstream, see s3fifo_policy.h)
+//
+// update_on_force_evict is called only for explicit removals; the eviction path of the tiers
+// removes victims with force=false, so a policy is not told about them (only LFU, which dropped
+// them itself while choosing, stays consistent).
+//
+// Errors: where upstream raises KeyError (move_to_end of a missing key, a frequency lookup of an
+// unknown key, a bucket entry whose key is not in the tier) the policy throws
+// UpstreamError(kKeyError); see Quirks::lfu_stale_bucket_entries.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "model/lmcache/cache_engine_key.h"
+#include "model/lmcache/config.h"
+#include "model/lmcache/key_ordered_dict.h"
+
+namespace kvtwin::model::lmcache {
+
+// can_evict of the tier's value for a dict entry.
+using CanEvictFn = std::function<bool(uint32_t value)>;
+
+class CachePolicy {
+ public:
+  virtual ~CachePolicy() = default;
+  virtual CachePolicyKind kind() const = 0;
+  virtual void update_on_hit(const CacheEngineKey& key, KeyOrderedDict& dict) = 0;
+  virtual void update_on_put(const CacheEngineKey& key) = 0;
+  virtual void update_on_force_evict(const CacheEngineKey& key) = 0;
+  // Up to num_candidates keys, in eviction order.
+  virtual std::vector<CacheEngineKey> get_evict_candidates(const KeyOrderedDict& dict,
+                                                           int num_candidates,
+                                                           const CanEvictFn& can_evict) = 0;
+  // LFU: (frequency, keys) buckets in ascending frequency, each in bucket order (stale entries
+  // included). Empty for the other policies.
+  virtual std::vector<std::pair<int64_t, std::vector<CacheEngineKey>>> frequency_buckets() const {
+    return {};
+  }
+};
+
+std::unique_ptr<CachePolicy> make_cache_policy(CachePolicyKind kind, const Quirks& quirks);
+
+}  // namespace kvtwin::model::lmcache

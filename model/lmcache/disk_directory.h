@@ -1,0 +1,42 @@
+// DiskDirectory: the local_disk directory as the model sees it — file names with their length and
+// logical content, no bytes. Shared by the ranks of one node (upstream: one directory, one file per
+// key, the key string names the rank). Faults are injected by deleting files (golden disk_unlink).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+
+namespace kvtwin::model::lmcache {
+
+class DiskDirectory {
+ public:
+  struct File {
+    uint64_t length = 0;   // bytes written
+    uint64_t content = 0;  // logical payload tag
+  };
+
+  void write(const std::string& name, uint64_t length, uint64_t content) {
+    files_[name] = File{length, content};
+  }
+  const File* find(const std::string& name) const {
+    auto it = files_.find(name);
+    return it == files_.end() ? nullptr : &it->second;
+  }
+  // os.remove: false when the file does not exist (upstream raises FileNotFoundError).
+  bool remove(const std::string& name) { return files_.erase(name) != 0; }
+  size_t count_with_prefix(std::string_view prefix) const {
+    size_t n = 0;
+    for (auto it = files_.lower_bound(std::string(prefix));
+         it != files_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it)
+      ++n;
+    return n;
+  }
+  size_t size() const { return files_.size(); }
+
+ private:
+  std::map<std::string, File> files_;
+};
+
+}  // namespace kvtwin::model::lmcache

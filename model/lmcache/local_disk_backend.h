@@ -1,0 +1,125 @@
+// LocalDiskBackend (storage_backend/local_disk_backend.py): the disk tier as logic — an index of
+// written chunks, a reservation counter, the in-flight list, and explicit write completions.
+//
+//   submit_put_task(k, obj)   skip if k's write is in flight; register k in flight; evict policy
+//                             candidates (pin_count <= 0) until current + phy_size <= capacity —
+//                             each: current -= size, pop, usage -= size, delete the file — or give
+//                             up (no candidate: the key stays in flight, Quirks); reserve
+//                             current += phy_size; update_on_put; ref_count_up; queue the write.
+//                             The key is NOT visible to contains() until the write completes.
+//   complete_write(job)       the writer: usage += len(bytes), write the file, ref_count_down,
+//                             insert into the index (or update_on_hit if present), leave the
+//                             in-flight list. Called by the owner at a time of its choosing (the
+//                             golden harness: at quiesce, in submission order; upstream: 4 writer
+//                             threads in any order).
+//   get_blocking(k)           update_on_hit (disk recency changes on reads, not on CPU-served
+//                             lookups), allocate a CPU buffer (busy_loop: may wait forever), read;
+//                             a missing file drops the entry and raises KeyError (Quirks)
+//   contains(k, pin)          index lookup; pin increments the entry's pin_count (never clamped:
+//                             an over-unpin goes negative, which still counts as unpinned)
+//   remove(k, force)          pop, usage -= size, delete the file (FileNotFoundError if it is
+//   gone);
+//                             the reservation stays (Quirks::disk_remove_keeps_reservation)
+//
+// Accounting (Quirks on): current_cache_size = sum over reservations still held, where a re-put of
+// a resident key adds a second reservation that eviction never returns; usage counts the bytes of
+// completed writes. With every disk quirk fixed, current_cache_size = sum of phy_size over index
+// entries and in-flight writes, and usage = sum of phy_size over index entries (tests pin both).
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/lmcache/cache_policy.h"
+#include "model/lmcache/disk_directory.h"
+#include "model/lmcache/key_ordered_dict.h"
+#include "model/lmcache/local_cpu_backend.h"
+#include "model/lmcache/storage_backend.h"
+
+namespace kvtwin::model::lmcache {
+
+struct DiskCacheMetadata {
+  std::string path;
+  uint64_t size = 0;  // physical size of the object written
+  Shape shape;
+  KvDtype dtype = KvDtype::kHalf;
+  MemoryFormat fmt = MemoryFormat::kUndefined;
+  int32_t pin_count = 0;
+  bool can_evict() const { return pin_count <= 0; }
+};
+
+class LocalDiskBackend final : public StorageBackendInterface {
+ public:
+  LocalDiskBackend(uint64_t max_cache_size, CachePolicyKind policy, LocalCPUBackend* local_cpu,
+                   std::shared_ptr<DiskDirectory> directory, const Quirks& quirks,
+                   StorageEvents* events, uint64_t* next_job_id, int worker_id);
+
+  std::string_view name() const override { return "LocalDiskBackend"; }
+  bool contains(const CacheEngineKey& key, bool pin) override;
+  bool exists_in_put_tasks(const CacheEngineKey& key) const override;
+  void batched_submit_put_task(std::span<const CacheEngineKey> keys,
+                               std::span<const PyRef> objs) override;
+  void submit_put_task(const CacheEngineKey& key, const PyRef& obj);
+  PyRef get_blocking(const CacheEngineKey& key) override;
+  std::vector<PyRef> batched_get_non_blocking(std::span<const CacheEngineKey> keys) override;
+  bool pin(const CacheEngineKey& key) override;
+  bool unpin(const CacheEngineKey& key) override;
+  bool remove(const CacheEngineKey& key, bool force) override;
+  void touch_cache() override;
+  LocalCPUBackend* get_allocator_backend() override { return local_cpu_; }
+
+  std::vector<PendingWrite> pending_writes() const;
+  // Completes one queued write; false if `id` is not pending here.
+  bool complete_write(uint64_t id);
+  size_t num_pending_writes() const { return pending_.size(); }
+
+  // Observation.
+  uint64_t max_cache_size() const { return max_cache_size_; }
+  int64_t current_cache_size() const { return current_cache_size_; }  // reserved bytes
+  int64_t usage() const { return usage_; }                            // written bytes
+  std::vector<std::pair<CacheEngineKey, DiskCacheMetadata>> entries() const;
+  const std::vector<CacheEngineKey>& in_flight() const { return put_tasks_; }
+  const CachePolicy& cache_policy() const { return *policy_; }
+  const DiskDirectory& directory() const { return *directory_; }
+  size_t size() const { return dict_.size(); }
+  // Sum of the entries' sizes / of the in-flight writes' physical sizes.
+  uint64_t resident_bytes() const;
+  uint64_t in_flight_bytes() const;
+
+ private:
+  struct WriteJob {
+    uint64_t id;
+    CacheEngineKey key;
+    PyRef obj;
+  };
+  const DiskCacheMetadata& meta(const CacheEngineKey& key) const;
+  DiskCacheMetadata* find_meta(const CacheEngineKey& key);
+  std::optional<DiskCacheMetadata> pop_entry(const CacheEngineKey& key);
+  void insert_key(const CacheEngineKey& key, const MemoryObj& obj);
+  void remove_put_task(const CacheEngineKey& key);
+  // read_file: false (and the index entry dropped) when the file is missing.
+  bool read_file(const CacheEngineKey& key, const std::string& path, MemoryObj& dst);
+  void release_missing_entry(const CacheEngineKey& key);
+
+  uint64_t max_cache_size_;
+  std::unique_ptr<CachePolicy> policy_;
+  LocalCPUBackend* local_cpu_;
+  std::shared_ptr<DiskDirectory> directory_;
+  Quirks quirks_;
+  StorageEvents* events_;
+  uint64_t* next_job_id_;
+  int worker_id_;
+
+  KeyOrderedDict dict_;  // key -> slot in metas_
+  std::vector<DiskCacheMetadata> metas_;
+  std::vector<uint32_t> free_metas_;
+  std::vector<CacheEngineKey> put_tasks_;  // in-flight list (LocalDiskWorker.put_tasks)
+  std::deque<WriteJob> pending_;
+  std::vector<CacheEngineKey> keys_in_request_;
+  int64_t current_cache_size_ = 0;
+  int64_t usage_ = 0;
+};
+
+}  // namespace kvtwin::model::lmcache

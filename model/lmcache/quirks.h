@@ -1,0 +1,70 @@
+// Quirks: the LMCache f4261ef6 defects the model reproduces by default, each with a switch that
+// applies the later upstream fix (or, where upstream has not fixed it, the obvious one), so a
+// planner can ask "what if this were fixed". `true` = reproduce f4261ef6 (the golden behaviour).
+//
+// Every switch below is documented where it acts; model/lmcache/README.md lists them with the
+// evidence (golden README §7, research/lmcache.md).
+#pragma once
+
+namespace kvtwin::model::lmcache {
+
+struct Quirks {
+  // LocalDiskBackend.submit_put_task only skips keys whose write is in flight, not keys already
+  // on disk: a re-put reserves the size again (and `usage` grows again when it is written), but
+  // eviction releases it once -> permanent capacity loss (README §7.4). Fix: skip the re-put of a
+  // resident key.
+  bool disk_reput_double_accounting = true;
+  // LocalDiskBackend.remove (external remove) lowers `usage` but never the reservation
+  // `current_cache_size` (README §7.4). Fix: release the reservation too.
+  bool disk_remove_keeps_reservation = true;
+  // The disk writer adds len(byte_array) (the unaligned size of an ordinary object) to `usage`
+  // while eviction and remove subtract the physical (4 KiB aligned) size, so `usage` drifts
+  // negative for partial chunks. No upstream fix as of 2026-04; fix: count physical bytes both
+  // ways.
+  bool disk_usage_counts_unaligned_writes = true;
+  // A disk put rejected for lack of evictable space leaves its key in the in-flight list forever,
+  // so that key is never written to disk again (README §7.6). Fix: drop it from the list.
+  bool disk_rejected_put_stays_in_flight = true;
+  // A missing chunk file: read_file pops the index entry, then load_bytes_from_disk reads the
+  // entry again -> KeyError out of retrieve; the reservation is never released (README §7.7).
+  // Fix: the read is a miss (None), the entry's reservation and usage are released.
+  bool disk_missing_file_raises_key_error = true;
+  // LFUCachePolicy.update_on_put resets a re-put key's frequency without removing it from its old
+  // bucket, and the disk tier registers a key with the policy at submit time, before it is in the
+  // index; a later eviction scan meets such a key and raises KeyError (README §7.8). Fix: move the
+  // key between buckets and skip keys that are not in the tier.
+  bool lfu_stale_bucket_entries = true;
+  // LMCacheEngine._process_tokens_internal after a failed get keeps the *largest* failing start
+  // over locations, drops the chunk ending exactly at it (`end < failed_start`) while its mask bits
+  // stay set, and never ref_count_down()s the dropped objects (README §7.9; fixed upstream by
+  // #2544, 2026-04-16). Fix: smallest failing start, `end <= start`, release dropped objects.
+  bool partial_retrieve_bookkeeping = true;
+  // LocalCPUBackend.batched_allocate (layerwise) evicts all layers of a candidate chunk and frees
+  // them without checking the other layers' pins/references (upstream FIXME; fixed after Feb 2026).
+  // Fix: a chunk is a candidate only if every layer object is evictable.
+  bool layerwise_eviction_ignores_other_layers = true;
+  // LMCacheEngine.lookup(pin=True) without a lookup_id takes the pins, then raises AssertionError:
+  // the pins are never released (README §7.15). Fix: check before pinning.
+  bool pinned_lookup_without_id_leaks_pins = true;
+  // retrieve_layer with zero hit chunks references an undefined GPU consumer in its last step
+  // (UnboundLocalError). Fix: the last step yields the all-False mask.
+  bool retrieve_layer_zero_hits_unbound = true;
+
+  static Quirks upstream() { return Quirks{}; }
+  static Quirks all_fixed() {
+    Quirks q;
+    q.disk_reput_double_accounting = false;
+    q.disk_remove_keeps_reservation = false;
+    q.disk_usage_counts_unaligned_writes = false;
+    q.disk_rejected_put_stays_in_flight = false;
+    q.disk_missing_file_raises_key_error = false;
+    q.lfu_stale_bucket_entries = false;
+    q.partial_retrieve_bookkeeping = false;
+    q.layerwise_eviction_ignores_other_layers = false;
+    q.pinned_lookup_without_id_leaks_pins = false;
+    q.retrieve_layer_zero_hits_unbound = false;
+    return q;
+  }
+};
+
+}  // namespace kvtwin::model::lmcache

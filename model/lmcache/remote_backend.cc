@@ -1,0 +1,174 @@
+#include "model/lmcache/remote_backend.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "model/check.h"
+#include "model/lmcache/upstream_error.h"
+
+namespace kvtwin::model::lmcache {
+namespace {
+
+void put_i32(RemoteMetadataBytes& b, int i, int32_t v) {
+  uint32_t u = static_cast<uint32_t>(v);
+  for (int k = 0; k < 4; ++k) b[4 * i + k] = static_cast<uint8_t>(u >> (8 * k));
+}
+
+int32_t get_i32(const RemoteMetadataBytes& b, int i) {
+  uint32_t u = 0;
+  for (int k = 0; k < 4; ++k) u |= static_cast<uint32_t>(b[4 * i + k]) << (8 * k);
+  return static_cast<int32_t>(u);
+}
+
+std::optional<KvDtype> dtype_from_remote_code(int32_t code) {
+  switch (code) {
+    case 1:
+    case 2:
+      return KvDtype::kHalf;
+    case 3:
+      return KvDtype::kBfloat16;
+    case 4:
+      return KvDtype::kFloat;
+    case 5:
+      return KvDtype::kDouble;
+    case 6:
+      return KvDtype::kUint8;
+    case 7:
+      return KvDtype::kFp8E4m3fn;
+    case 8:
+      return KvDtype::kFp8E5m2;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+RemoteBackend::RemoteBackend(LocalCPUBackend* local_cpu, std::shared_ptr<RemoteKvStore> store,
+                             KeyScopeRegistry* registry, bool mla_worker_id_as0_mode,
+                             StorageEvents* events, uint64_t* next_job_id)
+    : local_cpu_(local_cpu),
+      store_(std::move(store)),
+      registry_(registry),
+      mla_worker_id_as0_mode_(mla_worker_id_as0_mode),
+      events_(events),
+      next_job_id_(next_job_id) {
+  KVTWIN_CHECK(local_cpu_ != nullptr) << "the remote tier needs the CPU tier as its allocator";
+}
+
+RemoteMetadataBytes RemoteBackend::serialize_metadata(const MemoryObj& obj) {
+  RemoteMetadataBytes b{};
+  put_i32(b, 0, static_cast<int32_t>(obj.byte_len));
+  put_i32(b, 1, static_cast<int32_t>(obj.fmt));
+  put_i32(b, 2, dtype_remote_code(obj.dtype).value_or(0));
+  for (int d = 0; d < 4; ++d) put_i32(b, 3 + d, static_cast<int32_t>(obj.shape.dims[d]));
+  return b;
+}
+
+CacheEngineKey RemoteBackend::remote_key(const CacheEngineKey& key) const {
+  if (!mla_worker_id_as0_mode_) return key;
+  const KeyScope& s = *key.scope;
+  CacheEngineKey k = key;
+  k.scope = registry_->intern(s.model_name, s.world_size, 0, s.dtype, s.tags);
+  return k;
+}
+
+bool RemoteBackend::contains(const CacheEngineKey& key, bool /*pin*/) {
+  bool exists = store_->metadata(remote_key(key).to_string()) != nullptr;
+  last_result_.reset();  // the EXISTS job's result replaces the executor's last one
+  return exists;
+}
+
+void RemoteBackend::batched_submit_put_task(std::span<const CacheEngineKey> keys,
+                                            std::span<const PyRef> objs) {
+  if (mla_worker_id_as0_mode_) return;
+  PutJob job;
+  job.id = (*next_job_id_)++;
+  size_t n = std::min(keys.size(), objs.size());
+  for (size_t i = 0; i < objs.size(); ++i) {
+    // ref_count_up, serialize (+1), ref_count_down: the serializer's reference remains.
+    local_cpu_->allocator().ref_count_up(objs[i].id());
+    job.objs.push_back(objs[i]);
+  }
+  job.keys.assign(keys.begin(), keys.begin() + static_cast<ptrdiff_t>(n));
+  pending_.push_back(std::move(job));
+  ++events_->remote_writes_submitted;
+}
+
+std::vector<PendingWrite> RemoteBackend::pending_writes() const {
+  std::vector<PendingWrite> out;
+  for (const PutJob& j : pending_) {
+    uint64_t bytes = 0;
+    for (const PyRef& o : j.objs) bytes += o->byte_len;
+    out.push_back({j.id, Tier::kRemote, static_cast<int>(j.keys.size()), bytes});
+  }
+  return out;
+}
+
+bool RemoteBackend::complete_write(uint64_t id) {
+  auto it =
+      std::find_if(pending_.begin(), pending_.end(), [id](const PutJob& j) { return j.id == id; });
+  if (it == pending_.end()) return false;
+  PutJob job = std::move(*it);
+  pending_.erase(it);
+  for (size_t i = 0; i < job.keys.size(); ++i) {
+    const MemoryObj& o = *job.objs[i];
+    // A shape that is not 4-D or a dtype without a code fails inside the writer (assert /
+    // KeyError), which the instrumented connector swallows: that key is not written.
+    if (o.shape.rank != 4 || !dtype_remote_code(o.dtype)) continue;
+    std::string k = job.keys[i].to_string();
+    store_->set_kv_bytes(k, {o.byte_len, o.content});
+    store_->set_metadata(k, serialize_metadata(o));
+  }
+  for (const PyRef& o : job.objs) local_cpu_->allocator().ref_count_down(o.id());
+  last_result_.reset();  // this job's result (None) replaces the last get's
+  return true;
+}
+
+PyRef RemoteBackend::get_one(const CacheEngineKey& key) {
+  std::string k = key.to_string();
+  const RemoteMetadataBytes* meta = store_->metadata(k);
+  if (meta == nullptr) return PyRef();
+  RemoteMetadataBytes m = *meta;
+  auto dtype = dtype_from_remote_code(get_i32(m, 2));
+  if (!dtype) raise(PyError::kKeyError, "INT_TO_DTYPE");
+  Shape shape{get_i32(m, 3), get_i32(m, 4), get_i32(m, 5), get_i32(m, 6)};
+  auto fmt = static_cast<MemoryFormat>(get_i32(m, 1));
+  PyRef obj = local_cpu_->allocate(shape, *dtype, fmt);
+  if (!obj) return PyRef();
+  const RemoteKvStore::KvBytes* kv = store_->kv_bytes(k);
+  if (kv == nullptr) {
+    // "Key exists but KV cache does not exist": delete the metadata; the buffer is dropped.
+    store_->delete_metadata(k);
+    return PyRef();
+  }
+  obj->content = kv->content;
+  return obj;
+}
+
+PyRef RemoteBackend::get_blocking(const CacheEngineKey& key) {
+  PyRef r = get_one(remote_key(key));
+  last_result_ = r;
+  return r;
+}
+
+std::vector<PyRef> RemoteBackend::batched_get_blocking(std::span<const CacheEngineKey> keys) {
+  std::vector<PyRef> out;
+  out.reserve(keys.size());
+  for (const CacheEngineKey& key : keys) {
+    PyRef r = get_one(remote_key(key));
+    last_result_ = r;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::vector<PyRef> RemoteBackend::batched_get_non_blocking(std::span<const CacheEngineKey> keys) {
+  std::vector<PyRef> out;
+  for (const CacheEngineKey& key : keys) {
+    PyRef r = get_one(remote_key(key));
+    if (r) out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace kvtwin::model::lmcache

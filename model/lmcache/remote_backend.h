@@ -1,0 +1,82 @@
+// RemoteBackend + RedisConnector (storage_backend/remote_backend.py, connector/redis_connector.py,
+// naive serde) as logic over a shared RemoteKvStore.
+//
+//   contains(k)        EXISTS "<k>metadata" (a key whose kv_bytes is gone still counts; README
+//                      §7.10); pin is ignored. batched_contains: one EXISTS per key, stop at the
+//                      first miss.
+//   put                batched_submit_put_task: ref +1 per object (the serializer's reference),
+//                      one queued job per call; no de-duplication and no in-flight check. The job
+//                      completes through complete_write(): SET kv_bytes then SET metadata per key,
+//                      then ref -1 per object.
+//   get                per key, in key order: GET metadata (missing -> None); allocate a CPU buffer
+//                      (busy_loop: may wait forever); GET kv_bytes (missing -> DEL metadata and
+//                      None; the buffer is dropped); a None does not stop the remaining keys.
+//   remove             not implemented by the Redis connector: returns false (counts 0)
+//   pin / unpin        no-ops returning true; there is no clear() and no LMCache-side eviction.
+//
+// MLA with remote_enable_mla_worker_id_as0 (default on for MLA) on a rank other than 0: puts are
+// skipped and reads use worker id 0's keys.
+//
+// The executor's last result: LMCache's connector executor keeps the result of its last job alive
+// until its next job finishes, so the object of the last remote get outlives the call that made
+// it (it is freed, if leaked, when the next remote job completes or at the end of the operation:
+// release_executor_results()).
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "model/lmcache/local_cpu_backend.h"
+#include "model/lmcache/remote_kv_store.h"
+#include "model/lmcache/storage_backend.h"
+
+namespace kvtwin::model::lmcache {
+
+class RemoteBackend final : public StorageBackendInterface {
+ public:
+  RemoteBackend(LocalCPUBackend* local_cpu, std::shared_ptr<RemoteKvStore> store,
+                KeyScopeRegistry* registry, bool mla_worker_id_as0_mode, StorageEvents* events,
+                uint64_t* next_job_id);
+
+  std::string_view name() const override { return "RemoteBackend"; }
+  bool contains(const CacheEngineKey& key, bool pin) override;
+  bool exists_in_put_tasks(const CacheEngineKey&) const override { return false; }
+  void batched_submit_put_task(std::span<const CacheEngineKey> keys,
+                               std::span<const PyRef> objs) override;
+  PyRef get_blocking(const CacheEngineKey& key) override;
+  std::vector<PyRef> batched_get_blocking(std::span<const CacheEngineKey> keys) override;
+  std::vector<PyRef> batched_get_non_blocking(std::span<const CacheEngineKey> keys) override;
+  bool pin(const CacheEngineKey&) override { return true; }
+  bool unpin(const CacheEngineKey&) override { return true; }
+  bool remove(const CacheEngineKey&, bool) override { return false; }
+  LocalCPUBackend* get_allocator_backend() override { return local_cpu_; }
+
+  std::vector<PendingWrite> pending_writes() const;
+  bool complete_write(uint64_t id);
+  size_t num_pending_writes() const { return pending_.size(); }
+  // The harness's no-op executor job at the end of an operation.
+  void release_executor_results() { last_result_.reset(); }
+
+  static RemoteMetadataBytes serialize_metadata(const MemoryObj& obj);
+
+ private:
+  struct PutJob {
+    uint64_t id;
+    std::vector<CacheEngineKey> keys;
+    std::vector<PyRef> objs;
+  };
+  CacheEngineKey remote_key(const CacheEngineKey& key) const;
+  PyRef get_one(const CacheEngineKey& key);  // RedisConnector._get
+
+  LocalCPUBackend* local_cpu_;
+  std::shared_ptr<RemoteKvStore> store_;
+  KeyScopeRegistry* registry_;
+  bool mla_worker_id_as0_mode_;
+  StorageEvents* events_;
+  uint64_t* next_job_id_;
+  std::deque<PutJob> pending_;
+  PyRef last_result_;
+};
+
+}  // namespace kvtwin::model::lmcache

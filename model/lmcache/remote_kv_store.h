@@ -1,0 +1,69 @@
+// RemoteKvStore: the Redis keyspace LMCache's RedisConnector writes, as logic. Shared by every rank
+// (and every engine) that points at the same server.
+//
+// Per chunk two Redis keys: "<key string>kv_bytes" (the raw object bytes: here their length and
+// logical content) and "<key string>metadata" (28 bytes: seven little-endian int32 — byte length,
+// memory format, dtype code, 4 shape dims). Redis never evicts on LMCache's behalf; faults delete
+// either key (golden remote_evict).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace kvtwin::model::lmcache {
+
+using RemoteMetadataBytes = std::array<uint8_t, 28>;
+
+class RemoteKvStore {
+ public:
+  struct KvBytes {
+    uint64_t length = 0;
+    uint64_t content = 0;
+  };
+  struct Entry {
+    std::optional<KvBytes> kv_bytes;
+    std::optional<RemoteMetadataBytes> metadata;
+  };
+
+  void set_kv_bytes(const std::string& key, KvBytes v) { entries_[key].kv_bytes = v; }
+  void set_metadata(const std::string& key, const RemoteMetadataBytes& m) {
+    entries_[key].metadata = m;
+  }
+  const KvBytes* kv_bytes(const std::string& key) const {
+    auto it = entries_.find(key);
+    return it == entries_.end() || !it->second.kv_bytes ? nullptr : &*it->second.kv_bytes;
+  }
+  const RemoteMetadataBytes* metadata(const std::string& key) const {
+    auto it = entries_.find(key);
+    return it == entries_.end() || !it->second.metadata ? nullptr : &*it->second.metadata;
+  }
+  // DEL of one Redis key; returns how many were deleted (0 or 1).
+  int delete_kv_bytes(const std::string& key) { return erase_part(key, true); }
+  int delete_metadata(const std::string& key) { return erase_part(key, false); }
+  // Key strings in sorted order with their parts.
+  const std::map<std::string, Entry>& entries() const { return entries_; }
+
+ private:
+  int erase_part(const std::string& key, bool kv) {
+    auto it = entries_.find(key);
+    if (it == entries_.end()) return 0;
+    int n = 0;
+    if (kv && it->second.kv_bytes) {
+      it->second.kv_bytes.reset();
+      n = 1;
+    }
+    if (!kv && it->second.metadata) {
+      it->second.metadata.reset();
+      n = 1;
+    }
+    if (!it->second.kv_bytes && !it->second.metadata) entries_.erase(it);
+    return n;
+  }
+
+  std::map<std::string, Entry> entries_;
+};
+
+}  // namespace kvtwin::model::lmcache

@@ -1,0 +1,68 @@
+#include "model/lmcache/request_tracker.h"
+
+#include <algorithm>
+
+#include "model/check.h"
+
+namespace kvtwin::model::lmcache {
+
+void RequestTracker::update(const std::vector<TokenId>& new_token_ids,
+                            const std::optional<std::vector<int64_t>>& new_block_ids,
+                            bool preempted, int64_t lmcache_cached_tokens,
+                            int64_t vllm_cached_tokens, const std::vector<TokenId>* all_token_ids) {
+  std::vector<int64_t> blocks = new_block_ids.value_or(std::vector<int64_t>{});
+  if (preempted) {
+    KVTWIN_CHECK(all_token_ids != nullptr) << "preempted request " << req_id << " needs its tokens";
+    allocated_block_ids = std::move(blocks);
+    num_saved_tokens = lmcache_cached_tokens;
+    int64_t num_computed = std::max(lmcache_cached_tokens, vllm_cached_tokens);
+    int64_t needed = std::max<int64_t>(num_computed + static_cast<int64_t>(new_token_ids.size()),
+                                       lmcache_cached_tokens);
+    size_t n = std::min<size_t>(static_cast<size_t>(needed), all_token_ids->size());
+    token_ids.assign(all_token_ids->begin(), all_token_ids->begin() + static_cast<ptrdiff_t>(n));
+  } else {
+    allocated_block_ids.insert(allocated_block_ids.end(), blocks.begin(), blocks.end());
+    token_ids.insert(token_ids.end(), new_token_ids.begin(), new_token_ids.end());
+  }
+  if (new_token_ids.size() == 1) is_decode_phase = true;
+}
+
+std::optional<ReqMeta> req_meta_from_tracker(RequestTracker& tracker,
+                                             const std::optional<LoadSpec>& load_spec,
+                                             const ReqMetaOptions& options) {
+  const int64_t chunk = options.chunk_size;
+  int64_t input_len = static_cast<int64_t>(tracker.token_ids.size());
+  bool is_last_prefill = input_len >= tracker.prompt_len;
+  int64_t skip_leading = tracker.num_saved_tokens;
+  int64_t chunk_boundary = (tracker.num_saved_tokens + 1 + chunk - 1) / chunk * chunk;
+  bool request_skip = false;
+  if (tracker.request_configs) {
+    if (const ConfigValue* v = find_config(*tracker.request_configs, "lmcache.skip_save"))
+      request_skip = v->truthy;
+  }
+  bool skip_save = tracker.skip_save ||
+                   (tracker.num_saved_tokens > 0 && input_len < chunk_boundary) ||
+                   (tracker.is_decode_phase && !options.save_decode_cache) || request_skip;
+  if (skip_save && !load_spec) return std::nullopt;
+  int64_t to_save =
+      (!is_last_prefill || options.discard_partial_chunks) ? input_len / chunk * chunk : input_len;
+  if (!skip_save) tracker.num_saved_tokens = to_save;
+  ReqMeta meta;
+  meta.req_id = tracker.req_id;
+  meta.token_ids.assign(tracker.token_ids.begin(),
+                        tracker.token_ids.begin() + static_cast<ptrdiff_t>(to_save));
+  for (int64_t b : tracker.allocated_block_ids) {
+    for (int64_t off = 0; off < options.block_size; ++off) {
+      if (meta.slot_mapping.size() >= meta.token_ids.size()) break;
+      meta.slot_mapping.push_back(b * options.block_size + off);
+    }
+    if (meta.slot_mapping.size() >= meta.token_ids.size()) break;
+  }
+  meta.is_last_prefill = is_last_prefill;
+  meta.save_spec = SaveSpec{skip_leading, !skip_save};
+  if (load_spec && load_spec->can_load) meta.load_spec = load_spec;
+  meta.request_configs = tracker.request_configs;
+  return meta;
+}
+
+}  // namespace kvtwin::model::lmcache

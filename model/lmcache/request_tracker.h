@@ -1,0 +1,80 @@
+// The vLLM adapter's per-request bookkeeping (integration/vllm/vllm_v1_adapter.py): LoadSpec,
+// SaveSpec, RequestTracker and ReqMeta.from_request_tracker — pure decisions about what to load
+// and what to save for one scheduling step.
+//
+// Save rule (from_request_tracker), with n = tokens scheduled so far, s = num_saved_tokens, C the
+// chunk size:
+//   skip_save = tracker.skip_save (forced / over priority_limit)
+//            or (s > 0 and n < ceil((s+1)/C)*C)     (not yet at the next chunk boundary)
+//            or (decode phase and not save_decode_cache)
+//            or request config lmcache.skip_save
+//   tokens to save = n rounded down to a chunk multiple, unless this is the last prefill step and
+//   partial chunks are kept (discard_partial_chunks = extra config or not save_unfull_chunk)
+//   SaveSpec(skip_leading_tokens = s before this step, can_save = !skip_save); when saving,
+//   num_saved_tokens becomes the tokens to save.
+//   A request that skips saving and has no LoadSpec produces no ReqMeta.
+//   slot mapping: block_id * block_size + offset over the allocated blocks, cut to the tokens.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/lmcache/request_configs.h"
+#include "model/lmcache/token_database.h"
+
+namespace kvtwin::model::lmcache {
+
+struct LoadSpec {
+  int64_t vllm_cached_tokens = 0;
+  int64_t lmcache_cached_tokens = 0;
+  bool can_load = false;
+};
+
+struct SaveSpec {
+  int64_t skip_leading_tokens = 0;
+  bool can_save = false;
+};
+
+struct RequestTracker {
+  std::string req_id;
+  int64_t prompt_len = 0;
+  std::vector<TokenId> token_ids;  // scheduled so far
+  std::vector<int64_t> allocated_block_ids;
+  int64_t num_saved_tokens = 0;
+  std::optional<RequestConfigs> request_configs;
+  bool is_decode_phase = false;
+  bool skip_save = false;
+
+  // RequestTracker.update for a running request scheduled again. `all_token_ids` is required when
+  // preempted (the tokens are rebuilt from it).
+  void update(const std::vector<TokenId>& new_token_ids,
+              const std::optional<std::vector<int64_t>>& new_block_ids, bool preempted,
+              int64_t lmcache_cached_tokens, int64_t vllm_cached_tokens,
+              const std::vector<TokenId>* all_token_ids);
+};
+
+struct ReqMeta {
+  std::string req_id;
+  std::vector<TokenId> token_ids;
+  std::vector<int64_t> slot_mapping;
+  bool is_last_prefill = false;
+  std::optional<SaveSpec> save_spec;
+  std::optional<LoadSpec> load_spec;
+  std::optional<RequestConfigs> request_configs;
+};
+
+struct ReqMetaOptions {
+  int block_size = 16;
+  int chunk_size = 256;
+  bool discard_partial_chunks = true;
+  bool save_decode_cache = false;
+};
+
+// ReqMeta.from_request_tracker; updates tracker.num_saved_tokens when saving.
+std::optional<ReqMeta> req_meta_from_tracker(RequestTracker& tracker,
+                                             const std::optional<LoadSpec>& load_spec,
+                                             const ReqMetaOptions& options);
+
+}  // namespace kvtwin::model::lmcache

@@ -1,0 +1,116 @@
+// The scheduler side of LMCache's vLLM v1 connector (LMCacheConnectorV1Impl, scheduler role) as
+// pure decisions.
+//
+//   get_num_new_matched_tokens(req, n_vllm)
+//       first call per request: look up request.all_token_ids (minus skip_last_n_tokens) on every
+//       rank (pinning there) and cache the minimum; later calls reuse it until
+//       update_state_after_alloc. need = hit - n_vllm, minus 1 when the whole request hit (vLLM
+//       must recompute the last token); below min_retrieve_tokens -> 0 but the hit is remembered
+//       (it becomes skip_leading_tokens). Records LoadSpec(n_vllm, hit, can_load=false).
+//   update_state_after_alloc(req, n_external)
+//       forgets the cached lookup; can_load = (n_external > 0), asserting n_external equals
+//       hit - n_vllm - recompute_last.
+//   build_connector_meta(output)
+//       RequestTrackers for new and running requests (decode phase when a step schedules one
+//       token; a resumed request rebuilds its tokens from all_token_ids), then ReqMeta per request
+//       (request_tracker.h). Finished requests are forgotten first.
+//   request_finished -> (false, nullopt): vLLM may free the blocks at once.
+//
+// Requests are vLLM's: the caller owns them and keeps them alive while they are unfinished (the
+// adapter keeps pointers, as upstream keeps references). Async lookup, disaggregation, multimodal
+// hashes and mock DP requests are not modelled.
+#pragma once
+
+#include <list>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "model/lmcache/lookup_client.h"
+#include "model/lmcache/request_tracker.h"
+
+namespace kvtwin::model::lmcache {
+
+// What the adapter reads from a vLLM Request.
+struct VllmRequest {
+  std::string request_id;
+  std::vector<TokenId> prompt_token_ids;
+  std::vector<TokenId> all_token_ids;
+  int64_t num_computed_tokens = 0;
+  int64_t priority = 0;
+  std::optional<RequestConfigs> request_configs;  // extract_request_configs(sampling_params)
+  int64_t num_tokens() const { return static_cast<int64_t>(all_token_ids.size()); }
+};
+
+struct NewRequestData {
+  std::string req_id;
+  std::vector<int64_t> block_ids;
+  int64_t num_computed_tokens = 0;
+};
+
+struct CachedRequestData {
+  std::string req_id;
+  std::optional<std::vector<int64_t>> new_block_ids;
+  int64_t num_computed_tokens = 0;  // already set on the request by the caller
+  bool resumed = false;
+};
+
+struct SchedulerOutput {
+  std::vector<std::string> finished_req_ids;
+  std::vector<NewRequestData> scheduled_new_reqs;
+  std::vector<CachedRequestData> scheduled_cached_reqs;
+  std::map<std::string, int64_t> num_scheduled_tokens;
+};
+
+struct ConnectorMetadata {
+  std::vector<ReqMeta> requests;
+};
+
+struct AdapterConfig {
+  int vllm_block_size = 16;
+  bool discard_partial_chunks_extra = false;  // kv_connector_extra_config discard_partial_chunks
+  int skip_last_n_tokens = 0;
+  bool kv_consumer = false;      // kv_role == "kv_consumer"
+  bool force_skip_save = false;  // LMCACHE_FORCE_SKIP_SAVE
+};
+
+class LMCacheSchedulerAdapter {
+ public:
+  LMCacheSchedulerAdapter(const LMCacheEngineConfig& config, const AdapterConfig& adapter,
+                          LMCacheLookupClient* lookup_client);
+
+  struct MatchResult {
+    std::optional<int64_t> ret;
+    std::vector<std::pair<int, int64_t>> rank_hits;  // empty when the cached result was used
+  };
+  MatchResult get_num_new_matched_tokens(const VllmRequest& request, int64_t num_computed_tokens);
+  // Throws UpstreamError(kAssertionError) on a token-count mismatch.
+  void update_state_after_alloc(const VllmRequest& request, int64_t num_external_tokens);
+  // `requests` maps request ids to the caller's requests (for new requests' prompts and configs).
+  // Throws UpstreamError where upstream raises (unknown tracker, preemption asserts).
+  ConnectorMetadata build_connector_meta(
+      const SchedulerOutput& output,
+      const std::unordered_map<std::string, const VllmRequest*>& requests);
+
+  const std::optional<LoadSpec> load_spec(const std::string& req_id) const;
+  // Trackers in insertion order.
+  const std::list<RequestTracker>& request_trackers() const { return trackers_; }
+
+ private:
+  RequestTracker* tracker(const std::string& req_id);
+  void put_tracker(RequestTracker t);
+  ReqMetaOptions meta_options() const;
+
+  LMCacheEngineConfig config_;
+  AdapterConfig adapter_;
+  LMCacheLookupClient* lookup_client_;
+  std::unordered_map<std::string, LoadSpec> load_specs_;
+  std::unordered_map<std::string, int64_t> requests_priority_;
+  std::unordered_map<std::string, const VllmRequest*> unfinished_requests_;
+  std::list<RequestTracker> trackers_;
+  std::unordered_map<std::string, std::list<RequestTracker>::iterator> tracker_index_;
+};
+
+}  // namespace kvtwin::model::lmcache
