@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,11 @@ struct KvCase {
   PagedLayout paged() const;
   std::string name() const;
 };
+
+// gtest prints parameters with this (instead of their bytes).
+inline void PrintTo(const KvCase& c, std::ostream* os) {
+  *os << c.name();
+}
 
 // Every paged kind x compatible chunk format x direction x element size (1, 2, 4 bytes), with
 // ordinary and odd head sizes (128 / 66; MLA 576 / 66), partial last chunks and skipped slots.

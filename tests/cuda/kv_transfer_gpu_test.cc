@@ -27,12 +27,17 @@ struct EngineCase {
   int32_t head_size;
 };
 
-std::string engine_case_name(const ::testing::TestParamInfo<EngineCase>& p) {
+std::string describe(const EngineCase& c) {
   std::ostringstream s;
-  s << paged_kind_name(p.param.kind) << "_" << chunk_format_name(p.param.format) << "_"
-    << host_path_name(p.param.path) << (p.param.small_staging ? "_small" : "_large") << "_D"
-    << p.param.head_size;
+  s << paged_kind_name(c.kind) << "_" << chunk_format_name(c.format) << "_"
+    << host_path_name(c.path) << (c.small_staging ? "_small" : "_large") << "_D" << c.head_size;
   return s.str();
+}
+void PrintTo(const EngineCase& c, std::ostream* os) {
+  *os << describe(c);
+}
+std::string engine_case_name(const ::testing::TestParamInfo<EngineCase>& p) {
+  return describe(p.param);
 }
 
 std::vector<EngineCase> engine_cases() {
