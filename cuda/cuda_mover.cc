@@ -5,6 +5,7 @@
 #include <set>
 #include <utility>
 
+#include "cuda/lmcache_host_allocator.h"
 #include "model/check.h"
 
 namespace kvtwin::cuda {
@@ -20,7 +21,7 @@ CudaMover::CudaMover(sim::Simulator& sim, const CudaMoverConfig& config,
 Status CudaMover::bring_up(std::unique_ptr<HostSpaceAllocator> allocator) {
   KVTWIN_RETURN_IF_ERROR(probe_device());
   KVTWIN_RETURN_IF_ERROR(PagedKvCache::create(config_.paged, config_.num_layers, &cache_));
-  if (!allocator) allocator = std::make_unique<FirstFitAllocator>(config_.pinned_bytes);
+  if (!allocator) allocator = std::make_unique<LmcacheHostAllocator>(config_.pinned_bytes);
   KVTWIN_RETURN_IF_ERROR(PinnedPool::create(config_.pinned_bytes, std::move(allocator), &pool_));
   KvTransferEngine::Options options;
   options.staging_bytes = config_.staging_bytes;

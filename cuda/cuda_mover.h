@@ -46,7 +46,7 @@ struct CudaMoverConfig {
   PagedLayout paged;           // one layer of the GPU cache (make_paged_layout)
   int32_t num_layers = 0;      // layers of the model (per rank)
   int64_t chunk_tokens = 256;  // LMCache chunk_size
-  uint64_t pinned_bytes = 0;   // LMCache max_local_cpu_size (a multiple of 4,096)
+  uint64_t pinned_bytes = 0;   // LMCache max_local_cpu_size
   uint64_t staging_bytes = uint64_t{128} << 20;
   HostPath store_path = HostPath::kStaged;       // LMCache V2 stores full chunks via staging
   HostPath retrieve_path = HostPath::kZeroCopy;  // and loads straight from pinned memory
@@ -55,8 +55,8 @@ struct CudaMoverConfig {
 class CudaMover final : public sim::Mover {
  public:
   // Brings up the device side; on any failure the mover stays usable and faults every object
-  // (device_status() says why). `allocator` places objects in the pool; nullptr means a
-  // FirstFitAllocator over the whole pool (model/lmcache's allocator plugs in here).
+  // (device_status() says why). `allocator` places objects in the pool; nullptr means
+  // LMCache's AddressManager (LmcacheHostAllocator) over the whole pool.
   CudaMover(sim::Simulator& sim, const CudaMoverConfig& config,
             std::unique_ptr<HostSpaceAllocator> allocator = nullptr);
 

@@ -2,10 +2,11 @@
 // where objects go inside it. The pool owns the bytes (one cudaHostAlloc); the allocator owns
 // only offsets in [0, capacity()).
 //
-// LMCache's allocator (model/lmcache, LMCache's AddressManager: address-ordered first fit over
-// 4,096-byte-aligned sizes with immediate coalescing) is meant to sit behind this interface, so
-// that the real pool places objects exactly where the reference model says. Until it lands,
-// FirstFitAllocator below implements the same rule in a few lines for the pool's own tests.
+// LMCache's allocator (model/lmcache's AddressManager: address-ordered first fit over
+// 4,096-byte-aligned sizes with immediate coalescing) sits behind this interface as
+// LmcacheHostAllocator (lmcache_host_allocator.h), so the real pool places objects exactly where
+// the reference model says. FirstFitAllocator below is the same rule in a few lines, written
+// before model/lmcache landed; a property test checks that the two hand out the same extents.
 //
 // Threading: not thread-safe; one owner (the pool) serialises calls.
 #pragma once

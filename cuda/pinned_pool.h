@@ -1,8 +1,8 @@
 // PinnedPool: LMCache's local CPU memory as real bytes. One cudaHostAlloc of the configured size
 // (LMCache's max_local_cpu_size) at start, never grown; objects are carved out of it by a
-// HostSpaceAllocator, which owns placement (model/lmcache's AddressManager semantics; until that
-// is merged, FirstFitAllocator). Pinned and mapped, so every object is both a DMA target for the
-// copy engines (staged path) and directly addressable by kernels (zero-copy path).
+// HostSpaceAllocator, which owns placement (LmcacheHostAllocator: model/lmcache's AddressManager).
+// Pinned and mapped, so every object is both a DMA target for the copy engines (staged path) and
+// directly addressable by kernels (zero-copy path).
 //
 // Ownership: the pool owns the buffer and the allocator; a PinnedBlock is a view that stays valid
 // until freed or until the pool is destroyed.

@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "cuda/lmcache_host_allocator.h"
 #include "model/check.h"
 
 namespace kvtwin::cuda {
@@ -85,6 +86,50 @@ RC_GTEST_PROP(FirstFitAllocator, LiveExtentsNeverOverlapAndFreeingAllRestoresOne
   for (const HostExtent& e : live) a.free(e);
   RC_ASSERT(a.free_bytes() == a.capacity());
   RC_ASSERT(a.num_free_ranges() == 1u);
+}
+
+TEST(LmcacheHostAllocator, PlacesObjectsWithLmcachesAddressManager) {
+  LmcacheHostAllocator a(4 * 4096);
+  const auto x = a.allocate(100);
+  const auto y = a.allocate(5000);
+  ASSERT_TRUE(x && y);
+  EXPECT_EQ(x->offset, 0u);
+  EXPECT_EQ(x->bytes, 4096u);
+  EXPECT_EQ(y->offset, 4096u);
+  EXPECT_EQ(y->bytes, 8192u);
+  EXPECT_FALSE(a.allocate(8192));
+  a.free(*x);
+  EXPECT_EQ(a.free_bytes(), 2u * 4096);
+  EXPECT_EQ(a.address_manager().num_free_blocks(), 2u);
+  a.address_manager().check_invariants();
+}
+
+// The stand-in and LMCache's allocator implement one rule: on any sequence of allocations and
+// frees they hand out the same extents.
+RC_GTEST_PROP(LmcacheHostAllocator, AgreesWithFirstFitOnEverySequence, ()) {
+  const uint64_t pages = *rc::gen::inRange<uint64_t>(1, 64);
+  FirstFitAllocator ff(pages * 4096);
+  LmcacheHostAllocator lm(pages * 4096);
+  std::vector<HostExtent> live;
+  const auto ops = *rc::gen::container<std::vector<std::pair<bool, uint64_t>>>(
+      rc::gen::pair(rc::gen::arbitrary<bool>(), rc::gen::inRange<uint64_t>(1, 5 * 4096)));
+  for (const auto& [alloc, size] : ops) {
+    if (alloc || live.empty()) {
+      const auto a = ff.allocate(size);
+      const auto b = lm.allocate(size);
+      RC_ASSERT(a.has_value() == b.has_value());
+      if (a) {
+        RC_ASSERT(a->offset == b->offset && a->bytes == b->bytes);
+        live.push_back(*a);
+      }
+    } else {
+      const size_t i = size % live.size();
+      ff.free(live[i]);
+      lm.free(live[i]);
+      live.erase(live.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+    RC_ASSERT(ff.free_bytes() == lm.free_bytes());
+  }
 }
 
 }  // namespace
