@@ -34,4 +34,14 @@ void PinnedPool::free(const PinnedBlock& block) {
   allocator_->free(block.extent);
 }
 
+PinnedBlock PinnedPool::view(uint64_t offset, uint64_t bytes) const {
+  KVTWIN_CHECK(offset + bytes <= buffer_.size() && offset + bytes >= offset)
+      << "[" << offset << ", +" << bytes << ") outside a pool of " << buffer_.size();
+  PinnedBlock b;
+  b.extent = HostExtent{offset, bytes};
+  b.host = buffer_.host() + offset;
+  b.device = buffer_.device_alias(b.host);
+  return b;
+}
+
 }  // namespace kvtwin::cuda

@@ -38,6 +38,12 @@ class PinnedPool {
   std::optional<PinnedBlock> allocate(uint64_t bytes);
   void free(const PinnedBlock& block);
 
+  // The block at [offset, offset + bytes) without allocating it: for callers whose own allocator
+  // already placed the object (model/lmcache's TensorMemoryAllocator hands out MemoryObj
+  // addresses in the same [0, capacity) space), so the real bytes sit at the model's address.
+  // REQUIRES (KVTWIN_CHECK): the range lies inside the pool.
+  PinnedBlock view(uint64_t offset, uint64_t bytes) const;
+
   uint64_t capacity() const { return allocator_ ? allocator_->capacity() : 0; }
   uint64_t free_bytes() const { return allocator_ ? allocator_->free_bytes() : 0; }
   const PinnedBuffer& buffer() const { return buffer_; }
