@@ -122,7 +122,6 @@ void RetrieveLayerTask::start() {
   const int L = e.num_layers();
   const KeyScope* scope = e.token_database().key_scope(has_configs_ ? &configs_ : nullptr);
   std::vector<std::vector<CacheEngineKey>> chunk_keys;
-  std::vector<TokenRange> ranges;
   for (const ChunkSpan& s : e.token_database().process_tokens(tokens_, num_masked_)) {
     std::vector<CacheEngineKey> layers =
         ChunkedTokenDatabase::make_key(s.hash, scope).split_layers(L);
@@ -134,7 +133,7 @@ void RetrieveLayerTask::start() {
       raise(PyError::kAssertionError,
             "All retrieved keys should be from the same location when use layerwise retrieval.");
     }
-    ranges.push_back({s.start, s.end});
+    ranges_.push_back({s.start, s.end});
     chunk_keys.push_back(std::move(layers));
     std::fill(ret_mask_.begin() + s.start, ret_mask_.begin() + s.end, 1);
   }
@@ -147,14 +146,35 @@ void RetrieveLayerTask::start() {
     for (int l = 0; l < L; ++l) keys_[l].push_back(layers[l]);
   }
   gets_.push_back({location_, static_cast<int>(chunk_keys.size()), 0, 0, true});
-  for (const TokenRange& r : ranges) loaded_.push_back({r.start, r.end, location_, false});
+  for (const TokenRange& r : ranges_) loaded_.push_back({r.start, r.end, location_, false});
   for (char c : ret_mask_) first_yield_ += c;
   layer_ = 0;
   pending_ = e.storage_manager().layerwise_get_layer(keys_[0], location_);
   phase_ = Phase::kKeys;
 }
 
-void RetrieveLayerTask::load_layer(const std::vector<PyRef>& objs, int layer) {
+void RetrieveLayerTask::truncate(size_t first_missing) {
+  if (first_missing >= ranges_.size()) return;
+  std::fill(ret_mask_.begin() + ranges_[first_missing].start, ret_mask_.end(), 0);
+  ranges_.resize(first_missing);
+  loaded_.resize(first_missing);
+  for (auto& layer_keys : keys_) {
+    if (layer_keys.size() > first_missing) layer_keys.resize(first_missing);
+  }
+}
+
+void RetrieveLayerTask::load_layer(std::vector<PyRef>& objs, int layer) {
+  for (size_t c = 0; c < objs.size() && c < loaded_.size(); ++c) {
+    if (objs[c]) continue;
+    truncate(c);
+    // Objects of the dropped chunks go back (their loads will not be used).
+    TensorMemoryAllocator& a = engine_->storage_manager().allocator();
+    for (size_t d = c; d < objs.size(); ++d) {
+      if (objs[d]) a.ref_count_down(objs[d].id());
+    }
+    objs.resize(c);
+    break;
+  }
   for (size_t c = 0; c < objs.size() && c < loaded_.size(); ++c) {
     const MemoryObj& o = *objs[c];
     if (!o.valid || o.content != engine_->expected_content(keys_[layer][c])) loaded_[c].bad = true;

@@ -19,6 +19,9 @@
 //   next #L+2                                                                      -> yield mask
 //   with zero hits: L + 1 empty yields, then the last step references an undefined consumer
 //   (UnboundLocalError; Quirks::retrieve_layer_zero_hits_unbound).
+//   A tier that answers a layer with a miss (only the fixed disk tier does: a missing file) ends
+//   the load at that chunk: its mask bits and those of later chunks are cleared and later layers
+//   are requested for the earlier chunks only.
 //
 // The tasks hold Python references to their objects, as the generator frames do; destroying a
 // task abandons the generator (objects whose last reference it held are then reclaimed).
@@ -72,7 +75,8 @@ class RetrieveLayerTask {
  private:
   enum class Phase { kStart, kKeys, kSync, kMask, kEmpty, kEmptyTail, kUnhealthy, kDone };
   void start();
-  void load_layer(const std::vector<PyRef>& objs, int layer);
+  void load_layer(std::vector<PyRef>& objs, int layer);
+  void truncate(size_t first_missing);
   void yield_mask();
   LMCacheEngine* engine_;
   std::vector<TokenId> tokens_;
@@ -89,6 +93,7 @@ class RetrieveLayerTask {
   int64_t ret_tokens_ = 0;
   std::string location_;
   std::vector<std::vector<CacheEngineKey>> keys_;  // [layer][chunk]
+  std::vector<TokenRange> ranges_;                 // per chunk
   std::vector<PyRef> pending_;                     // the layer requested last
   std::vector<PyRef> to_count_down_;
   std::vector<LoadedChunk> loaded_;

@@ -103,7 +103,8 @@ void LocalDiskBackend::batched_submit_put_task(std::span<const CacheEngineKey> k
 std::vector<PendingWrite> LocalDiskBackend::pending_writes() const {
   std::vector<PendingWrite> out;
   out.reserve(pending_.size());
-  for (const WriteJob& j : pending_) out.push_back({j.id, Tier::kDisk, 1, j.obj->byte_len});
+  for (const WriteJob& j : pending_)
+    out.push_back({j.id, Tier::kDisk, {j.key}, j.obj->byte_len, j.obj->phy_size});
   return out;
 }
 
@@ -199,7 +200,12 @@ std::vector<PyRef> LocalDiskBackend::batched_get_non_blocking(
   // The prefetch job (run at once in the model): read, then unpin.
   for (size_t i = 0; i < keys.size(); ++i) {
     bool ok = read_file(keys[i], paths[i], *objs[i]);
-    if (!ok && !quirks_.disk_missing_file_raises_key_error) continue;
+    if (!ok && !quirks_.disk_missing_file_raises_key_error) {
+      // The fix: a miss (None) instead of a garbage buffer; retrieve_layer stops there.
+      local_cpu_->allocator().ref_count_down(objs[i].id());
+      objs[i].reset();
+      continue;
+    }
     --const_cast<DiskCacheMetadata&>(meta(keys[i])).pin_count;
   }
   return objs;

@@ -74,6 +74,11 @@ class LocalDiskBackend final : public StorageBackendInterface {
   // Completes one queued write; false if `id` is not pending here.
   bool complete_write(uint64_t id);
   size_t num_pending_writes() const { return pending_.size(); }
+  std::vector<MemObjId> pending_objects() const {
+    std::vector<MemObjId> out;
+    for (const WriteJob& j : pending_) out.push_back(j.obj.id());
+    return out;
+  }
 
   // Observation.
   uint64_t max_cache_size() const { return max_cache_size_; }

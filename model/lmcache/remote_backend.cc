@@ -97,9 +97,12 @@ void RemoteBackend::batched_submit_put_task(std::span<const CacheEngineKey> keys
 std::vector<PendingWrite> RemoteBackend::pending_writes() const {
   std::vector<PendingWrite> out;
   for (const PutJob& j : pending_) {
-    uint64_t bytes = 0;
-    for (const PyRef& o : j.objs) bytes += o->byte_len;
-    out.push_back({j.id, Tier::kRemote, static_cast<int>(j.keys.size()), bytes});
+    uint64_t bytes = 0, phy = 0;
+    for (const PyRef& o : j.objs) {
+      bytes += o->byte_len;
+      phy += o->phy_size;
+    }
+    out.push_back({j.id, Tier::kRemote, j.keys, bytes, phy});
   }
   return out;
 }

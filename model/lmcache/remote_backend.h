@@ -55,6 +55,13 @@ class RemoteBackend final : public StorageBackendInterface {
   std::vector<PendingWrite> pending_writes() const;
   bool complete_write(uint64_t id);
   size_t num_pending_writes() const { return pending_.size(); }
+  std::vector<MemObjId> pending_objects() const {
+    std::vector<MemObjId> out;
+    for (const PutJob& j : pending_) {
+      for (const PyRef& o : j.objs) out.push_back(o.id());
+    }
+    return out;
+  }
   // The harness's no-op executor job at the end of an operation.
   void release_executor_results() { last_result_.reset(); }
 

@@ -79,8 +79,9 @@ namespace kvtwin::model::lmcache {
 struct PendingWrite {
   uint64_t id = 0;
   Tier tier = Tier::kDisk;
-  int num_keys = 0;
-  uint64_t bytes = 0;  // bytes the write moves
+  std::vector<CacheEngineKey> keys;  // disk: the one chunk
+  uint64_t bytes = 0;                // bytes the write moves (len of the objects' bytes)
+  uint64_t phy_bytes = 0;            // physical (4 KiB aligned) size of the objects
 };
 
 }  // namespace kvtwin::model::lmcache

@@ -232,6 +232,20 @@ StorageManager::Completed StorageManager::complete_all_writes() {
   return c;
 }
 
+std::vector<MemObjId> StorageManager::held_objects() const {
+  std::vector<MemObjId> out;
+  for (const auto& [key, id] : local_cpu_->entries()) out.push_back(id);
+  if (local_disk_ != nullptr) {
+    for (MemObjId id : local_disk_->pending_objects()) out.push_back(id);
+  }
+  if (remote_ != nullptr) {
+    for (MemObjId id : remote_->pending_objects()) out.push_back(id);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 void StorageManager::release_executor_results() {
   if (remote_ != nullptr) remote_->release_executor_results();
 }

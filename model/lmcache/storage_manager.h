@@ -115,6 +115,10 @@ class StorageManager {
   };
   Completed complete_all_writes();
   void release_executor_results();
+  // Objects the tiers hold (hot cache entries, queued writes), sorted. After an operation (and
+  // release_executor_results) every block still allocated belongs to one of them: LMCache's leaks
+  // are reclaimed when their last Python reference goes.
+  std::vector<MemObjId> held_objects() const;
 
   // Tiers.
   LocalCPUBackend& local_cpu() { return *local_cpu_; }

@@ -1,0 +1,200 @@
+// LMCacheEngine: store/lookup/retrieve across tiers, the engine-level quirks with their fixes,
+// freeze, health, and the layerwise generators' yield protocol.
+#include "model/lmcache/cache_engine.h"
+
+#include <gtest/gtest.h>
+
+#include "model/lmcache/layerwise_tasks.h"
+#include "tests/model/lmcache/lmcache_test_util.h"
+
+namespace kvtwin::model::lmcache {
+namespace {
+
+using namespace testing;
+
+TEST(LMCacheEngine, APrefixSplitAcrossCpuAndDiskIsFoundAndRetrievedTierByTier) {
+  LMCacheEngine e(toy_config(4, 8), toy_metadata());
+  std::vector<TokenId> a = seq(64, 1);
+  store(e, a);
+  e.storage_manager().complete_all_writes();
+  std::vector<std::string> cpu_only{"LocalCPUBackend"};
+  auto infos = e.chunk_infos(a, nullptr);
+  e.storage_manager().remove(infos[2].key, &cpu_only);
+  e.storage_manager().remove(infos[3].key, &cpu_only);
+  LookupResult l = lookup(e, a, "a", true);
+  EXPECT_EQ(l.hit_tokens, 64);
+  const PinMap* pins = e.lookup_pins_of("a");
+  ASSERT_NE(pins, nullptr);
+  ASSERT_EQ(pins->size(), 2u);
+  EXPECT_EQ((*pins)[0].first, "LocalCPUBackend");
+  EXPECT_EQ((*pins)[1].first, "LocalDiskBackend");
+  RetrieveResult r = retrieve(e, a, "a");
+  EXPECT_EQ(r.ret_tokens, 64);
+  ASSERT_EQ(r.gets.size(), 2u);
+  EXPECT_EQ(r.gets[1].location, "LocalDiskBackend");
+  EXPECT_EQ(r.loaded[3].location, "LocalDiskBackend");
+  e.lookup_unpin("a");
+  EXPECT_EQ(e.storage_manager().local_cpu().size(), 4u);  // disk chunks written back
+}
+
+TEST(LMCacheEngine, PartialRetrieveBookkeepingQuirkAndItsFix) {
+  for (bool quirk : {true, false}) {
+    LMCacheEngineConfig cfg = toy_config(8, 0, true);
+    cfg.quirks = quirk ? Quirks::upstream() : Quirks::all_fixed();
+    LMCacheEngine e(cfg, toy_metadata());
+    std::vector<TokenId> a = seq(64, 1);
+    store(e, a);
+    e.storage_manager().complete_all_writes();
+    e.clear(std::nullopt, nullptr, nullptr);
+    auto infos = e.chunk_infos(a, nullptr);
+    e.storage_manager().shared().remote->delete_kv_bytes(infos[2].key.to_string());
+    RetrieveResult r = retrieve(e, a);
+    // Upstream drops the chunk ending at the failure start but keeps its mask bits.
+    EXPECT_EQ(r.ret_tokens, 32);
+    EXPECT_EQ(r.loaded.size(), quirk ? 1u : 2u);
+    EXPECT_EQ(e.storage_manager().allocator().total_allocated_size(), 0u);
+    // The lost chunk's buffer is always dropped by the Redis connector; with the quirk the
+    // truncated and trailing objects are leaked too and reclaimed by __del__.
+    EXPECT_EQ(e.storage_manager().allocator().num_reclaimed_by_del(), quirk ? 3u : 1u);
+  }
+}
+
+TEST(LMCacheEngine, PinnedLookupWithoutAnIdLeaksItsPinsWithTheQuirk) {
+  for (bool quirk : {true, false}) {
+    LMCacheEngineConfig cfg = toy_config(8);
+    cfg.quirks = quirk ? Quirks::upstream() : Quirks::all_fixed();
+    LMCacheEngine e(cfg, toy_metadata());
+    std::vector<TokenId> a = seq(32, 1);
+    store(e, a);
+    LookupResult l = lookup(e, a, std::nullopt, true);
+    ASSERT_TRUE(l.error);
+    EXPECT_EQ(*l.error, PyError::kAssertionError);
+    int pinned = 0;
+    for (const auto& [k, id] : e.storage_manager().local_cpu().entries())
+      pinned += e.storage_manager().allocator().obj(id).pin_count;
+    EXPECT_EQ(pinned, quirk ? 2 : 0);
+  }
+}
+
+TEST(LMCacheEngine, StoreAllocatesAgainForChunksAlreadyCached) {
+  LMCacheEngine e(toy_config(8), toy_metadata());
+  std::vector<TokenId> a = seq(32, 1);
+  store(e, a);
+  StoreResult again = store(e, a);
+  EXPECT_EQ(again.stored.size(), 2u);  // no existence check; the hot cache keeps the first copy
+  EXPECT_EQ(e.storage_manager().local_cpu().size(), 2u);
+  EXPECT_EQ(e.storage_manager().allocator().total_allocated_size(), 2 * kChunkBytes);
+}
+
+TEST(LMCacheEngine, FreezeSkipsStoresAndReadsOnlyTheCpuTier) {
+  LMCacheEngine e(toy_config(4, 8), toy_metadata());
+  std::vector<TokenId> a = seq(64, 1);
+  store(e, a);
+  e.storage_manager().complete_all_writes();
+  e.clear(std::nullopt, nullptr, nullptr);
+  e.freeze(true);
+  EXPECT_EQ(lookup(e, a).hit_tokens, 0);
+  EXPECT_TRUE(store(e, seq(32, 500)).stored.empty());
+  e.freeze(false);
+  EXPECT_EQ(lookup(e, a).hit_tokens, 64);
+}
+
+TEST(LMCacheEngine, AnUnhealthyEngineDoesNothing) {
+  LMCacheEngine e(toy_config(4), toy_metadata());
+  e.set_healthy(false);
+  EXPECT_TRUE(store(e, seq(32)).stored.empty());
+  EXPECT_EQ(lookup(e, seq(32)).hit_tokens, 0);
+  EXPECT_EQ(retrieve(e, seq(32)).ret_tokens, 0);
+  EXPECT_EQ(e.health(), 0);
+}
+
+TEST(LMCacheEngine, LayerwiseStoreAndRetrieveFollowTheGeneratorProtocol) {
+  LMCacheEngineConfig cfg = toy_config(16, 16);
+  cfg.use_layerwise = true;
+  cfg.save_unfull_chunk = true;
+  LMCacheEngine e(cfg, toy_metadata());
+  std::vector<TokenId> a = seq(40, 1);
+  auto st = e.store_layer({TokenInput::of_tokens(a), 0, nullptr});
+  int yields = 0;
+  while (st->next()) ++yields;
+  EXPECT_EQ(yields, e.num_layers() + 1);
+  EXPECT_EQ(st->stored().size(), 3u);
+  // One object per layer per chunk, allocated as one block per chunk.
+  EXPECT_EQ(e.storage_manager().local_cpu().size(), 6u);
+  EXPECT_EQ(e.storage_manager().pending_writes().size(), 6u);
+  e.storage_manager().complete_all_writes();
+  // store_layer skips chunks whose layer-0 key exists.
+  auto again = e.store_layer({TokenInput::of_tokens(a), 0, nullptr});
+  while (again->next()) {
+  }
+  EXPECT_TRUE(again->stored().empty());
+  EXPECT_EQ(lookup(e, a).hit_tokens, 40);
+  auto rt = e.retrieve_layer({a, 0, std::nullopt, nullptr});
+  yields = 0;
+  while (rt->next()) ++yields;
+  EXPECT_EQ(yields, e.num_layers() + 2);
+  EXPECT_EQ(rt->first_yield(), 40);
+  EXPECT_EQ(rt->ret_tokens(), 40);
+  ASSERT_EQ(rt->loaded().size(), 3u);
+  for (const LoadedChunk& c : rt->loaded()) EXPECT_FALSE(c.bad);
+}
+
+TEST(LMCacheEngine, LayerwiseRetrieveWithZeroHitsFailsInItsLastStepWithTheQuirk) {
+  for (bool quirk : {true, false}) {
+    LMCacheEngineConfig cfg = toy_config(8);
+    cfg.use_layerwise = true;
+    cfg.quirks = quirk ? Quirks::upstream() : Quirks::all_fixed();
+    LMCacheEngine e(cfg, toy_metadata());
+    auto rt = e.retrieve_layer({seq(32), 0, std::nullopt, nullptr});
+    int yields = 0;
+    bool raised = false;
+    try {
+      while (rt->next()) ++yields;
+    } catch (const UpstreamError& err) {
+      raised = err.kind() == PyError::kUnboundLocalError;
+    }
+    EXPECT_EQ(raised, quirk);
+    EXPECT_EQ(yields, e.num_layers() + (quirk ? 1 : 2));
+  }
+}
+
+TEST(LMCacheEngine, LayerwiseRetrieveAssertsThatAllChunksComeFromOneTier) {
+  LMCacheEngineConfig cfg = toy_config(16, 16);
+  cfg.use_layerwise = true;
+  LMCacheEngine e(cfg, toy_metadata());
+  std::vector<TokenId> a = seq(32, 1);
+  auto st = e.store_layer({TokenInput::of_tokens(a), 0, nullptr});
+  while (st->next()) {
+  }
+  e.storage_manager().complete_all_writes();
+  std::vector<std::string> cpu_only{"LocalCPUBackend"};
+  auto infos = e.chunk_infos(a, nullptr);
+  for (int l = 0; l < e.num_layers(); ++l)
+    e.storage_manager().remove(infos[1].key.layer(l), &cpu_only);
+  auto rt = e.retrieve_layer({a, 0, std::nullopt, nullptr});
+  try {
+    rt->next();
+    FAIL() << "no assertion";
+  } catch (const UpstreamError& err) {
+    EXPECT_EQ(err.kind(), PyError::kAssertionError);
+  }
+}
+
+TEST(LMCacheEngine, MlaObjectsUseTheMlaFormatAndOneKvPlane) {
+  LMCacheMetadata m = toy_metadata();
+  m.use_mla = true;
+  m.num_kv_heads = 1;
+  m.head_size = 576;
+  LMCacheEngineConfig cfg = toy_config(64);
+  LMCacheEngine e(cfg, m);
+  EXPECT_EQ(e.fmt(), MemoryFormat::kKvMlaFmt);
+  store(e, seq(16));
+  const MemoryObj& o =
+      e.storage_manager().allocator().obj(e.storage_manager().local_cpu().entries()[0].second);
+  EXPECT_EQ(o.fmt, MemoryFormat::kKvMlaFmt);
+  EXPECT_EQ(o.shape, (Shape{1, 2, 16, 576}));
+  EXPECT_EQ(o.size, 1u * 2 * 16 * 576 * 2);
+}
+
+}  // namespace
+}  // namespace kvtwin::model::lmcache

@@ -1,0 +1,142 @@
+// Cache policies: LMCache's candidate orders (tests/v1/test_cache_policy.py restated), LFU's stale
+// bucket entries with and without the quirk, and the S3-FIFO extension.
+#include "model/lmcache/cache_policy.h"
+
+#include <gtest/gtest.h>
+
+#include "model/lmcache/s3fifo_policy.h"
+#include "model/lmcache/upstream_error.h"
+#include "tests/model/lmcache/lmcache_test_util.h"
+
+namespace kvtwin::model::lmcache {
+namespace {
+
+using testing::kids;
+
+// A tier stand-in: dict key -> slot, slot -> evictable.
+struct Tier {
+  KeyScopeRegistry registry;
+  const KeyScope* scope = registry.intern("m", 1, 0, KvDtype::kHalf, {});
+  KeyOrderedDict dict;
+  std::vector<bool> evictable;
+  std::unique_ptr<CachePolicy> policy;
+
+  explicit Tier(CachePolicyKind kind, Quirks q = Quirks::upstream())
+      : policy(make_cache_policy(kind, q)) {}
+  CacheEngineKey key(int i) { return {scope, ChunkHash::from_int(i), -1}; }
+  void put(int i) {
+    dict.set(key(i), static_cast<uint32_t>(evictable.size()));
+    evictable.push_back(true);
+    policy->update_on_put(key(i));
+  }
+  void hit(int i) { policy->update_on_hit(key(i), dict); }
+  void pin(int i) { evictable[*dict.find(key(i))] = false; }
+  std::vector<std::string> candidates(int n) {
+    return kids(policy->get_evict_candidates(dict, n, [&](uint32_t v) { return evictable[v]; }));
+  }
+  std::string k(int i) { return key(i).kid(); }
+};
+
+TEST(CachePolicy, LruEvictsOldestAfterAHitMovedTheKeyToTheEnd) {
+  Tier t(CachePolicyKind::kLru);
+  for (int i = 1; i <= 3; ++i) t.put(i);
+  t.hit(1);
+  EXPECT_EQ(t.candidates(2), (std::vector<std::string>{t.k(2), t.k(3)}));
+  t.pin(2);
+  EXPECT_EQ(t.candidates(2), (std::vector<std::string>{t.k(3), t.k(1)}));
+}
+
+TEST(CachePolicy, LruHitOnAMissingKeyRaisesKeyError) {
+  Tier t(CachePolicyKind::kLru);
+  t.put(1);
+  EXPECT_THROW(t.hit(9), UpstreamError);
+}
+
+TEST(CachePolicy, FifoIgnoresHits) {
+  Tier t(CachePolicyKind::kFifo);
+  for (int i = 1; i <= 3; ++i) t.put(i);
+  t.hit(1);
+  EXPECT_EQ(t.candidates(3), (std::vector<std::string>{t.k(1), t.k(2), t.k(3)}));
+  t.pin(1);
+  EXPECT_EQ(t.candidates(1), (std::vector<std::string>{t.k(2)}));
+}
+
+TEST(CachePolicy, MruEvictsTheMostRecentFirst) {
+  Tier t(CachePolicyKind::kMru);
+  for (int i = 1; i <= 3; ++i) t.put(i);
+  t.hit(1);
+  EXPECT_EQ(t.candidates(2), (std::vector<std::string>{t.k(1), t.k(3)}));
+  t.pin(1);
+  EXPECT_EQ(t.candidates(2), (std::vector<std::string>{t.k(3), t.k(2)}));
+}
+
+TEST(CachePolicy, LfuEvictsLowestFrequencyFifoWithinAFrequency) {
+  Tier t(CachePolicyKind::kLfu);
+  for (int i = 1; i <= 4; ++i) t.put(i);
+  t.hit(1);
+  t.hit(1);
+  t.hit(3);
+  auto buckets = t.policy->frequency_buckets();
+  ASSERT_EQ(buckets.size(), 3u);
+  EXPECT_EQ(buckets[0].first, 1);
+  EXPECT_EQ(kids(buckets[0].second), (std::vector<std::string>{t.k(2), t.k(4)}));
+  t.pin(2);
+  EXPECT_EQ(t.candidates(2), (std::vector<std::string>{t.k(4), t.k(3)}));
+  // The chosen keys left the policy's tables at once.
+  EXPECT_EQ(t.policy->frequency_buckets().size(), 2u);
+}
+
+TEST(CachePolicy, LfuRePutLeavesAStaleBucketEntryThatLaterRaises) {
+  Tier t(CachePolicyKind::kLfu);
+  t.put(1);
+  t.hit(1);                           // freq 2
+  t.policy->update_on_put(t.key(1));  // re-put: freq 1, the bucket-2 entry stays
+  auto buckets = t.policy->frequency_buckets();
+  ASSERT_EQ(buckets.size(), 2u);
+  EXPECT_EQ(t.candidates(1), (std::vector<std::string>{t.k(1)}));
+  t.dict.pop(t.key(1));  // the tier drops the victim (remove with force=false)
+  t.put(2);
+  t.pin(2);
+  // The scan meets the stale entry of key 1 in bucket 2: KeyError, as upstream.
+  EXPECT_THROW(t.candidates(1), UpstreamError);
+}
+
+TEST(CachePolicy, LfuFixMovesRePutKeysAndSkipsKeysTheTierDoesNotHold) {
+  Tier t(CachePolicyKind::kLfu, Quirks::all_fixed());
+  t.put(1);
+  t.hit(1);
+  t.policy->update_on_put(t.key(1));
+  EXPECT_EQ(t.policy->frequency_buckets().size(), 1u);
+  t.policy->update_on_put(t.key(7));  // registered before the tier holds it (disk in flight)
+  t.put(2);
+  EXPECT_EQ(t.candidates(2), (std::vector<std::string>{t.k(1), t.k(2)}));
+}
+
+TEST(CachePolicy, S3FifoEvictsOneHitWondersBeforeReusedKeys) {
+  Tier t(CachePolicyKind::kS3Fifo);
+  for (int i = 1; i <= 10; ++i) t.put(i);
+  t.hit(1);
+  t.hit(1);  // freq 2: promoted to main instead of evicted
+  std::vector<std::string> victims = t.candidates(3);
+  EXPECT_EQ(victims, (std::vector<std::string>{t.k(2), t.k(3), t.k(4)}));
+  auto& s3 = static_cast<S3FIFOCachePolicy&>(*t.policy);
+  EXPECT_EQ(s3.main_size(), 1u);
+  EXPECT_EQ(s3.ghost_size(), 3u);
+  // A ghost hit re-enters straight into main.
+  for (const std::string& k : victims) (void)k;
+  t.dict.pop(t.key(2));
+  t.put(2);
+  EXPECT_EQ(s3.main_size(), 2u);
+}
+
+TEST(CachePolicy, S3FifoSkipsEntriesThatCannotBeEvicted) {
+  Tier t(CachePolicyKind::kS3Fifo);
+  for (int i = 1; i <= 3; ++i) t.put(i);
+  t.pin(1);
+  t.pin(2);
+  t.pin(3);
+  EXPECT_TRUE(t.candidates(1).empty());
+}
+
+}  // namespace
+}  // namespace kvtwin::model::lmcache

@@ -1,0 +1,143 @@
+// LocalDiskBackend: reservation at submit, visibility at completion, and every disk quirk with
+// its fix (Quirks): double accounting on re-put, remove keeping the reservation, rejected puts
+// stuck in flight, missing files.
+#include "model/lmcache/local_disk_backend.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/model/lmcache/lmcache_test_util.h"
+
+namespace kvtwin::model::lmcache {
+namespace {
+
+using namespace testing;
+
+LMCacheEngine make(uint64_t cpu, uint64_t disk, Quirks q = Quirks::upstream()) {
+  LMCacheEngineConfig cfg = toy_config(cpu, disk);
+  cfg.quirks = q;
+  return LMCacheEngine(cfg, toy_metadata());
+}
+
+TEST(LocalDiskBackend, KeysBecomeVisibleOnlyWhenTheirWriteCompletes) {
+  LMCacheEngine e(toy_config(8, 8), toy_metadata());
+  std::vector<TokenId> a = seq(64, 1);
+  store(e, a);
+  LocalDiskBackend& disk = *e.storage_manager().local_disk();
+  EXPECT_EQ(disk.current_cache_size(), int64_t(4 * kChunkBytes));  // reserved at submit
+  EXPECT_EQ(disk.size(), 0u);
+  EXPECT_EQ(disk.in_flight().size(), 4u);
+  // Each in-flight write holds a reference: the CPU copies are not evictable.
+  for (const auto& [k, id] : e.storage_manager().local_cpu().entries())
+    EXPECT_EQ(e.storage_manager().allocator().obj(id).ref_count, 2);
+  std::vector<PendingWrite> w = e.storage_manager().pending_writes();
+  ASSERT_EQ(w.size(), 4u);
+  EXPECT_TRUE(e.storage_manager().complete_write(w[2].id));  // any order is legal
+  EXPECT_EQ(disk.size(), 1u);
+  EXPECT_EQ(disk.entries()[0].first, w[2].keys[0]);
+  e.storage_manager().complete_all_writes();
+  EXPECT_EQ(disk.usage(), int64_t(4 * kChunkBytes));
+  EXPECT_EQ(disk.directory().size(), 4u);
+}
+
+TEST(LocalDiskBackend, RePutOfAResidentKeyDoublesTheReservationWithTheQuirk) {
+  for (bool quirk : {true, false}) {
+    Quirks q = quirk ? Quirks::upstream() : Quirks::all_fixed();
+    LMCacheEngine e = make(8, 12, q);
+    std::vector<TokenId> a = seq(64, 1);
+    store(e, a);
+    e.storage_manager().complete_all_writes();
+    e.clear(std::nullopt, nullptr, nullptr);  // empty the CPU tier: A is only on disk
+    store(e, a);
+    e.storage_manager().complete_all_writes();
+    LocalDiskBackend& disk = *e.storage_manager().local_disk();
+    EXPECT_EQ(disk.size(), 4u);
+    EXPECT_EQ(disk.resident_bytes(), 4 * kChunkBytes);
+    EXPECT_EQ(disk.current_cache_size(), int64_t((quirk ? 8 : 4) * kChunkBytes)) << quirk;
+    EXPECT_EQ(disk.usage(), int64_t((quirk ? 8 : 4) * kChunkBytes)) << quirk;
+  }
+}
+
+TEST(LocalDiskBackend, ExternalRemoveKeepsTheReservationWithTheQuirk) {
+  for (bool quirk : {true, false}) {
+    LMCacheEngine e = make(8, 8, quirk ? Quirks::upstream() : Quirks::all_fixed());
+    std::vector<TokenId> a = seq(64, 1);
+    store(e, a);
+    e.storage_manager().complete_all_writes();
+    std::vector<std::string> disk_only{"LocalDiskBackend"};
+    EXPECT_EQ(e.clear(std::span<const TokenId>(a), &disk_only, nullptr).count, 4);
+    LocalDiskBackend& disk = *e.storage_manager().local_disk();
+    EXPECT_EQ(disk.usage(), 0);
+    EXPECT_EQ(disk.current_cache_size(), quirk ? int64_t(4 * kChunkBytes) : 0);
+  }
+}
+
+TEST(LocalDiskBackend, RejectedPutStaysInFlightForeverWithTheQuirk) {
+  for (bool quirk : {true, false}) {
+    Quirks q = quirk ? Quirks::upstream() : Quirks::all_fixed();
+    q.disk_remove_keeps_reservation = false;  // isolate this quirk
+    LMCacheEngine e = make(8, 3, q);
+    std::vector<TokenId> a = seq(64, 1);
+    store(e, a);  // 3 reserved, the 4th rejected (nothing on disk to evict yet)
+    LocalDiskBackend& disk = *e.storage_manager().local_disk();
+    EXPECT_EQ(e.storage_manager().pending_writes().size(), 3u);
+    e.storage_manager().complete_all_writes();
+    EXPECT_EQ(disk.in_flight().size(), quirk ? 1u : 0u);
+    // Make room, then save the 4th chunk again: the stuck key is skipped as "in progress".
+    std::vector<std::string> disk_only{"LocalDiskBackend"};
+    EXPECT_EQ(e.clear(std::span<const TokenId>(a), &disk_only, nullptr).count, 3);
+    EXPECT_EQ(disk.current_cache_size(), 0);
+    store(e, a, 48);
+    EXPECT_EQ(e.storage_manager().pending_writes().size(), quirk ? 0u : 1u);
+  }
+}
+
+TEST(LocalDiskBackend, MissingFileRaisesKeyErrorOrIsAMissWhenFixed) {
+  for (bool quirk : {true, false}) {
+    LMCacheEngine e = make(8, 8, quirk ? Quirks::upstream() : Quirks::all_fixed());
+    std::vector<TokenId> a = seq(32, 1);
+    store(e, a);
+    e.storage_manager().complete_all_writes();
+    e.clear(std::nullopt, nullptr, nullptr);
+    auto infos = e.chunk_infos(a, nullptr);
+    e.storage_manager().shared().disk->remove(infos[1].key.disk_file_name());
+    RetrieveResult r = retrieve(e, a);
+    LocalDiskBackend& disk = *e.storage_manager().local_disk();
+    if (quirk) {
+      ASSERT_TRUE(r.error);
+      EXPECT_EQ(*r.error, PyError::kKeyError);
+      EXPECT_EQ(disk.current_cache_size(), int64_t(2 * kChunkBytes));  // never released
+    } else {
+      ASSERT_FALSE(r.error);
+      EXPECT_EQ(r.ret_tokens, 16);
+      EXPECT_EQ(disk.current_cache_size(), int64_t(kChunkBytes));
+    }
+    EXPECT_EQ(disk.size(), 1u);  // the entry was dropped
+    // No buffer outlives the operation.
+    EXPECT_EQ(e.storage_manager().allocator().total_allocated_size(),
+              e.storage_manager().local_cpu().resident_bytes());
+  }
+}
+
+TEST(LocalDiskBackend, LookupsServedFromCpuDoNotTouchDiskRecency) {
+  // Disk of 6 chunks: A (4) then B (2); CPU-served lookups of A leave A oldest on disk.
+  LMCacheEngine e(toy_config(8, 6), toy_metadata());
+  std::vector<TokenId> a = seq(64, 1);
+  store(e, a);
+  e.storage_manager().complete_all_writes();
+  store(e, seq(32, 400));
+  e.storage_manager().complete_all_writes();
+  lookup(e, a, "a", true);
+  e.lookup_unpin("a");
+  e.storage_manager().events().clear();
+  store(e, seq(32, 800));  // needs 2 disk slots: evicts A0, A1 (orphaning A2, A3)
+  auto infos = e.chunk_infos(a, nullptr);
+  auto& removed = e.storage_manager().events().removed;
+  std::vector<std::string> disk_removed;
+  for (const auto& r : removed) {
+    if (r.tier == Tier::kDisk) disk_removed.push_back(r.key.kid());
+  }
+  EXPECT_EQ(disk_removed, (std::vector<std::string>{infos[0].key.kid(), infos[1].key.kid()}));
+}
+
+}  // namespace
+}  // namespace kvtwin::model::lmcache

@@ -1,0 +1,156 @@
+// The vLLM adapter's decisions: LoadSpec (full-prompt hit, min_retrieve_tokens), save rules at
+// chunk boundaries and in decode, slot mappings, and a worker step end to end.
+#include <gtest/gtest.h>
+
+#include "model/lmcache/request_tracker.h"
+#include "model/lmcache/vllm_scheduler_adapter.h"
+#include "model/lmcache/vllm_worker_adapter.h"
+#include "tests/model/lmcache/lmcache_test_util.h"
+
+namespace kvtwin::model::lmcache {
+namespace {
+
+using namespace testing;
+
+struct Fixture {
+  LMCacheEngineConfig cfg;
+  AdapterConfig adapter;
+  std::unique_ptr<LMCacheEngine> engine;
+  std::unique_ptr<LMCacheLookupClient> client;
+  std::unique_ptr<LMCacheSchedulerAdapter> sched;
+  std::unique_ptr<LMCacheWorkerAdapter> worker;
+
+  explicit Fixture(int min_retrieve = 0) : cfg(toy_config(16)) {
+    cfg.min_retrieve_tokens = min_retrieve;
+    engine = std::make_unique<LMCacheEngine>(cfg, toy_metadata());
+    client = std::make_unique<LMCacheLookupClient>(cfg, toy_metadata(),
+                                                   std::vector<LMCacheEngine*>{engine.get()});
+    sched = std::make_unique<LMCacheSchedulerAdapter>(cfg, adapter, client.get());
+    worker = std::make_unique<LMCacheWorkerAdapter>(engine.get(), adapter);
+  }
+  VllmRequest request(const std::string& id, std::vector<TokenId> tokens) {
+    VllmRequest r;
+    r.request_id = id;
+    r.prompt_token_ids = tokens;
+    r.all_token_ids = std::move(tokens);
+    return r;
+  }
+};
+
+TEST(VllmAdapter, AWholePromptHitLeavesTheLastTokenToRecompute) {
+  Fixture f;
+  std::vector<TokenId> a = seq(32, 1);
+  store(*f.engine, a);
+  VllmRequest r = f.request("r", a);
+  auto m = f.sched->get_num_new_matched_tokens(r, 0);
+  EXPECT_EQ(*m.ret, 31);
+  ASSERT_EQ(m.rank_hits.size(), 1u);
+  EXPECT_EQ(m.rank_hits[0].second, 32);
+  // A second call reuses the cached lookup (no new pins).
+  auto again = f.sched->get_num_new_matched_tokens(r, 16);
+  EXPECT_EQ(*again.ret, 15);
+  EXPECT_TRUE(again.rank_hits.empty());
+  f.sched->update_state_after_alloc(r, 15);
+  EXPECT_TRUE(f.sched->load_spec("r")->can_load);
+  EXPECT_THROW(f.sched->update_state_after_alloc(r, 14), UpstreamError);
+}
+
+TEST(VllmAdapter, BelowMinRetrieveTokensLoadsNothingButRemembersTheHit) {
+  Fixture f(/*min_retrieve=*/32);
+  std::vector<TokenId> a = seq(64, 1);
+  store(*f.engine, std::vector<TokenId>(a.begin(), a.begin() + 16));
+  VllmRequest r = f.request("r", a);
+  auto m = f.sched->get_num_new_matched_tokens(r, 0);
+  EXPECT_EQ(*m.ret, 0);
+  EXPECT_EQ(f.sched->load_spec("r")->lmcache_cached_tokens, 16);
+}
+
+TEST(VllmAdapter, SavesOnlyAtChunkBoundariesAndNotInDecode) {
+  RequestTracker t;
+  t.req_id = "r";
+  t.prompt_len = 40;
+  t.token_ids = seq(20);
+  t.allocated_block_ids = {7, 3};
+  ReqMetaOptions o{16, 16, true, false};
+  auto m = req_meta_from_tracker(t, std::nullopt, o);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->token_ids.size(), 16u);  // cut to a chunk multiple
+  EXPECT_EQ(m->slot_mapping.front(), 7 * 16);
+  EXPECT_EQ(t.num_saved_tokens, 16);
+  t.update(seq(10, 20), std::vector<int64_t>{}, false, 0, 0, nullptr);  // 30 tokens: < 32
+  EXPECT_FALSE(req_meta_from_tracker(t, std::nullopt, o));
+  t.update(seq(10, 30), std::vector<int64_t>{9}, false, 0, 0, nullptr);  // 40: last prefill
+  m = req_meta_from_tracker(t, std::nullopt, o);
+  ASSERT_TRUE(m);
+  EXPECT_TRUE(m->is_last_prefill);
+  EXPECT_EQ(m->save_spec->skip_leading_tokens, 16);
+  EXPECT_EQ(m->token_ids.size(), 32u);  // partial chunk discarded
+  EXPECT_EQ(m->slot_mapping[16], 3 * 16);
+  t.update(seq(1, 40), std::nullopt, false, 0, 0, nullptr);
+  EXPECT_TRUE(t.is_decode_phase);
+  EXPECT_FALSE(req_meta_from_tracker(t, std::nullopt, o));
+  o.save_decode_cache = true;
+  t.update(seq(7, 41), std::nullopt, false, 0, 0, nullptr);  // 48 tokens: next boundary
+  EXPECT_TRUE(req_meta_from_tracker(t, std::nullopt, o));
+}
+
+TEST(VllmAdapter, WorkerStepLoadsThenUnpinsThenStoresTheNewChunks) {
+  Fixture f;
+  std::vector<TokenId> a = seq(48, 1);
+  store(*f.engine, std::vector<TokenId>(a.begin(), a.begin() + 32));
+  VllmRequest r = f.request("r", a);
+  EXPECT_EQ(*f.sched->get_num_new_matched_tokens(r, 0).ret, 32);
+  f.sched->update_state_after_alloc(r, 32);
+  SchedulerOutput out;
+  out.scheduled_new_reqs.push_back({"r", {4, 5, 6}, 32});
+  out.num_scheduled_tokens["r"] = 16;
+  ConnectorMetadata meta = f.sched->build_connector_meta(out, {{"r", &r}});
+  ASSERT_EQ(meta.requests.size(), 1u);
+  EXPECT_EQ(meta.requests[0].save_spec->skip_leading_tokens, 32);
+  WorkerLog log;
+  f.worker->start_load_kv(meta, &log);
+  f.worker->wait_for_save(meta, &log);
+  ASSERT_EQ(log.calls.size(), 3u);
+  EXPECT_EQ(log.calls[0].kind, AdapterCall::Kind::kRetrieve);
+  EXPECT_EQ(log.calls[0].ret_tokens, 32);
+  EXPECT_EQ(log.calls[1].kind, AdapterCall::Kind::kUnpin);
+  EXPECT_EQ(log.calls[2].kind, AdapterCall::Kind::kStore);
+  EXPECT_EQ(log.calls[2].num_masked, 32);
+  EXPECT_EQ(log.stored, (std::vector<TokenRange>{{32, 48}}));
+  EXPECT_TRUE(f.worker->get_block_ids_with_load_errors().empty());
+  for (const auto& [k, id] : f.engine->storage_manager().local_cpu().entries())
+    EXPECT_EQ(f.engine->storage_manager().allocator().obj(id).pin_count, 0);
+}
+
+TEST(VllmAdapter, FailedLoadsAreReportedAsVllmBlockIds) {
+  Fixture f;
+  f.cfg.remote = true;
+  f.engine = std::make_unique<LMCacheEngine>(f.cfg, toy_metadata());
+  f.client = std::make_unique<LMCacheLookupClient>(f.cfg, toy_metadata(),
+                                                   std::vector<LMCacheEngine*>{f.engine.get()});
+  f.sched = std::make_unique<LMCacheSchedulerAdapter>(f.cfg, f.adapter, f.client.get());
+  f.worker = std::make_unique<LMCacheWorkerAdapter>(f.engine.get(), f.adapter);
+  std::vector<TokenId> a = seq(64, 1);
+  store(*f.engine, a);
+  f.engine->storage_manager().complete_all_writes();
+  f.engine->clear(std::nullopt, nullptr, nullptr);
+  auto infos = f.engine->chunk_infos(a, nullptr);
+  f.engine->storage_manager().shared().remote->delete_kv_bytes(infos[3].key.to_string());
+  std::vector<TokenId> prompt = a;
+  prompt.push_back(7);
+  VllmRequest r = f.request("r", prompt);
+  EXPECT_EQ(*f.sched->get_num_new_matched_tokens(r, 0).ret, 64);
+  f.sched->update_state_after_alloc(r, 64);
+  SchedulerOutput out;
+  out.scheduled_new_reqs.push_back({"r", {10, 11, 12, 13, 14}, 64});
+  out.num_scheduled_tokens["r"] = 1;
+  ConnectorMetadata meta = f.sched->build_connector_meta(out, {{"r", &r}});
+  WorkerLog log;
+  f.worker->start_load_kv(meta, &log);
+  // Chunk 3 failed and the quirk also drops chunk 2 from the load while its mask stays set:
+  // only chunk 3's blocks are reported.
+  EXPECT_EQ(f.worker->get_block_ids_with_load_errors(), (std::vector<int64_t>{13}));
+}
+
+}  // namespace
+}  // namespace kvtwin::model::lmcache
