@@ -38,11 +38,10 @@ lm::LMCacheEngine& CaseState::engine(int rank) {
   return *it->second;
 }
 
-void setup_case(const OpFields& header, CaseState* state) {
-  std::string_view kind = header.str("kind");
-  if (kind != "engine" && kind != "connector") header.fail("kind", "expected engine or connector");
-  state->connector = kind == "connector";
-  OpFields c = header.sub("config");
+namespace {
+
+// Stage 1: the LMCache and adapter settings of `config`.
+void read_config(const OpFields& c, CaseState* state) {
   lm::LMCacheEngineConfig& cfg = state->config;
   cfg.chunk_size = static_cast<int>(cfg_i64(c, "chunk_size"));
   if (cfg.chunk_size <= 0) c.fail("chunk_size", "must be positive");
@@ -81,7 +80,11 @@ void setup_case(const OpFields& header, CaseState* state) {
     if (role != "kv_both") c.fail("kv_role", "only kv_both is modelled");
     state->adapter.force_skip_save = c.boolean("force_skip_save_env");
   }
+}
 
+// Stage 2: the geometry, and one engine per rank.
+void make_engines(const OpFields& c, CaseState* state) {
+  const lm::LMCacheEngineConfig& cfg = state->config;
   lm::LMCacheMetadata base;
   base.model_name = std::string(c.str("model_name"));
   base.world_size = static_cast<int>(cfg_i64(c, "world_size"));
@@ -106,10 +109,12 @@ void setup_case(const OpFields& header, CaseState* state) {
     state->engines[rank] =
         std::make_unique<lm::LMCacheEngine>(cfg, m, state->shared, state->registry);
   }
+}
 
-  // The derived values must agree with the model's geometry.
-  if (header.has("derived")) {
-    OpFields d = header.sub("derived");
+// Stage 3: the header's derived values must agree with the model's geometry.
+void check_derived_values(const OpFields& d, CaseState* state) {
+  const lm::LMCacheEngineConfig& cfg = state->config;
+  {
     simdjson::dom::parser p;
     lm::LMCacheEngine& e0 = state->engine(state->default_rank());
     const lm::LMCacheMetadata& m = e0.metadata();
@@ -156,11 +161,15 @@ void setup_case(const OpFields& header, CaseState* state) {
     }
     check_derived(d, "key_prefix", prefixes + "}", p);
   }
+}
 
-  if (state->connector) {
+// Stage 4 (connector cases): the lookup client and the adapters.
+void make_adapters(const OpFields& c, CaseState* state) {
+  const lm::LMCacheEngineConfig& cfg = state->config;
+  {
     std::vector<lm::LMCacheEngine*> engines;
     for (int rank : state->ranks) engines.push_back(&state->engine(rank));
-    if (static_cast<int>(engines.size()) != base.world_size)
+    if (static_cast<int>(engines.size()) != state->rank_metadata.front().world_size)
       c.fail("ranks", "connector cases need ranks 0..world_size-1");
     state->lookup_client =
         std::make_unique<lm::LMCacheLookupClient>(cfg, state->rank_metadata.front(), engines);
@@ -170,6 +179,19 @@ void setup_case(const OpFields& header, CaseState* state) {
       state->workers[rank] =
           std::make_unique<lm::LMCacheWorkerAdapter>(&state->engine(rank), state->adapter);
   }
+}
+
+}  // namespace
+
+void setup_case(const OpFields& header, CaseState* state) {
+  std::string_view kind = header.str("kind");
+  if (kind != "engine" && kind != "connector") header.fail("kind", "expected engine or connector");
+  state->connector = kind == "connector";
+  OpFields c = header.sub("config");
+  read_config(c, state);
+  make_engines(c, state);
+  if (header.has("derived")) check_derived_values(header.sub("derived"), state);
+  if (state->connector) make_adapters(c, state);
 }
 
 // ----------------------------------------------------------------------------- readers
