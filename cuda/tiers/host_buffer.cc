@@ -7,7 +7,6 @@
 #include <new>
 #include <utility>
 
-
 namespace kvtwin::cuda::tiers {
 
 HostBuffer::HostBuffer(size_t size) : size_(size), capacity_(round_up_to_block(size)) {

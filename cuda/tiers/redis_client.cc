@@ -1,6 +1,7 @@
 #include "cuda/tiers/redis_client.h"
 
 #include <hiredis.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 
 #include <algorithm>
@@ -62,10 +63,6 @@ std::optional<RedisUrl> parse_redis_url(std::string_view url, std::string* error
   return out;
 }
 
-void ReplyDeleter::operator()(redisReply* r) const {
-  freeReplyObject(r);
-}
-
 RedisClient::RedisClient(RedisClientConfig config) : config_(std::move(config)) {
   std::string error;
   auto url = parse_redis_url(config_.url, &error);
@@ -87,6 +84,8 @@ TierStatus RedisClient::fail(TierStatus status, std::string what) {
 void RedisClient::drop(TierStatus) {
   if (ctx_ != nullptr) redisFree(ctx_);
   ctx_ = nullptr;
+  in_.clear();
+  in_pos_ = 0;
   backoff_ms_ = backoff_ms_ == 0 ? config_.backoff_initial_ms
                                  : std::min(2 * backoff_ms_, config_.backoff_max_ms);
   next_attempt_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(backoff_ms_);
@@ -112,12 +111,10 @@ TierStatus RedisClient::connect() {
   if (url_.db != 0) {
     const std::string db = std::to_string(url_.db);
     const std::string_view args[] = {"SELECT", db};
-    RedisReplyPtr reply;
+    RespReply reply;
     if (TierStatus s = send(args); s != TierStatus::kOk) return s;
     if (TierStatus s = read_reply(&reply); s != TierStatus::kOk) return s;
-    if (reply->type == REDIS_REPLY_ERROR)
-      return fail(TierStatus::kIoError,
-                  "SELECT " + db + ": " + std::string(reply->str, reply->len));
+    if (!reply.is_ok()) return fail(TierStatus::kIoError, "SELECT " + db + ": " + reply.text);
   }
   if (ever_connected_ && backoff_ms_ > 0) ++reconnects_;
   ever_connected_ = true;
@@ -150,12 +147,8 @@ TierStatus RedisClient::send(std::span<const std::string_view> args) {
     const int count = static_cast<int>(std::min<size_t>(iov.size() - first, IOV_MAX));
     const ssize_t n = ::writev(ctx_->fd, iov.data() + first, count);
     if (n < 0) {
-      const int err = errno;
-      if (err == EINTR) continue;
-      return fail(is_timeout_errno(err)                 ? TierStatus::kTimeout
-                  : (err == EPIPE || err == ECONNRESET) ? TierStatus::kUnavailable
-                                                        : TierStatus::kIoError,
-                  std::string("write: ") + std::strerror(err));
+      if (errno == EINTR) continue;
+      return socket_failure(errno, "write");
     }
     size_t left = static_cast<size_t>(n);
     while (first < iov.size() && left >= iov[first].iov_len) left -= iov[first++].iov_len;
@@ -167,21 +160,115 @@ TierStatus RedisClient::send(std::span<const std::string_view> args) {
   return TierStatus::kOk;
 }
 
-TierStatus RedisClient::read_reply(RedisReplyPtr* reply) {
-  if (ctx_ == nullptr) return TierStatus::kUnavailable;
-  void* raw = nullptr;
-  errno = 0;
-  const int rc = redisGetReply(ctx_, &raw);
-  const int err = errno;
-  if (rc != REDIS_OK || raw == nullptr) {
-    const std::string what = std::string("read: ") + ctx_->errstr;
-    if (ctx_->err == REDIS_ERR_IO && is_timeout_errno(err)) return fail(TierStatus::kTimeout, what);
-    if (ctx_->err == REDIS_ERR_EOF || (ctx_->err == REDIS_ERR_IO && err == ECONNRESET))
-      return fail(TierStatus::kUnavailable, what);
-    return fail(TierStatus::kIoError, what);
+TierStatus RedisClient::socket_failure(int err, const char* op) {
+  const TierStatus status = is_timeout_errno(err) ? TierStatus::kTimeout
+                            : (err == EPIPE || err == ECONNRESET || err == 0)
+                                ? TierStatus::kUnavailable
+                                : TierStatus::kIoError;
+  return fail(status, std::string(op) + ": " +
+                          (err == 0 ? "server closed the connection" : std::strerror(err)));
+}
+
+TierStatus RedisClient::fill() {
+  constexpr size_t kChunk = 64 * 1024;
+  if (in_pos_ == in_.size()) {
+    in_.clear();
+    in_pos_ = 0;
   }
-  reply->reset(static_cast<redisReply*>(raw));
+  const size_t old = in_.size();
+  in_.resize(old + kChunk);
+  while (true) {
+    const ssize_t n = ::recv(ctx_->fd, in_.data() + old, kChunk, 0);
+    if (n > 0) {
+      in_.resize(old + static_cast<size_t>(n));
+      return TierStatus::kOk;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    in_.resize(old);
+    return socket_failure(n == 0 ? 0 : errno, "read");
+  }
+}
+
+TierStatus RedisClient::read_line(std::string* line) {
+  while (true) {
+    const size_t crlf = in_.find("\r\n", in_pos_);
+    if (crlf != std::string::npos) {
+      line->assign(in_, in_pos_, crlf - in_pos_);
+      in_pos_ = crlf + 2;
+      return TierStatus::kOk;
+    }
+    if (in_.size() - in_pos_ > 64 * 1024) return fail(TierStatus::kIoError, "reply line too long");
+    if (TierStatus s = fill(); s != TierStatus::kOk) return s;
+  }
+}
+
+TierStatus RedisClient::read_exact(uint8_t* dst, size_t n) {
+  const size_t buffered = std::min(n, in_.size() - in_pos_);
+  std::memcpy(dst, in_.data() + in_pos_, buffered);
+  in_pos_ += buffered;
+  size_t got = buffered;
+  while (got < n) {  // the rest straight from the socket into dst
+    const ssize_t r = ::recv(ctx_->fd, dst + got, n - got, 0);
+    if (r > 0) {
+      got += static_cast<size_t>(r);
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    return socket_failure(r == 0 ? 0 : errno, "read");
+  }
   return TierStatus::kOk;
+}
+
+TierStatus RedisClient::read_reply(RespReply* reply, std::span<uint8_t> bulk_into) {
+  if (ctx_ == nullptr) return TierStatus::kUnavailable;
+  *reply = RespReply{};
+  std::string line;
+  if (TierStatus s = read_line(&line); s != TierStatus::kOk) return s;
+  if (line.empty()) return fail(TierStatus::kIoError, "empty reply line");
+  const char tag = line[0];
+  const std::string_view body = std::string_view(line).substr(1);
+  switch (tag) {
+    case '+':
+    case '-':
+      reply->type = tag == '+' ? RespReply::Type::kStatus : RespReply::Type::kError;
+      reply->text = std::string(body);
+      return TierStatus::kOk;
+    case ':':
+    case '$': {
+      int64_t v = 0;
+      auto [end, ec] = std::from_chars(body.data(), body.data() + body.size(), v);
+      if (ec != std::errc() || end != body.data() + body.size())
+        return fail(TierStatus::kIoError, "bad reply header " + line);
+      if (tag == ':') {
+        reply->type = RespReply::Type::kInteger;
+        reply->integer = v;
+        return TierStatus::kOk;
+      }
+      if (v < 0) {
+        reply->type = RespReply::Type::kNil;
+        return TierStatus::kOk;
+      }
+      reply->type = RespReply::Type::kBulk;
+      reply->integer = v;
+      const auto n = static_cast<size_t>(v);
+      uint8_t* dst;
+      if (n == bulk_into.size() && n > 0) {
+        reply->in_place = true;
+        dst = bulk_into.data();
+      } else {
+        reply->text.resize(n);
+        dst = reinterpret_cast<uint8_t*>(reply->text.data());
+      }
+      if (TierStatus s = read_exact(dst, n); s != TierStatus::kOk) return s;
+      uint8_t crlf[2];
+      if (TierStatus s = read_exact(crlf, 2); s != TierStatus::kOk) return s;
+      if (crlf[0] != '\r' || crlf[1] != '\n')
+        return fail(TierStatus::kIoError, "bulk not ended by CRLF");
+      return TierStatus::kOk;
+    }
+    default:
+      return fail(TierStatus::kIoError, "unexpected reply type " + line.substr(0, 16));
+  }
 }
 
 }  // namespace kvtwin::cuda::tiers

@@ -1,7 +1,5 @@
 #include "cuda/tiers/redis_tier.h"
 
-#include <hiredis.h>
-
 #include <cstring>
 #include <vector>
 
@@ -14,13 +12,10 @@ std::string_view as_chars(std::span<const uint8_t> bytes) {
   return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
 }
 
-bool is_ok_status(const redisReply& r) {
-  return r.type == REDIS_REPLY_STATUS && std::string_view(r.str, r.len) == "OK";
-}
+using Type = RespReply::Type;
 
-TierStatus error_reply_status(const redisReply& r) {
-  return std::string_view(r.str, r.len).starts_with("OOM") ? TierStatus::kNoSpace
-                                                           : TierStatus::kIoError;
+TierStatus error_reply_status(const RespReply& r) {
+  return r.text.starts_with("OOM") ? TierStatus::kNoSpace : TierStatus::kIoError;
 }
 
 }  // namespace
@@ -36,16 +31,15 @@ std::unique_ptr<RedisTier> RedisTier::open(RedisTierConfig config, std::string* 
   std::unique_ptr<RedisTier> tier(new RedisTier(std::move(config)));
   RedisClient& c = tier->client_;
   const std::string_view ping[] = {"PING"};
-  RedisReplyPtr reply;
+  RespReply reply;
   TierStatus s = c.send(ping);
   if (s == TierStatus::kOk) s = c.read_reply(&reply);
   if (s != TierStatus::kOk) {
     *error = "cannot reach Redis at " + tier->config_.client.url + " (" + c.last_error() + ")";
     return nullptr;
   }
-  if (reply->type != REDIS_REPLY_STATUS) {
-    *error = "Redis at " + tier->config_.client.url +
-             " did not answer PING: " + std::string(reply->str ? reply->str : "", reply->len);
+  if (reply.type != Type::kStatus) {
+    *error = "Redis at " + tier->config_.client.url + " did not answer PING: " + reply.text;
     return nullptr;
   }
   return tier;
@@ -82,11 +76,10 @@ void RedisTier::batched_put(std::span<const RemotePut> puts, std::span<TierStatu
     // Stage 2: the two replies of the oldest object in flight.
     TierStatus status = TierStatus::kOk;
     for (int part = 0; part < 2 && fault == TierStatus::kOk; ++part) {
-      RedisReplyPtr reply;
+      RespReply reply;
       fault = client_.read_reply(&reply);
-      if (fault == TierStatus::kOk && !is_ok_status(*reply) && status == TierStatus::kOk)
-        status =
-            reply->type == REDIS_REPLY_ERROR ? error_reply_status(*reply) : TierStatus::kIoError;
+      if (fault == TierStatus::kOk && !reply.is_ok() && status == TierStatus::kOk)
+        status = reply.type == Type::kError ? error_reply_status(reply) : TierStatus::kIoError;
     }
     if (fault != TierStatus::kOk) break;
     out[done++] = status;
@@ -114,28 +107,31 @@ void RedisTier::batched_get(std::span<const RemoteGet> gets, std::span<TierStatu
       if (fault == TierStatus::kOk) ++sent;
     }
     if (fault != TierStatus::kOk) break;
-    RedisReplyPtr meta;
-    RedisReplyPtr kv;
-    fault = client_.read_reply(&meta);
-    if (fault == TierStatus::kOk) fault = client_.read_reply(&kv);
-    if (fault != TierStatus::kOk) break;
+    // kv_bytes of the expected length land straight in the caller's buffer; they count only
+    // if the metadata agrees.
     const RemoteGet& g = gets[done];
+    RespReply meta;
+    RespReply kv;
+    fault = client_.read_reply(&meta);
+    if (fault == TierStatus::kOk) fault = client_.read_reply(&kv, g.out);
+    if (fault != TierStatus::kOk) break;
     TierStatus status = TierStatus::kOk;
-    if (meta->type == REDIS_REPLY_NIL) {
+    if (meta.type == Type::kNil) {
       status = TierStatus::kMiss;
-    } else if (meta->type != REDIS_REPLY_STRING || kv->type == REDIS_REPLY_ERROR) {
+    } else if (meta.type != Type::kBulk || kv.type == Type::kError) {
       status = TierStatus::kIoError;
-    } else if (kv->type == REDIS_REPLY_NIL) {
+    } else if (kv.type == Type::kNil) {
       status = TierStatus::kMiss;
       stale_metadata.push_back(metadata_key(g.key));
     } else {
       auto m = decode_remote_metadata(
-          {reinterpret_cast<const uint8_t*>(meta->str), static_cast<size_t>(meta->len)});
-      if (!m || static_cast<uint64_t>(m->length) != g.out.size() ||
-          static_cast<uint64_t>(kv->len) != g.out.size()) {
+          {reinterpret_cast<const uint8_t*>(meta.text.data()), meta.text.size()});
+      const bool sized =
+          kv.type == Type::kBulk && static_cast<uint64_t>(kv.integer) == g.out.size();
+      if (!m || static_cast<uint64_t>(m->length) != g.out.size() || !sized) {
         status = TierStatus::kCorrupt;
-      } else {
-        std::memcpy(g.out.data(), kv->str, g.out.size());
+      } else if (!kv.in_place) {
+        std::memcpy(g.out.data(), kv.text.data(), g.out.size());  // only for an empty object
       }
     }
     out[done++] = status;
@@ -145,17 +141,31 @@ void RedisTier::batched_get(std::span<const RemoteGet> gets, std::span<TierStatu
   if (!stale_metadata.empty()) delete_keys(stale_metadata);
 }
 
-void RedisTier::delete_keys(std::span<const std::string> keys) {
+bool RedisTier::delete_keys(std::span<const std::string> redis_keys) {
   size_t sent = 0;
-  for (const std::string& k : keys) {
+  bool ok = true;
+  for (const std::string& k : redis_keys) {
     const std::string_view del[] = {"DEL", k};
-    if (client_.send(del) != TierStatus::kOk) return;
+    if (client_.send(del) != TierStatus::kOk) {
+      ok = false;
+      break;
+    }
     ++sent;
   }
   for (size_t i = 0; i < sent; ++i) {
-    RedisReplyPtr reply;
-    if (client_.read_reply(&reply) != TierStatus::kOk) return;
+    RespReply reply;
+    if (client_.read_reply(&reply) != TierStatus::kOk) return false;
   }
+  return ok;
+}
+
+bool RedisTier::remove(std::span<const std::string> keys) {
+  std::vector<std::string> redis_keys;
+  for (const std::string& k : keys) {
+    redis_keys.push_back(kv_bytes_key(k));
+    redis_keys.push_back(metadata_key(k));
+  }
+  return delete_keys(redis_keys);
 }
 
 TierStatus RedisTier::put(std::string_view key, std::span<const uint8_t> payload) {
@@ -175,11 +185,11 @@ TierStatus RedisTier::get(std::string_view key, std::span<uint8_t> out) {
 std::optional<bool> RedisTier::contains(std::string_view key) {
   const std::string meta_key = metadata_key(key);
   const std::string_view exists[] = {"EXISTS", meta_key};
-  RedisReplyPtr reply;
+  RespReply reply;
   if (client_.send(exists) != TierStatus::kOk) return std::nullopt;
   if (client_.read_reply(&reply) != TierStatus::kOk) return std::nullopt;
-  if (reply->type != REDIS_REPLY_INTEGER) return std::nullopt;
-  return reply->integer > 0;
+  if (reply.type != Type::kInteger) return std::nullopt;
+  return reply.integer > 0;
 }
 
 }  // namespace kvtwin::cuda::tiers

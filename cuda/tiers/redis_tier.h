@@ -61,6 +61,9 @@ class RedisTier {
   TierStatus get(std::string_view key, std::span<uint8_t> out);
   // EXISTS "<key>metadata"; nullopt when the server cannot be asked.
   std::optional<bool> contains(std::string_view key);
+  // DEL of both keys of every object (pipelined); false when the server could not be asked.
+  // (LMCache's RedisConnector has no remove; the calibration uses it to clean up after itself.)
+  bool remove(std::span<const std::string> keys);
 
   static std::string kv_bytes_key(std::string_view key) { return std::string(key) + "kv_bytes"; }
   static std::string metadata_key(std::string_view key) { return std::string(key) + "metadata"; }
@@ -71,7 +74,7 @@ class RedisTier {
 
  private:
   explicit RedisTier(RedisTierConfig config);
-  void delete_keys(std::span<const std::string> keys);
+  bool delete_keys(std::span<const std::string> redis_keys);
 
   RedisTierConfig config_;
   RedisClient client_;

@@ -173,6 +173,36 @@ TEST(RedisTierFaults, HungServerTimesOutWithinTheConfiguredTimeout) {
   EXPECT_EQ(first_content_mismatch("a", out.span()), out.size());
 }
 
+// The server dies while a pipelined batch waits for its replies: the whole batch fails at once
+// (the connection closes), well before the command timeout, and no object counts as read.
+TEST(RedisTierFaults, ServerKilledWhileABatchWaitsFailsTheBatchAtOnce) {
+  kvtwin::testing::RedisServer server;
+  auto tier = open_tier(server.url(), /*timeout_ms=*/3000, /*backoff_ms=*/50);
+  std::vector<std::string> keys;
+  std::vector<HostBuffer> outs;
+  for (int i = 0; i < 8; ++i) {
+    keys.push_back("k" + std::to_string(i));
+    ASSERT_EQ(tier->put(keys.back(), content_of(keys.back(), 1 << 20).span()), TierStatus::kOk);
+    outs.emplace_back(1 << 20);
+  }
+  std::vector<RemoteGet> gets;
+  for (int i = 0; i < 8; ++i) gets.push_back({keys[i], outs[i].span()});
+  std::vector<TierStatus> status(gets.size(), TierStatus::kOk);
+  server.pause();
+  std::thread killer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    server.kill();
+  });
+  const auto t0 = Clock::now();
+  tier->batched_get(gets, status);
+  const auto waited = Clock::now() - t0;
+  killer.join();
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(status[i], TierStatus::kUnavailable) << i;
+  EXPECT_LT(waited, std::chrono::milliseconds(2000));
+  EXPECT_EQ(tier->stats().gets_failed, 8u);
+  EXPECT_EQ(tier->stats().timeouts, 0u);
+}
+
 TEST(RedisTierOpen, UnreachableServerIsOneClearError) {
   kvtwin::testing::RedisServer server;
   const std::string url = server.url();

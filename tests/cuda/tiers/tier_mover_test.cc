@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "model/check.h"
 #include "tests/cuda/tiers/redis_server.h"
@@ -109,6 +111,62 @@ TEST(TierMover, RefusesLinksItHasNoTierFor) {
   EXPECT_FALSE(mover.handles(Location::kGpu, Location::kCpu));
   EXPECT_THROW(mover.execute(transfer(Location::kCpu, Location::kDisk, 1, 10)),
                model::CheckFailedError);
+}
+
+}  // namespace
+}  // namespace kvtwin::cuda::tiers
+
+namespace kvtwin::cuda::tiers {
+namespace {
+
+// redis-server is killed in the middle of a run and comes back later: the transfers in between
+// fail within the timeout and are reported as faults (misses for the caller), the run completes,
+// and once the server is back the tier is used again. No object ever comes back wrong.
+TEST(TierMoverFaults, RedisKilledMidRunTheRunCompletesAndTheTierReturns) {
+  kvtwin::testing::RedisServer server;
+  RedisTierConfig rc;
+  rc.client.url = server.url();
+  rc.client.command_timeout_ms = 300;
+  rc.client.connect_timeout_ms = 300;
+  rc.client.backoff_initial_ms = 20;
+  rc.client.backoff_max_ms = 80;
+  std::string error;
+  auto remote = RedisTier::open(rc, &error);
+  ASSERT_TRUE(remote) << error;
+  sim::Simulator sim;
+  TierMover mover(sim, nullptr, remote.get());
+  std::vector<std::pair<int, sim::TransferResult>> results;  // (step, result) in completion order
+  for (int i = 0; i < 10; ++i) {
+    sim.schedule_at(i * 1'000'000'000LL, [&, i] {
+      if (i == 4) server.kill();
+      if (i == 7) {
+        server.restart();
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));  // past the back-off
+      }
+      auto record = [&results, i](const sim::TransferResult& r) { results.emplace_back(i, r); };
+      sim::Transfer store = transfer(Location::kCpu, Location::kRemote, 2, 256 << 10);
+      sim::Transfer load = transfer(Location::kRemote, Location::kCpu, 2, 256 << 10);
+      for (auto* t : {&store, &load})
+        for (auto& o : t->objects) o.key += "#" + std::to_string(i);
+      mover.start(store, record);
+      mover.start(load, record);
+    });
+  }
+  sim.run();
+  ASSERT_EQ(results.size(), 20u);  // every transfer completed
+  for (const auto& [step, r] : results) {
+    const bool server_down = step >= 4 && step < 7;
+    EXPECT_EQ(r.all_ok(), !server_down) << "step " << step;
+    if (server_down) {
+      EXPECT_LT(r.measured_ns, 300'000'000 + 100'000'000) << "step " << step;
+    }
+  }
+  EXPECT_EQ(mover.wrong_bytes(), 0u);
+  const TierStats s = remote->stats();
+  EXPECT_EQ(s.puts_failed, 6u);
+  EXPECT_EQ(s.gets_failed, 6u);
+  EXPECT_EQ(s.gets_ok, 14u);
+  EXPECT_GE(s.reconnects, 1u);
 }
 
 }  // namespace
