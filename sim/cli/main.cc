@@ -10,8 +10,10 @@
 #include <exception>
 
 #include "model/check.h"
+#include "sim/calibrate/calibrate_command.h"
 #include "sim/golden/golden_command.h"
 #include "sim/io/input_error.h"
+#include "sim/validate/validate_command.h"
 
 namespace {
 
@@ -38,6 +40,68 @@ int dispatch(int argc, char** argv) {
     if (golden.files.empty()) golden.files = kvtwin::sim::golden::default_golden_paths();
     exit_code = kvtwin::sim::golden::run_golden(golden);
   });
+
+  // kvtwin calibrate
+  kvtwin::sim::calibrate::CalibrateOptions calibrate;
+  CLI::App* calibrate_cmd = app.add_subcommand(
+      "calibrate",
+      "Measure this machine's disk and Redis links through the real tiers, fit the link models "
+      "and write a hardware profile TOML");
+  calibrate_cmd->add_option("--disk-path", calibrate.tiers.disk_path, "disk tier directory");
+  calibrate_cmd->add_option("--remote-url", calibrate.tiers.remote_url, "redis://host:port");
+  calibrate_cmd->add_option("--direct-io", calibrate.tiers.direct_io,
+                            "O_DIRECT for the disk tier (true/false)");
+  calibrate_cmd
+      ->add_option("--queue-depth", calibrate.tiers.disk_queue_depth,
+                   "disk objects in flight (io_uring)")
+      ->check(CLI::Range(1, 256));
+  calibrate_cmd
+      ->add_option("--pipeline-depth", calibrate.tiers.pipeline_depth, "Redis objects in flight")
+      ->check(CLI::Range(1, 256));
+  calibrate_cmd->add_option("--timeout-ms", calibrate.tiers.timeout_ms, "Redis timeout")
+      ->check(CLI::Range(1, 600000));
+  calibrate_cmd->add_option("-o,--out", calibrate.out, "profile to write");
+  calibrate_cmd->add_option("--samples", calibrate.samples_csv, "also write every sample (CSV)");
+  calibrate_cmd->add_flag("--quick", calibrate.quick, "fewer sizes, counts and depths");
+  calibrate_cmd->add_option("--sizes", calibrate.object_bytes, "object sizes in bytes")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
+  calibrate_cmd->add_option("--counts", calibrate.object_counts, "objects per transfer")
+      ->check(CLI::Range(1, 1024));
+  calibrate_cmd->add_option("--repeats", calibrate.repeats, "repetitions per point")
+      ->check(CLI::Range(1, 100));
+  calibrate_cmd->add_option("--seed", calibrate.seed, "order of the measurements");
+  std::string calibrate_engine = "uring";
+  calibrate_cmd->add_option("--engine", calibrate_engine, "disk I/O engine: uring or posix")
+      ->check(CLI::IsMember({"uring", "posix"}));
+  calibrate_cmd->callback([&] {
+    calibrate.tiers.uring = calibrate_engine == "uring";
+    exit_code = kvtwin::sim::calibrate::run_calibrate(calibrate);
+  });
+
+  // kvtwin validate
+  kvtwin::sim::validate::ValidateOptions validate;
+  CLI::App* validate_cmd = app.add_subcommand(
+      "validate",
+      "Execute transfers on the real tiers, predict them with a hardware profile's link models, "
+      "and report predicted vs measured time (MAPE, bias, worst cases)");
+  validate_cmd->add_option("--profile", validate.profile, "hardware profile (kvtwin calibrate)")
+      ->required();
+  validate_cmd->add_option("--disk-path", validate.disk_path, "disk tier directory");
+  validate_cmd->add_option("--remote-url", validate.remote_url, "redis://host:port");
+  validate_cmd->add_option("--transfers", validate.transfers,
+                           "transfer list CSV (default: a synthetic mix)");
+  validate_cmd->add_option("--timing", validate.timing, "predicted (deterministic) or measured")
+      ->check(CLI::IsMember({"predicted", "measured"}));
+  validate_cmd->add_option("-o,--out", validate.out, "report directory");
+  validate_cmd->add_option("--repeats", validate.repeats, "synthetic mix: pairs per point")
+      ->check(CLI::Range(1, 100));
+  validate_cmd->add_option("--seed", validate.seed, "synthetic mix order");
+  validate_cmd->add_option("--timeout-ms", validate.timeout_ms, "Redis timeout")
+      ->check(CLI::Range(1, 600000));
+  validate_cmd->add_option("--max-mape", validate.max_mape_pct,
+                           "fail (exit 1) when a class's MAPE for objects >= 1 MiB exceeds this %");
+  validate_cmd->add_flag("-q,--quiet", validate.quiet, "print the report path only");
+  validate_cmd->callback([&] { exit_code = kvtwin::sim::validate::run_validate(validate); });
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,67 @@
+// ValidatingMover: the "validating" sim::Mover. Every transfer is executed for real and predicted
+// by the model; the pair (predicted, measured) is recorded for the validation report and for
+// calibration.
+//
+//   start(t) --> real.start(t)    executes now, reports at once (finish == start, measured_ns)
+//            \-> modeled.start(t) reports at the modeled completion time (predicted_ns)
+//   done(result) fires, with the real per-object ok flags and both durations:
+//     Timing::kPredicted  at the modeled completion time (the simulation stays deterministic:
+//                         measured times are recorded, never fed back)
+//     Timing::kMeasured   at start + measured (execution-driven timing, --timing=measured)
+//
+// REQUIRES of `real`: it reports each transfer at its start time with measured_ns set (a
+// TierMover with Charge::kNone does). The modeled mover's predicted duration is its result's
+// predicted_ns when set, otherwise finish - start (queueing on a busy link included).
+//
+// Threading: the simulation thread only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sim/mover.h"
+#include "sim/simulator.h"
+
+namespace kvtwin::sim::validate {
+
+enum class Timing : uint8_t { kPredicted, kMeasured };
+
+// One executed transfer.
+struct TransferSample {
+  Location src = Location::kCpu;
+  Location dst = Location::kCpu;
+  std::string kind;
+  uint64_t num_objects = 0;
+  uint64_t bytes = 0;
+  uint64_t num_failed = 0;  // objects the real tier could not move
+  SimTime start = 0;
+  SimDuration predicted_ns = 0;
+  SimDuration measured_ns = 0;
+};
+
+class ValidatingMover final : public Mover {
+ public:
+  ValidatingMover(Simulator& sim, Mover& modeled, Mover& real, Timing timing);
+
+  void start(Transfer transfer, Done done) override;
+  std::string_view name() const override { return "validating"; }
+
+  // Samples in completion order of both halves (deterministic for kPredicted).
+  const std::vector<TransferSample>& samples() const { return samples_; }
+  size_t num_in_flight() const { return in_flight_; }
+
+ private:
+  struct Pending;
+  void maybe_finish(const std::shared_ptr<Pending>& p);
+
+  Simulator& sim_;
+  Mover& modeled_;
+  Mover& real_;
+  Timing timing_;
+  std::vector<TransferSample> samples_;
+  size_t in_flight_ = 0;
+};
+
+}  // namespace kvtwin::sim::validate
