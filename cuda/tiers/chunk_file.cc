@@ -1,5 +1,6 @@
 #include "cuda/tiers/chunk_file.h"
 
+#include <xxh_x86dispatch.h>
 #include <xxhash.h>
 
 #include <cstring>
@@ -33,7 +34,7 @@ std::string chunk_file_name(std::string_view key) {
 }
 
 uint64_t payload_checksum(std::span<const uint8_t> payload) {
-  return XXH3_64bits(payload.data(), payload.size());
+  return XXH3_64bits_dispatch(payload.data(), payload.size());  // AVX2 / AVX-512 when present
 }
 
 void encode_chunk_header(std::string_view key, uint64_t payload_bytes, uint64_t checksum,

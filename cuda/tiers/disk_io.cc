@@ -47,11 +47,14 @@ namespace {
 
 class PosixEngine final : public IoEngine {
  public:
-  void run(size_t n, const Start& start, const Finish& finish) override {
+  void run(size_t n, const Start& start, const Submitted& submitted,
+           const Finish& finish) override {
     for (size_t i = 0; i < n; ++i) {
       IoRequest req;
       if (!start(i, &req)) continue;
-      finish(i, transfer_rest(req, 0));
+      const int64_t result = transfer_rest(req, 0);
+      if (submitted) submitted(i);
+      finish(i, result);
     }
   }
   std::string_view name() const override { return "posix"; }
@@ -74,14 +77,15 @@ class UringEngine final : public IoEngine {
     return true;
   }
 
-  void run(size_t n, const Start& start, const Finish& finish) override {
+  void run(size_t n, const Start& start, const Submitted& submitted,
+           const Finish& finish) override {
     std::vector<IoRequest> reqs(n);  // iovecs must outlive their submission
     size_t next = 0;
     int in_flight = 0;
     while (next < n || in_flight > 0) {
-      // Stage 1: fill the ring up to the queue depth, then submit what was prepared.
-      int prepared = 0;
-      while (next < n && in_flight + prepared < depth_) {
+      // Stage 1: up to the queue depth, prepare and submit one operation at a time, so the
+      // device starts on it while the caller prepares (or computes for) the next.
+      while (next < n && in_flight < depth_) {
         const size_t i = next++;
         if (!start(i, &reqs[i])) continue;
         io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
@@ -92,12 +96,10 @@ class UringEngine final : public IoEngine {
         else
           io_uring_prep_readv(sqe, r.fd, r.iov.data(), static_cast<unsigned>(r.iovcnt), r.offset);
         io_uring_sqe_set_data64(sqe, i);
-        ++prepared;
-      }
-      if (prepared > 0) {
         const int rc = io_uring_submit(&ring_);
-        KVTWIN_CHECK_EQ(rc, prepared) << "io_uring_submit";
-        in_flight += prepared;
+        KVTWIN_CHECK_EQ(rc, 1) << "io_uring_submit";
+        ++in_flight;
+        if (submitted) submitted(i);
       }
       if (in_flight == 0) continue;
       // Stage 2: take one completion (waiting if needed), then every other one already there.
@@ -111,7 +113,7 @@ class UringEngine final : public IoEngine {
         int64_t result = cqe->res;
         io_uring_cqe_seen(&ring_, cqe);
         --in_flight;
-        if (result >= 0 && static_cast<uint64_t>(result) < reqs[i].bytes() && result > 0)
+        if (result > 0 && static_cast<uint64_t>(result) < reqs[i].bytes())
           result = transfer_rest(reqs[i], static_cast<uint64_t>(result));
         finish(i, result);
         cqe = nullptr;

@@ -6,12 +6,14 @@
 //   uring  io_uring (liburing) with up to queue_depth operations in flight; the calling thread
 //          prepares the next operation (open, checksum) while earlier ones are in flight.
 //
-// run(n, start, finish): for each i in [0, n) calls start(i, &req) — which fills req and returns
-// true, or returns false when operation i needs no I/O (it already failed) — then, once the I/O
+// run(n, start, submitted, finish): for each i in [0, n) calls start(i, &req) — which fills req
+// and returns true, or returns false when operation i needs no I/O (it already failed); once the
+// I/O is handed to the kernel, submitted(i) (the caller's chance to compute while the device
+// works: the uring engine submits each operation as soon as it is prepared); once the I/O
 // completed, finish(i, result) with result = bytes transferred or -errno. A short transfer is
 // carried on synchronously until it is complete, the file ends (reads) or an error occurs, so
-// finish sees a short count only at end of file. start is called in index order; finish in
-// completion order. Both run on the calling thread.
+// finish sees a short count only at end of file. start and submitted are called in index order,
+// finish in completion order; all on the calling thread.
 #pragma once
 
 #include <sys/uio.h>
@@ -46,9 +48,11 @@ int64_t transfer_rest(const IoRequest& req, uint64_t done);
 class IoEngine {
  public:
   using Start = std::function<bool(size_t i, IoRequest* req)>;
+  using Submitted = std::function<void(size_t i)>;
   using Finish = std::function<void(size_t i, int64_t result)>;
   virtual ~IoEngine() = default;
-  virtual void run(size_t n, const Start& start, const Finish& finish) = 0;
+  virtual void run(size_t n, const Start& start, const Submitted& submitted,
+                   const Finish& finish) = 0;
   virtual std::string_view name() const = 0;
   virtual int queue_depth() const = 0;
 };

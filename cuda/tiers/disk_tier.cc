@@ -42,13 +42,15 @@ struct Op {
   }
 };
 
-// Lays out header, payload body and padded tail as up to three iovecs (chunk_file.h picture).
-void plan_iov(Op& op, uint8_t* payload, uint64_t payload_bytes, IoRequest* req) {
+// Lays out header, payload body and padded tail as up to three iovecs (chunk_file.h picture);
+// without the header, the I/O starts at the payload's offset.
+void plan_iov(Op& op, bool with_header, uint8_t* payload, uint64_t payload_bytes, IoRequest* req) {
   const uint64_t body = payload_bytes / kDirectIoAlign * kDirectIoAlign;
   req->fd = op.fd;
-  req->offset = 0;
+  req->offset = with_header ? 0 : kChunkHeaderBytes;
   req->iovcnt = 0;
-  req->iov[static_cast<size_t>(req->iovcnt++)] = {op.header().data(), kDirectIoAlign};
+  if (with_header)
+    req->iov[static_cast<size_t>(req->iovcnt++)] = {op.header().data(), kDirectIoAlign};
   if (body > 0) req->iov[static_cast<size_t>(req->iovcnt++)] = {payload, body};
   if (payload_bytes > body)
     req->iov[static_cast<size_t>(req->iovcnt++)] = {op.tail(), kDirectIoAlign};
@@ -165,21 +167,40 @@ void DiskTier::batched_put(std::span<const DiskPut> puts, std::span<TierStatus> 
       std::memcpy(op.bounce.data(), src, n);
       src = op.bounce.data();
     }
-    op.checksum = payload_checksum(put.payload);
-    encode_chunk_header(put.key, n, op.checksum, op.header());
     const uint64_t body = n / kDirectIoAlign * kDirectIoAlign;
     std::memcpy(op.tail(), src + body, n - body);
-    plan_iov(op, const_cast<uint8_t*>(src), n, req);
+    if (n == 0) {  // nothing to overlap with: the header is the whole write
+      encode_chunk_header(put.key, 0, payload_checksum(put.payload), op.header());
+      plan_iov(op, /*with_header=*/true, nullptr, 0, req);
+    } else {
+      plan_iov(op, /*with_header=*/false, const_cast<uint8_t*>(src), n, req);
+    }
     req->write = true;
     return true;
   };
 
+  // The payload is on its way to the device: checksum it meanwhile; the header follows it.
+  auto submitted = [&](size_t i) {
+    if (puts[i].payload.empty()) return;
+    encode_chunk_header(puts[i].key, puts[i].payload.size(), payload_checksum(puts[i].payload),
+                        ops[i].header());
+  };
+
   auto finish = [&](size_t i, int64_t result) {
     Op& op = ops[i];
-    const uint64_t expected = chunk_file_bytes(puts[i].payload.size());
+    const uint64_t n = puts[i].payload.size();
+    const uint64_t expected = n == 0 ? kChunkHeaderBytes : round_up_to_block(n);
     if (int err = inject(DiskFaultPoint::kWrite, puts[i].key); err != 0) result = -err;
     int err = result < 0 ? static_cast<int>(-result) : 0;
     if (err == 0 && static_cast<uint64_t>(result) != expected) err = EIO;
+    // Stage 2: the header, written last, so a file cut short anywhere has no valid header.
+    if (err == 0 && n > 0) {
+      IoRequest header;
+      plan_iov(op, /*with_header=*/true, nullptr, 0, &header);
+      header.write = true;
+      const int64_t r = transfer_rest(header, 0);
+      if (r != static_cast<int64_t>(kChunkHeaderBytes)) err = r < 0 ? static_cast<int>(-r) : EIO;
+    }
     if (::close(op.fd) != 0 && err == 0) err = errno;
     op.fd = -1;
     if (err == 0) err = inject(DiskFaultPoint::kRename, puts[i].key);
@@ -192,7 +213,7 @@ void DiskTier::batched_put(std::span<const DiskPut> puts, std::span<TierStatus> 
     op.status = TierStatus::kOk;
   };
 
-  engine_->run(puts.size(), start, finish);
+  engine_->run(puts.size(), start, submitted, finish);
   for (size_t i = 0; i < puts.size(); ++i) {
     out[i] = ops[i].status;
     stats_.count_put(out[i], puts[i].payload.size());
@@ -217,7 +238,7 @@ void DiskTier::batched_get(std::span<const DiskGet> gets, std::span<TierStatus> 
       op.bounce = HostBuffer(get.out.size());
       dst = op.bounce.data();
     }
-    plan_iov(op, dst, get.out.size(), req);
+    plan_iov(op, /*with_header=*/true, dst, get.out.size(), req);
     req->write = false;
     return true;
   };
@@ -254,7 +275,7 @@ void DiskTier::batched_get(std::span<const DiskGet> gets, std::span<TierStatus> 
     op.status = payload_checksum(get.out) == recorded ? TierStatus::kOk : TierStatus::kCorrupt;
   };
 
-  engine_->run(gets.size(), start, finish);
+  engine_->run(gets.size(), start, nullptr, finish);
   for (size_t i = 0; i < gets.size(); ++i) {
     out[i] = ops[i].status;
     stats_.count_get(out[i], gets[i].out.size());

@@ -3,7 +3,8 @@
 // LocalDiskBackend does above its file I/O).
 //
 // Files: one per object, format and naming in chunk_file.h. Each put writes
-//   <name>.tmp.<pid>.<seq>  (created exclusively, space reserved with fallocate, then written)
+//   <name>.tmp.<pid>.<seq>  (created exclusively, space reserved with fallocate, the payload
+//                            written while its checksum is computed, the header written last)
 // and renames it onto <name> only after every byte is written, so a reader never sees a partial
 // file under the final name; a failed put unlinks its temporary file. A get reads header and
 // payload in one vectored read, then checks header, length and XXH3-64 checksum: a file that is

@@ -1,6 +1,5 @@
 #include "tests/cuda/tiers/redis_server.h"
 
-#include <gtest/gtest.h>
 #include <hiredis.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -9,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <stdexcept>
 #include <thread>
 
 namespace kvtwin::testing {
@@ -74,7 +74,8 @@ void RedisServer::start() {
     if (command({"PING"}) == "PONG") return;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  ADD_FAILURE() << "redis-server on port " << port_ << " did not answer PING";
+  throw std::runtime_error("redis-server on port " + std::to_string(port_) +
+                           " did not answer PING");
 }
 
 void RedisServer::kill() {

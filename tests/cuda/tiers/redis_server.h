@@ -14,7 +14,8 @@ namespace kvtwin::testing {
 class RedisServer {
  public:
   // Starts redis-server; extra_args are appended (e.g. {"--maxmemory", "1mb"}).
-  // Fails the calling test (ADD_FAILURE) when the server does not answer within 5 s.
+  // Throws std::runtime_error when the server does not answer within 5 s (a test that creates
+  // one then fails; benchmarks use it too, so it does not depend on gtest).
   explicit RedisServer(std::vector<std::string> extra_args = {});
   ~RedisServer();
   RedisServer(const RedisServer&) = delete;
