@@ -9,9 +9,12 @@
 //                         measured times are recorded, never fed back)
 //     Timing::kMeasured   at start + measured (execution-driven timing, --timing=measured)
 //
-// REQUIRES of `real`: it reports each transfer at its start time with measured_ns set (a
-// TierMover with Charge::kNone does). The modeled mover's predicted duration is its result's
-// predicted_ns when set, otherwise finish - start (queueing on a busy link included).
+// The real mover should report each transfer at its start time with measured_ns set (TierMover
+// with Charge::kNone does): then kPredicted runs are deterministic. A real mover that reports
+// later (at start + measured, as CudaMover does) still works, but under kPredicted a transfer
+// whose measured time exceeds its prediction completes when the real result arrives, not at the
+// modeled time. The modeled mover's predicted duration is its result's predicted_ns when set,
+// otherwise finish - start (queueing on a busy link included).
 //
 // Threading: the simulation thread only.
 #pragma once

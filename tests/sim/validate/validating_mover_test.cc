@@ -90,6 +90,41 @@ TEST(ValidatingMover, MeasuredTimingCompletesAfterTheMeasuredTime) {
   EXPECT_EQ(v.samples()[0].predicted_ns, 10'000 + 25'000);
 }
 
+// A real mover that charges its measured time (as CudaMover does) reports late; the predicted
+// run then completes at the later of the modeled time and the real report.
+class LateRealMover final : public Mover {
+ public:
+  explicit LateRealMover(Simulator& sim) : sim_(sim) {}
+  void start(Transfer t, Done done) override {
+    TransferResult r;
+    r.start = sim_.now();
+    r.measured_ns = static_cast<SimDuration>(t.total_bytes());
+    r.finish = r.start + r.measured_ns;
+    r.ok.assign(t.objects.size(), 1);
+    sim_.schedule_at(r.finish, [done = std::move(done), r] { done(r); });
+  }
+  std::string_view name() const override { return "late-real"; }
+
+ private:
+  Simulator& sim_;
+};
+
+TEST(ValidatingMover, ALateRealReportDelaysOnlyTransfersSlowerThanPredicted) {
+  Simulator sim;
+  LinkModelMover modeled(sim, models());
+  LateRealMover real(sim);
+  ValidatingMover v(sim, modeled, real, Timing::kPredicted);
+  std::vector<SimTime> finish;
+  auto rec = [&](const TransferResult& r) { finish.push_back(r.finish); };
+  v.start(make(Location::kCpu, Location::kDisk, {"a"}, 10'000), rec);   // real 10 us < 15 us
+  v.start(make(Location::kDisk, Location::kCpu, {"b"}, 100'000), rec);  // real 100 us > 60 us
+  sim.run();
+  EXPECT_EQ(finish, (std::vector<SimTime>{15'000, 100'000}));
+  ASSERT_EQ(v.samples().size(), 2u);
+  EXPECT_EQ(v.samples()[1].predicted_ns, 60'000);
+  EXPECT_EQ(v.samples()[1].measured_ns, 100'000);
+}
+
 TEST(ValidatingMover, TwoRunsGiveTheSameSamplesInTheSameOrder) {
   auto run = [] {
     Simulator sim;
