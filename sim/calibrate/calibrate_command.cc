@@ -10,11 +10,13 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include "cuda/tiers/tier_mover.h"
 #include "sim/calibrate/fit.h"
 #include "sim/calibrate/hardware_profile.h"
 #include "sim/io/input_error.h"
+#include "sim/io/line_reader.h"
 
 namespace kvtwin::sim::calibrate {
 namespace {
@@ -194,13 +196,8 @@ std::vector<std::string> profile_comments(const CalibrateOptions& o) {
   return c;
 }
 
-}  // namespace
-
-int run_calibrate(const CalibrateOptions& o) {
-  if (o.tiers.disk_path.empty() && o.tiers.remote_url.empty()) {
-    std::fprintf(stderr, "kvtwin calibrate: give --disk-path and/or --remote-url\n");
-    return kExitBadInput;
-  }
+// Measures every point of the plan; 0, or the exit code of a bad configuration.
+int measure_all(const CalibrateOptions& o, std::vector<Sample>* samples) {
   Simulator sim;
   Calibration cal(o, sim);
   std::vector<Point> points = plan(o);
@@ -216,7 +213,6 @@ int run_calibrate(const CalibrateOptions& o) {
     return kExitBadInput;
   }
   cal.shuffle(points);
-  std::vector<Sample> samples;
   // Warm-up (discarded): one transfer per configuration.
   {
     std::set<std::tuple<int, bool, int>> warmed;
@@ -227,7 +223,7 @@ int run_calibrate(const CalibrateOptions& o) {
   }
   const auto t0 = std::chrono::steady_clock::now();
   for (size_t i = 0; i < points.size(); ++i) {
-    cal.measure(points[i], &samples);
+    cal.measure(points[i], samples);
     if (isatty(STDERR_FILENO))
       std::fprintf(stderr, "\rkvtwin calibrate: %zu / %zu transfers", i + 1, points.size());
   }
@@ -235,12 +231,67 @@ int run_calibrate(const CalibrateOptions& o) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("kvtwin calibrate: %zu samples in %.1f s (%d transfers with failures left out)\n",
-              samples.size(), seconds, cal.failed());
+              samples->size(), seconds, cal.failed());
+  return 0;
+}
 
+// Reads the samples CSV that --samples writes. Throws InputError.
+std::vector<Sample> read_samples(const std::string& path) {
+  io::LineReader reader(path);
+  std::string_view line;
+  std::vector<Sample> out;
+  const std::string header = "class,direct_io,depth,objects,object_bytes,measured_ns";
+  if (!reader.next(&line) || line != header)
+    throw InputError(path, reader.line_number(), "header", "expected \"" + header + "\"");
+  while (reader.next(&line)) {
+    std::vector<std::string> f;
+    std::stringstream row{std::string(line)};
+    for (std::string cell; std::getline(row, cell, ',');) f.push_back(cell);
+    auto number = [&](size_t i, const char* field) {
+      char* end = nullptr;
+      const double v = i < f.size() ? std::strtod(f[i].c_str(), &end) : -1;
+      if (i >= f.size() || end == f[i].c_str() || *end != '\0' || !(v >= 0))
+        throw InputError(path, reader.line_number(), field, "expected a non-negative number");
+      return v;
+    };
+    Sample s;
+    s.cls = f.empty() ? "" : f[0];
+    if (s.cls != "disk_read" && s.cls != "disk_write" && s.cls != "remote_get" &&
+        s.cls != "remote_put")
+      throw InputError(path, reader.line_number(), "class", "unknown class \"" + s.cls + "\"");
+    s.point.tier = s.cls.starts_with("disk") ? Location::kDisk : Location::kRemote;
+    s.point.direct_io = number(1, "direct_io") != 0;
+    s.point.depth = static_cast<int>(number(2, "depth"));
+    s.point.count = static_cast<uint32_t>(number(3, "objects"));
+    s.point.object_bytes = static_cast<uint64_t>(number(4, "object_bytes"));
+    s.measured_ns = number(5, "measured_ns");
+    if (s.point.depth < 1 || s.point.count < 1 || s.measured_ns <= 0)
+      throw InputError(path, reader.line_number(), "row", "depth, objects and time must be > 0");
+    out.push_back(s);
+  }
+  return out;
+}
+
+}  // namespace
+
+int run_calibrate(const CalibrateOptions& o) {
+  std::vector<Sample> samples;
+  if (!o.refit.empty()) {
+    samples = read_samples(o.refit);
+    std::printf("kvtwin calibrate: %zu samples read from %s\n", samples.size(), o.refit.c_str());
+  } else {
+    if (o.tiers.disk_path.empty() && o.tiers.remote_url.empty()) {
+      std::fprintf(stderr, "kvtwin calibrate: give --disk-path and/or --remote-url\n");
+      return kExitBadInput;
+    }
+    if (int rc = measure_all(o, &samples); rc != 0) return rc;
+  }
   HardwareProfile profile;
   profile.comments = profile_comments(o);
   profile.tiers = {o.tiers.direct_io, o.tiers.uring, o.tiers.disk_queue_depth,
                    o.tiers.pipeline_depth};
+  std::map<std::string, double> large_mape;   // fit MAPE over objects >= 1 MiB, by class
+  std::map<std::string, double> noise_floor;  // repeats vs their median, objects >= 1 MiB
   std::printf("\nMeasured throughput (noisy on a shared machine):\n");
   for (const std::string cls : {"disk_write", "disk_read", "remote_put", "remote_get"}) {
     const bool disk = cls.starts_with("disk");
@@ -255,8 +306,14 @@ int run_calibrate(const CalibrateOptions& o) {
     if (fit_samples.empty()) continue;
     print_figures(samples, cls, disk ? o.tiers.direct_io : true, depth);
     if (!other.empty()) print_figures(samples, cls, !o.tiers.direct_io, depth);
-    const LinkFit fit = fit_link_model(median_per_point(fit_samples), depth);
+    const std::vector<LinkSample> medians = median_per_point(fit_samples);
+    const LinkFit fit = fit_link_model(medians, depth);
     profile.links[cls] = {fit.model, fit.num_samples, fit.mape_pct};
+    std::vector<LinkSample> large;
+    for (const LinkSample& m : medians)
+      if (m.bytes >= (uint64_t{1} << 20) * m.num_objects) large.push_back(m);
+    large_mape[cls] = mape_pct(fit.model, large);
+    noise_floor[cls] = repeat_spread_pct(fit_samples, uint64_t{1} << 20);
     if (!other.empty()) {
       const LinkFit alt = fit_link_model(median_per_point(other), depth);
       std::printf("  %-10s %-8s fit MAPE %.1f%% (not written to the profile)\n", cls.c_str(),
@@ -265,14 +322,19 @@ int run_calibrate(const CalibrateOptions& o) {
   }
   std::printf(
       "\nFitted link models (t = latency + n*(object + object_serial/q) + "
-      "B*(1/gbps + 1/(q*stream_gbps))):\n");
-  for (const auto& [cls, link] : profile.links)
+      "B*(1/gbps + 1/(q*stream_gbps)) + n*max(0, B/n - spill)/spill_gbps):\n");
+  for (const auto& [cls, link] : profile.links) {
+    const LinkModel& m = link.model;
     std::printf(
         "  %-10s latency %.1f us, object %.1f us, object_serial %.1f us, gbps %.3g, "
-        "stream_gbps %.3g, depth %d: fit MAPE %.1f%% over %llu samples\n",
-        cls.c_str(), link.model.latency_us, link.model.object_us, link.model.object_serial_us,
-        link.model.gbps, link.model.stream_gbps, link.model.queue_depth, link.fit_mape_pct,
-        static_cast<unsigned long long>(link.samples));
+        "stream_gbps %.3g, spill %llu KiB at %.3g GB/s, depth %d\n"
+        "  %-10s fit MAPE %.1f%% over %llu points (medians), %.1f%% for objects >= 1 MiB "
+        "(noise floor: repeats vs their median %.1f%%)\n",
+        cls.c_str(), m.latency_us, m.object_us, m.object_serial_us, m.gbps, m.stream_gbps,
+        static_cast<unsigned long long>(m.spill_object_bytes >> 10), m.spill_gbps, m.queue_depth,
+        "", link.fit_mape_pct, static_cast<unsigned long long>(link.samples), large_mape[cls],
+        noise_floor[cls]);
+  }
   std::printf("  pcie_h2d / pcie_d2h: not measured (needs a GPU and the CUDA path's mover)\n");
 
   std::ofstream out(o.out);

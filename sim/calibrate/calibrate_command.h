@@ -24,6 +24,7 @@ struct CalibrateOptions {
   RealTierOptions tiers;
   std::string out = "hardware_profile.toml";
   std::string samples_csv;  // optional: every measured transfer
+  std::string refit;        // fit the samples of an earlier --samples file, measure nothing
   bool quick = false;       // fewer sizes, counts and depths (about a quarter of the time)
   std::vector<uint64_t> object_bytes;   // replaces the default object sizes when given
   std::vector<uint32_t> object_counts;  // replaces the default objects per transfer when given

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "model/check.h"
@@ -13,9 +14,9 @@
 namespace kvtwin::sim::calibrate {
 namespace {
 
-constexpr int kNumCoefficients = 5;
+constexpr int kNumCoefficients = 6;
 
-LinkModel model_from(const Eigen::VectorXd& x, int32_t queue_depth) {
+LinkModel model_from(const Eigen::VectorXd& x, int32_t queue_depth, uint64_t spill_bytes) {
   LinkModel m;
   m.queue_depth = queue_depth;
   m.latency_us = x[0] / 1e3;
@@ -23,7 +24,73 @@ LinkModel model_from(const Eigen::VectorXd& x, int32_t queue_depth) {
   m.object_serial_us = x[2] / 1e3;
   m.gbps = x[3] > 0 ? 1.0 / x[3] : kNoLimit;
   m.stream_gbps = x[4] > 0 ? 1.0 / x[4] : kNoLimit;
+  m.spill_gbps = x[5] > 0 ? 1.0 / x[5] : kNoLimit;
+  m.spill_object_bytes = x[5] > 0 ? spill_bytes : 0;
   return m;
+}
+
+struct Solution {
+  Eigen::VectorXd x = Eigen::VectorXd::Zero(kNumCoefficients);
+  double residual = std::numeric_limits<double>::infinity();
+  int size = kNumCoefficients + 1;
+
+  // Smaller residual wins; a tie (to 1e-9) goes to fewer coefficients.
+  bool better_than(const Solution& o) const {
+    return residual < o.residual * (1 - 1e-9) ||
+           (residual <= o.residual * (1 + 1e-9) && size < o.size);
+  }
+};
+
+// min |a x - y| with x >= 0 over the columns in `allowed` (a bit mask), exactly: every subset
+// of free columns is solved by least squares and the best feasible one kept.
+Solution solve_nonnegative(const Eigen::MatrixXd& a, const Eigen::VectorXd& y, int allowed) {
+  Solution best;
+  for (int mask = 1; mask < (1 << kNumCoefficients); ++mask) {
+    if ((mask & ~allowed) != 0) continue;
+    std::vector<int> cols;
+    for (int j = 0; j < kNumCoefficients; ++j)
+      if (mask & (1 << j)) cols.push_back(j);
+    Eigen::MatrixXd sub(a.rows(), static_cast<Eigen::Index>(cols.size()));
+    for (size_t k = 0; k < cols.size(); ++k) sub.col(static_cast<Eigen::Index>(k)) = a.col(cols[k]);
+    const Eigen::VectorXd z = sub.colPivHouseholderQr().solve(y);
+    if ((z.array() < 0).any() || !z.allFinite()) continue;
+    Solution candidate;
+    candidate.residual = (sub * z - y).squaredNorm();
+    candidate.size = static_cast<int>(cols.size());
+    for (size_t k = 0; k < cols.size(); ++k) candidate.x[cols[k]] = z[static_cast<Eigen::Index>(k)];
+    if (candidate.better_than(best)) best = candidate;
+  }
+  return best;
+}
+
+// The fit for one spill size (0 with spill = false: no spill column).
+Solution fit_at(std::span<const LinkSample> samples, int32_t queue_depth, bool spill,
+                uint64_t spill_bytes) {
+  const auto rows = static_cast<Eigen::Index>(samples.size());
+  // Weighted design: row i is features_i / m_i, target 1 (relative error). Columns in ns units:
+  // [latency, object, object_serial, ns per byte, ns per byte serial, ns per spilled byte].
+  LinkModel shape;
+  shape.spill_object_bytes = spill_bytes;
+  Eigen::MatrixXd a(rows, kNumCoefficients);
+  const Eigen::VectorXd y = Eigen::VectorXd::Ones(rows);
+  for (Eigen::Index i = 0; i < rows; ++i) {
+    const LinkSample& s = samples[static_cast<size_t>(i)];
+    KVTWIN_CHECK(s.measured_ns > 0 && s.num_objects >= 1);
+    shape.queue_depth = s.queue_depth > 0 ? s.queue_depth : queue_depth;
+    const std::vector<double> f = shape.features(s.num_objects, s.bytes);
+    for (int j = 0; j < kNumCoefficients; ++j) a(i, j) = f[static_cast<size_t>(j)] / s.measured_ns;
+  }
+  // Column scaling for conditioning (bytes and counts differ by seven orders of magnitude).
+  Eigen::VectorXd scale(kNumCoefficients);
+  for (int j = 0; j < kNumCoefficients; ++j) {
+    const double norm = a.col(j).norm();
+    scale[j] = norm > 0 ? norm : 1.0;
+    a.col(j) /= scale[j];
+  }
+  const int all = (1 << kNumCoefficients) - 1;
+  Solution sol = solve_nonnegative(a, y, spill ? all : all & ~(1 << 5));
+  for (int j = 0; j < kNumCoefficients; ++j) sol.x[j] /= scale[j];
+  return sol;
 }
 
 }  // namespace
@@ -41,6 +108,21 @@ std::vector<LinkSample> median_per_point(std::span<const LinkSample> samples) {
   return out;
 }
 
+double repeat_spread_pct(std::span<const LinkSample> samples, uint64_t min_object_bytes) {
+  std::map<std::tuple<uint64_t, uint64_t, int32_t>, double> medians;
+  for (const LinkSample& m : median_per_point(samples))
+    medians[{m.num_objects, m.bytes, m.queue_depth}] = m.measured_ns;
+  double sum = 0;
+  size_t count = 0;
+  for (const LinkSample& s : samples) {
+    if (s.bytes < min_object_bytes * s.num_objects) continue;
+    sum +=
+        std::abs(medians[{s.num_objects, s.bytes, s.queue_depth}] - s.measured_ns) / s.measured_ns;
+    ++count;
+  }
+  return count == 0 ? 0.0 : 100.0 * sum / static_cast<double>(count);
+}
+
 double mape_pct(const LinkModel& model, std::span<const LinkSample> samples) {
   double sum = 0;
   for (const LinkSample& s : samples) {
@@ -55,50 +137,20 @@ double mape_pct(const LinkModel& model, std::span<const LinkSample> samples) {
 LinkFit fit_link_model(std::span<const LinkSample> samples, int32_t queue_depth) {
   KVTWIN_CHECK(!samples.empty());
   KVTWIN_CHECK_GE(queue_depth, 1);
-  const auto rows = static_cast<Eigen::Index>(samples.size());
-  // Weighted design: row i is features_i / m_i, target 1 (relative error). Columns in ns units:
-  // [latency_ns, object_ns, object_serial_ns, ns_per_byte, ns_per_byte_serial].
-  LinkModel shape;
-  Eigen::MatrixXd a(rows, kNumCoefficients);
-  Eigen::VectorXd y = Eigen::VectorXd::Ones(rows);
-  for (Eigen::Index i = 0; i < rows; ++i) {
-    const LinkSample& s = samples[static_cast<size_t>(i)];
-    KVTWIN_CHECK(s.measured_ns > 0 && s.num_objects >= 1);
-    shape.queue_depth = s.queue_depth > 0 ? s.queue_depth : queue_depth;
-    const std::vector<double> f = shape.features(s.num_objects, s.bytes);
-    for (int j = 0; j < kNumCoefficients; ++j) a(i, j) = f[static_cast<size_t>(j)] / s.measured_ns;
+  // Candidate spill sizes: every object size sampled, but the largest.
+  std::set<uint64_t> sizes;
+  for (const LinkSample& s : samples) sizes.insert(s.bytes / std::max<uint64_t>(s.num_objects, 1));
+  Solution best = fit_at(samples, queue_depth, false, 0);
+  uint64_t best_spill = 0;
+  for (auto it = sizes.begin(); it != sizes.end() && std::next(it) != sizes.end(); ++it) {
+    Solution sol = fit_at(samples, queue_depth, true, *it);
+    if (sol.better_than(best)) {
+      best = sol;
+      best_spill = *it;
+    }
   }
-  // Column scaling for conditioning (bytes and counts differ by seven orders of magnitude).
-  Eigen::VectorXd scale(kNumCoefficients);
-  for (int j = 0; j < kNumCoefficients; ++j) {
-    const double norm = a.col(j).norm();
-    scale[j] = norm > 0 ? norm : 1.0;
-    a.col(j) /= scale[j];
-  }
-  Eigen::VectorXd best = Eigen::VectorXd::Zero(kNumCoefficients);
-  double best_residual = std::numeric_limits<double>::infinity();
-  int best_size = kNumCoefficients + 1;
-  for (int mask = 1; mask < (1 << kNumCoefficients); ++mask) {
-    std::vector<int> cols;
-    for (int j = 0; j < kNumCoefficients; ++j)
-      if (mask & (1 << j)) cols.push_back(j);
-    Eigen::MatrixXd sub(rows, static_cast<Eigen::Index>(cols.size()));
-    for (size_t k = 0; k < cols.size(); ++k) sub.col(static_cast<Eigen::Index>(k)) = a.col(cols[k]);
-    const Eigen::VectorXd z = sub.colPivHouseholderQr().solve(y);
-    if ((z.array() < 0).any() || !z.allFinite()) continue;
-    const double residual = (sub * z - y).squaredNorm();
-    const int size = static_cast<int>(cols.size());
-    const bool better = residual < best_residual * (1 - 1e-9) ||
-                        (residual <= best_residual * (1 + 1e-9) && size < best_size);
-    if (!better) continue;
-    best_residual = residual;
-    best_size = size;
-    best.setZero();
-    for (size_t k = 0; k < cols.size(); ++k) best[cols[k]] = z[static_cast<Eigen::Index>(k)];
-  }
-  for (int j = 0; j < kNumCoefficients; ++j) best[j] /= scale[j];
   LinkFit fit;
-  fit.model = model_from(best, queue_depth);
+  fit.model = model_from(best.x, queue_depth, best_spill);
   fit.num_samples = samples.size();
   fit.mape_pct = mape_pct(fit.model, samples);
   return fit;

@@ -3,9 +3,10 @@
 // The fit minimises the sum of squared *relative* errors, sum_i ((t(n_i, B_i) - m_i) / m_i)^2,
 // with every coefficient >= 0 (a latency or a per-byte cost cannot be negative). Relative
 // weighting keeps a 64 KiB transfer of 100 us as important as a 32 MiB one of 20 ms, which is
-// what the validation report's MAPE measures. With five coefficients the non-negative problem is
-// solved exactly by trying every subset of free coefficients (32 small least-squares solves) and
-// keeping the best feasible one; ties go to the subset with fewer coefficients.
+// what the validation report's MAPE measures. With six coefficients the non-negative problem is
+// solved exactly by trying every subset of free coefficients (63 small least-squares solves) and
+// keeping the best feasible one; ties go to the subset with fewer coefficients. The spill size is
+// chosen among the object sizes sampled (and "no spill") by the same criterion.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +39,11 @@ LinkFit fit_link_model(std::span<const LinkSample> samples, int32_t queue_depth)
 // lower median for an even count), in key order. Repeated measurements on a shared machine have
 // outliers several times the typical time; the median keeps them from steering the fit.
 std::vector<LinkSample> median_per_point(std::span<const LinkSample> samples);
+
+// The noise floor of a set of repeated measurements: the mean of |median - m| / m (percent) over
+// every sample whose objects are at least min_object_bytes, the median being that of its point.
+// No model predicts a sample better, on average, than its own point's median does.
+double repeat_spread_pct(std::span<const LinkSample> samples, uint64_t min_object_bytes = 0);
 
 // Mean absolute percentage error of `model` on `samples` (each predicted at its own depth).
 double mape_pct(const LinkModel& model, std::span<const LinkSample> samples);

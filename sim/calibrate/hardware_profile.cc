@@ -22,11 +22,13 @@ std::string num(double v) {
   return s;
 }
 
-// Bandwidth with the queue full: 1 / (1/gbps + 1/(Q * stream_gbps)).
+// Bandwidth of a full queue of 32 MiB objects (an LMCache chunk of Llama-3.1-8B: 256 tokens of
+// 128 KiB), latency excluded: what a "latency + bytes / bandwidth" link should charge for them.
 double full_queue_gbps(const LinkModel& m) {
-  const double per_byte = (std::isinf(m.gbps) ? 0 : 1 / m.gbps) +
-                          (std::isinf(m.stream_gbps) ? 0 : 1 / (m.queue_depth * m.stream_gbps));
-  return per_byte > 0 ? 1 / per_byte : kNoLimit;
+  constexpr uint64_t kChunk = uint64_t{32} << 20;
+  const uint64_t n = static_cast<uint64_t>(m.queue_depth);
+  const double ns = static_cast<double>(m.predict(n, n * kChunk)) - 1e3 * m.latency_us;
+  return ns > 0 ? static_cast<double>(n * kChunk) / ns : kNoLimit;
 }
 double one_object_latency_us(const LinkModel& m) {
   return m.latency_us + m.object_us + m.object_serial_us;
@@ -70,8 +72,9 @@ std::string to_toml(const HardwareProfile& p) {
   if (const auto* d = find("pcie_d2h"))
     out << "pcie_d2h_gbps = " << num(full_queue_gbps(d->model)) << "\n";
   out << "\n# Fitted models: t = latency + n*(object + object_serial/q) + B*(1/gbps + "
-         "1/(q*stream_gbps)),\n"
-         "# q = min(n, queue_depth); microseconds, GB/s (sim/calibrate/link_model.h).\n";
+         "1/(q*stream_gbps))\n"
+         "#   + n*max(0, B/n - spill_object_bytes)/spill_gbps, q = min(n, queue_depth);\n"
+         "# microseconds, GB/s (sim/calibrate/link_model.h).\n";
   for (const auto& [name, link] : p.links) {
     const LinkModel& m = link.model;
     out << "[link_models." << name << "]\n"
@@ -80,6 +83,8 @@ std::string to_toml(const HardwareProfile& p) {
         << "object_serial_us = " << num(m.object_serial_us) << "\n"
         << "gbps = " << num(m.gbps) << "\n"
         << "stream_gbps = " << num(m.stream_gbps) << "\n"
+        << "spill_object_bytes = " << m.spill_object_bytes << "\n"
+        << "spill_gbps = " << num(m.spill_gbps) << "\n"
         << "queue_depth = " << m.queue_depth << "\n"
         << "samples = " << link.samples << "\n"
         << "fit_mape_pct = " << num(link.fit_mape_pct) << "\n\n";
@@ -135,9 +140,9 @@ HardwareProfile read_hardware_profile(const std::string& path) {
       const toml::table* t = node.as_table();
       if (t == nullptr) fail(path, node, "link_models." + name, "expected a table");
       for (const auto& [field, value] : *t) {
-        static const char* const kKeys[] = {"latency_us", "object_us",   "object_serial_us",
-                                            "gbps",       "stream_gbps", "queue_depth",
-                                            "samples",    "fit_mape_pct"};
+        static const char* const kKeys[] = {
+            "latency_us",         "object_us",  "object_serial_us", "gbps",    "stream_gbps",
+            "spill_object_bytes", "spill_gbps", "queue_depth",      "samples", "fit_mape_pct"};
         if (std::find(std::begin(kKeys), std::end(kKeys), field.str()) == std::end(kKeys))
           fail(path, value, prefix + std::string(field.str()), "unknown key");
       }
@@ -147,6 +152,11 @@ HardwareProfile read_hardware_profile(const std::string& path) {
       link.model.object_serial_us = read_number(path, *t, prefix, "object_serial_us", false);
       link.model.gbps = read_number(path, *t, prefix, "gbps", true);
       link.model.stream_gbps = read_number(path, *t, prefix, "stream_gbps", true);
+      if (t->contains("spill_gbps")) {
+        link.model.spill_gbps = read_number(path, *t, prefix, "spill_gbps", true);
+        link.model.spill_object_bytes =
+            static_cast<uint64_t>(read_number(path, *t, prefix, "spill_object_bytes", false));
+      }
       const double depth = read_number(path, *t, prefix, "queue_depth", false);
       if (depth < 1 || depth != std::floor(depth) || depth > 1 << 16)
         fail(path, *t->get("queue_depth"), prefix + "queue_depth", "expected an integer >= 1");

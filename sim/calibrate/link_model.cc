@@ -20,14 +20,17 @@ std::vector<double> LinkModel::features(uint64_t num_objects, uint64_t bytes) co
   const double n = static_cast<double>(num_objects);
   const double b = static_cast<double>(bytes);
   const double q = static_cast<double>(std::min<uint64_t>(num_objects, queue_depth));
-  return {1.0, n, n / q, b, b / q};
+  const double per_object = num_objects == 0 ? 0 : b / n;
+  const double spill = std::max(0.0, per_object - static_cast<double>(spill_object_bytes));
+  return {1.0, n, n / q, b, b / q, n * spill};
 }
 
 SimDuration LinkModel::predict(uint64_t num_objects, uint64_t bytes) const {
   if (num_objects == 0) return 0;
   const std::vector<double> f = features(num_objects, bytes);
   const double ns = 1e3 * (latency_us * f[0] + object_us * f[1] + object_serial_us * f[2]) +
-                    ns_per_byte(gbps) * f[3] + ns_per_byte(stream_gbps) * f[4];
+                    ns_per_byte(gbps) * f[3] + ns_per_byte(stream_gbps) * f[4] +
+                    ns_per_byte(spill_gbps) * f[5];
   return static_cast<SimDuration>(std::llround(ns));
 }
 

@@ -8,13 +8,19 @@
 //   t(n, B) = latency + n * (object + object_serial / q) + B * (1/gbps + 1/(q * stream_gbps))
 //             ^ once     ^ per object: fixed part, and     ^ per byte: the link's limit, and a part
 //                          a part that depth hides           that more objects in flight hide
+//           + n * max(0, B/n - spill_object_bytes) / spill_gbps
+//             ^ per byte of each object beyond a size: objects that no longer fit a cache or a
+//               socket buffer (a 32 MiB Redis value moves at a fraction of a 1 MiB one's rate)
 //
-// Units: microseconds and GB/s (1e9 bytes/s, so 1/gbps is ns per byte). gbps or stream_gbps of
-// +inf drops that per-byte term. With queue_depth = 1 and object = object_serial = 0 this is the
-// "latency + bytes / bandwidth" model of the scenario's [links] table.
+// Units: microseconds and GB/s (1e9 bytes/s, so 1/gbps is ns per byte). A bandwidth of +inf drops
+// its term. With queue_depth = 1, object = object_serial = 0 and no spill this is the
+// "latency + bytes / bandwidth" model of the scenario's [links] table. Objects of one transfer
+// are taken to be of equal size B/n (LMCache chunks are).
 //
-// Every term is linear in its coefficient, so the fit is a (non-negative, relative-error
-// weighted) linear least squares over the features [1, n, n/q, B, B/q] (sim/calibrate/fit.h).
+// For a given spill_object_bytes every term is linear in its coefficient, so the fit is a
+// (non-negative, relative-error weighted) linear least squares over the features
+// [1, n, n/q, B, B/q, n * max(0, B/n - spill)] (sim/calibrate/fit.h), repeated per candidate
+// spill size.
 #pragma once
 
 #include <cstdint>
@@ -37,12 +43,14 @@ struct LinkModel {
   double object_serial_us = 0;
   double gbps = kNoLimit;
   double stream_gbps = kNoLimit;
+  uint64_t spill_object_bytes = 0;
+  double spill_gbps = kNoLimit;
   int32_t queue_depth = 1;
 
   // Duration of one transfer of num_objects objects and `bytes` bytes alone on the link.
   // REQUIRES: num_objects >= 1 (an empty transfer takes no time: returns 0).
   SimDuration predict(uint64_t num_objects, uint64_t bytes) const;
-  // The feature row [1, n, n/q, B, B/q] of such a transfer (n, B as doubles; B in bytes).
+  // The feature row [1, n, n/q, B, B/q, n * max(0, B/n - spill)] of such a transfer.
   std::vector<double> features(uint64_t num_objects, uint64_t bytes) const;
 
   friend bool operator==(const LinkModel&, const LinkModel&) = default;

@@ -63,13 +63,29 @@ TEST(Fit, AbsentTermsComeOutZeroNotNegative) {
 }
 
 TEST(Fit, SamplesThatWantANegativeLatencyGetZero) {
-  // Time falls less than proportionally with size: the best unconstrained line has a negative
-  // intercept. The fit must keep every coefficient non-negative.
-  std::vector<LinkSample> s = {{1, 1000, 100, 1}, {1, 2000, 260, 1}, {1, 4000, 580, 1}};
+  // One object size; time grows faster than the object count: the best unconstrained line,
+  // -60 + 160 n, has a negative intercept. The fit must keep every coefficient non-negative.
+  std::vector<LinkSample> s = {{1, 1000, 100, 1}, {2, 2000, 260, 1}, {4, 4000, 580, 1}};
   const LinkFit fit = fit_link_model(s, 1);
   EXPECT_EQ(fit.model.latency_us, 0);
   EXPECT_GE(fit.model.object_us, 0);
   EXPECT_GT(fit.model.gbps, 0);
+  EXPECT_EQ(fit.model.spill_object_bytes, 0u);  // one size sampled: nothing to spill past
+  EXPECT_LT(fit.model.object_us * 1e3 + 1000 / fit.model.gbps, 160.0 + 1e-6);
+}
+
+TEST(Fit, FindsTheSpillSizeAmongTheSampledSizes) {
+  LinkModel truth;
+  truth.latency_us = 20;
+  truth.gbps = 2;
+  truth.spill_object_bytes = 1 << 20;  // a sampled size
+  truth.spill_gbps = 0.8;
+  truth.queue_depth = 8;
+  const LinkFit fit = fit_link_model(exact_samples(truth, {1, 8}), 8);
+  EXPECT_EQ(fit.model.spill_object_bytes, truth.spill_object_bytes);
+  expect_close(fit.model.spill_gbps, truth.spill_gbps, "spill_gbps");
+  expect_close(fit.model.gbps, truth.gbps, "gbps");
+  EXPECT_LT(fit.mape_pct, 0.01);
 }
 
 TEST(Fit, MedianPerPointKeepsTheMiddleMeasurement) {
@@ -82,6 +98,18 @@ TEST(Fit, MedianPerPointKeepsTheMiddleMeasurement) {
   EXPECT_EQ(m[1].queue_depth, 1);
   EXPECT_EQ(m[1].measured_ns, 20);
   EXPECT_EQ(m[2].measured_ns, 30);  // the 900 outlier does not count
+}
+
+TEST(Fit, RepeatSpreadIsTheMeanDistanceOfRepeatsFromTheirMedian) {
+  std::vector<LinkSample> s = {{1, 4 << 20, 100, 1},
+                               {1, 4 << 20, 80, 1},
+                               {1, 4 << 20, 125, 1},
+                               {1, 1000, 10, 1},
+                               {1, 1000, 30, 1}};
+  // Large point: median 100; |100-100|/100, |100-80|/80, |100-125|/125 -> 0, 25 %, 20 %.
+  EXPECT_DOUBLE_EQ(repeat_spread_pct(s, 1 << 20), 15.0);
+  // With the small point (median 10): 0 and |10-30|/30 = 66.67 % join.
+  EXPECT_NEAR(repeat_spread_pct(s), (0 + 25 + 20 + 0 + 200.0 / 3) / 5, 1e-9);
 }
 
 RC_GTEST_PROP(Fit, ExactSamplesOfAnyNonNegativeModelAreFitWithinAPercent, ()) {

@@ -36,7 +36,9 @@ HardwareProfile sample_profile() {
 }
 
 TEST(HardwareProfile, RoundTripsModelsAndTierSettings) {
-  const HardwareProfile p = sample_profile();
+  HardwareProfile p = sample_profile();
+  p.links["disk_write"].model.spill_object_bytes = 1 << 20;
+  p.links["disk_write"].model.spill_gbps = 0.5;
   const std::string text = to_toml(p);
   EXPECT_NE(text.find("# machine: test"), std::string::npos);
   EXPECT_NE(text.find("stream_gbps = inf"), std::string::npos);
@@ -53,9 +55,18 @@ TEST(HardwareProfile, RoundTripsModelsAndTierSettings) {
 
 TEST(HardwareProfile, WritesTheSimulatorLinkKeysFromTheModels) {
   const std::string text = to_toml(sample_profile());
-  // Full queue, no stream term: the bandwidth itself; one-object latency: 85.5 + 12.25 + 3.
-  EXPECT_NE(text.find("disk_read_gbps = 1.875\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("disk_write_gbps = 1.25\n"), std::string::npos);
+  // A full queue (8) of 32 MiB objects: bytes over their per-object and per-byte time.
+  auto expected_gbps = [](double gbps) {
+    const double bytes = 8.0 * (32 << 20);
+    const double ns = 8 * (12.25 + 3.0 / 8) * 1e3 + bytes / gbps;
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%.6g", bytes / ns);
+    return std::string(buf);
+  };
+  EXPECT_NE(text.find("disk_read_gbps = " + expected_gbps(1.875) + "\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("disk_write_gbps = " + expected_gbps(1.25) + "\n"), std::string::npos);
+  // One-object latency: 85.5 + 12.25 + 3.
   EXPECT_NE(text.find("disk_latency_us = 100.75\n"), std::string::npos);
   EXPECT_EQ(text.find("network_gbps"), std::string::npos);  // no remote model, no remote keys
 }

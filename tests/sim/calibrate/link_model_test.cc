@@ -27,7 +27,17 @@ TEST(LinkModel, QueueDepthHidesTheSerialTermsUpToTheDepth) {
   EXPECT_EQ(m.predict(2, 2000), 60'000 + 1'000);
   // n = 8: q = 4.   8 * (10 + 40/4) us, 8000 B / 4.
   EXPECT_EQ(m.predict(8, 8000), 160'000 + 2'000);
-  EXPECT_EQ(m.features(8, 8000), (std::vector<double>{1, 8, 2, 8000, 2000}));
+  EXPECT_EQ(m.features(8, 8000), (std::vector<double>{1, 8, 2, 8000, 2000, 8000}));
+}
+
+TEST(LinkModel, SpillChargesOnlyTheBytesOfEachObjectBeyondTheSpillSize) {
+  LinkModel m;
+  m.gbps = 4.0;  // 0.25 ns per byte
+  m.spill_object_bytes = 1000;
+  m.spill_gbps = 0.5;                                     // 2 ns per spilled byte
+  EXPECT_EQ(m.predict(4, 4 * 800), 800);                  // no object spills
+  EXPECT_EQ(m.predict(4, 4 * 1500), 1500 + 4 * 500 * 2);  // 500 bytes of each spill
+  EXPECT_EQ(m.features(4, 6000), (std::vector<double>{1, 4, 4, 6000, 6000, 2000}));
 }
 
 TEST(LinkModel, ClassesFollowTheSimulatorLinkKinds) {

@@ -90,7 +90,7 @@ TEST(CalibrateThenValidate, SmallCycleWritesAProfileAndAReport) {
       kvtwin("calibrate --disk-path " + dir + "/disk --remote-url " + server.url() +
              " --sizes 65536 262144 --counts 1 2 --repeats 1 --queue-depth 2"
              " --pipeline-depth 2 -o " +
-             dir + "/profile.toml");
+             dir + "/profile.toml --samples " + dir + "/samples.csv");
   ASSERT_EQ(cal.exit_code, 0) << cal.err;
   const calibrate::HardwareProfile p = calibrate::read_hardware_profile(dir + "/profile.toml");
   for (const char* cls : {"disk_read", "disk_write", "remote_get", "remote_put"}) {
@@ -99,6 +99,12 @@ TEST(CalibrateThenValidate, SmallCycleWritesAProfileAndAReport) {
     EXPECT_EQ(p.links.at(cls).samples, 12u) << cls;  // 2 sizes x 2 counts x depths {1, 2, 4}
   }
   EXPECT_TRUE(std::filesystem::is_empty(dir + "/disk"));  // calibration cleans up
+  // The same samples fit again give the same models.
+  const CommandRun refit = kvtwin("calibrate --refit " + dir + "/samples.csv --queue-depth 2 " +
+                                  "--pipeline-depth 2 -o " + dir + "/refit.toml");
+  ASSERT_EQ(refit.exit_code, 0) << refit.err;
+  const calibrate::HardwareProfile again = calibrate::read_hardware_profile(dir + "/refit.toml");
+  for (const auto& [cls, link] : p.links) EXPECT_EQ(again.links.at(cls).model, link.model) << cls;
   EXPECT_EQ(server.command({"DBSIZE"}), "0");
 
   std::ofstream(dir + "/transfers.csv")
@@ -114,6 +120,14 @@ TEST(CalibrateThenValidate, SmallCycleWritesAProfileAndAReport) {
   EXPECT_NE(report.find("wrong bytes: 0 object(s)"), std::string::npos) << report;
   EXPECT_NE(report.find("1 transfer(s) with failed objects left out"), std::string::npos);
   EXPECT_EQ(count_lines(slurp(dir + "/report/samples.csv")), 6u);  // header + 5 transfers
+  EXPECT_NE(report.find("timing: predicted"), std::string::npos);
+  // Execution-driven timing: the same transfers, the simulation clock follows the measurements.
+  const CommandRun measured =
+      kvtwin("validate --timing measured --profile " + dir + "/profile.toml --disk-path " + dir +
+             "/disk --remote-url " + server.url() + " --transfers " + dir + "/transfers.csv -o " +
+             dir + "/report_measured -q");
+  ASSERT_EQ(measured.exit_code, 0) << measured.err;
+  EXPECT_NE(slurp(dir + "/report_measured/report.md").find("timing: measured"), std::string::npos);
   EXPECT_TRUE(std::filesystem::is_empty(dir + "/disk"));
   EXPECT_EQ(server.command({"DBSIZE"}), "0");
 }
