@@ -1,6 +1,7 @@
 #include "cuda/tiers/tier_mover.h"
 
 #include <chrono>
+#include <utility>
 #include <vector>
 
 #include "cuda/tiers/host_buffer.h"

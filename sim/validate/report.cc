@@ -168,10 +168,12 @@ std::string write_report(const std::string& dir, const std::vector<std::string>&
       if (s.num_failed == 0 && s.measured_ns > 0 && s.predicted_ns > 0)
         by_class[class_of(s)].push_back(&s);
     std::ofstream gp(dir + "/predicted_vs_measured.gp");
-    gp << "set terminal svg size 800,600 dynamic\nset output 'predicted_vs_measured.svg'\n"
+    gp << "set terminal svg size 800,600 dynamic noenhanced\n"
+          "set output 'predicted_vs_measured.svg'\n"
           "set logscale xy\nset xlabel 'predicted (ms)'\nset ylabel 'measured (ms)'\n"
           "set key top left\nset grid\nset title 'kvtwin validate: predicted vs measured'\n";
-    gp << "plot x title 'y = x' with lines lc rgb 'gray'";
+    gp << "plot x title 'y = x' with lines lc rgb 'gray', x / 1.1 title '+/- 10 %' with lines "
+          "dt 2 lc rgb 'gray', x / 0.9 notitle with lines dt 2 lc rgb 'gray'";
     for (const auto& [cls, v] : by_class)
       gp << ", '-' title '" << cls << "' with points pt 7 ps 0.6";
     gp << "\n";
