@@ -168,7 +168,7 @@ void DiskTier::batched_put(std::span<const DiskPut> puts, std::span<TierStatus> 
       src = op.bounce.data();
     }
     const uint64_t body = n / kDirectIoAlign * kDirectIoAlign;
-    std::memcpy(op.tail(), src + body, n - body);
+    if (n > body) std::memcpy(op.tail(), src + body, n - body);
     if (n == 0) {  // nothing to overlap with: the header is the whole write
       encode_chunk_header(put.key, 0, payload_checksum(put.payload), op.header());
       plan_iov(op, /*with_header=*/true, nullptr, 0, req);
@@ -271,7 +271,7 @@ void DiskTier::batched_get(std::span<const DiskGet> gets, std::span<TierStatus> 
     }
     const uint64_t body = n / kDirectIoAlign * kDirectIoAlign;
     if (op.bounce.data() != nullptr) std::memcpy(get.out.data(), op.bounce.data(), body);
-    std::memcpy(get.out.data() + body, op.tail(), n - body);
+    if (n > body) std::memcpy(get.out.data() + body, op.tail(), n - body);
     op.status = payload_checksum(get.out) == recorded ? TierStatus::kOk : TierStatus::kCorrupt;
   };
 
