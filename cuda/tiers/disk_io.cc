@@ -32,6 +32,9 @@ int64_t transfer_rest(const IoRequest& req, uint64_t done) {
                                 : ::preadv(req.fd, rest.data(), count, at);
     if (r < 0) {
       if (errno == EINTR) continue;
+      // A read that already got bytes and now fails (O_DIRECT past an unaligned end of file
+      // says EINVAL) ended at the file's end: report the short count, not the error.
+      if (!req.write && done > 0) break;
       return -errno;
     }
     if (r == 0) {

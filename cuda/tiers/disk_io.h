@@ -42,7 +42,8 @@ struct IoRequest {
 };
 
 // Carries `req` on from `done` bytes with preadv / pwritev until complete, end of file or error.
-// Returns the total bytes transferred, or -errno.
+// Returns the total bytes transferred, or -errno (a read that fails after some bytes returns
+// the bytes it got: the file ended).
 int64_t transfer_rest(const IoRequest& req, uint64_t done);
 
 class IoEngine {
