@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,6 +49,15 @@ class ValidatingMover final : public Mover {
  public:
   ValidatingMover(Simulator& sim, Mover& modeled, Mover& real, Timing timing);
 
+  // Limits validation to the links `real` can execute (e.g. TierMover::handles): any other
+  // transfer goes to the modeled mover alone and is not sampled. Without it every transfer is
+  // validated. (A simulation run moves GPU <-> CPU chunks too, which a storage-only real mover
+  // cannot execute.)
+  void set_validated_links(std::function<bool(Location src, Location dst)> validated) {
+    validated_ = std::move(validated);
+  }
+  uint64_t num_passed_through() const { return passed_through_; }
+
   void start(Transfer transfer, Done done) override;
   std::string_view name() const override { return "validating"; }
 
@@ -63,8 +73,10 @@ class ValidatingMover final : public Mover {
   Mover& modeled_;
   Mover& real_;
   Timing timing_;
+  std::function<bool(Location, Location)> validated_;
   std::vector<TransferSample> samples_;
   size_t in_flight_ = 0;
+  uint64_t passed_through_ = 0;
 };
 
 }  // namespace kvtwin::sim::validate

@@ -125,6 +125,26 @@ TEST(ValidatingMover, ALateRealReportDelaysOnlyTransfersSlowerThanPredicted) {
   EXPECT_EQ(v.samples()[1].measured_ns, 100'000);
 }
 
+TEST(ValidatingMover, LinksTheRealMoverCannotExecuteGoToTheModelAlone) {
+  Simulator sim;
+  auto m = models();
+  m["pcie_h2d"] = m["disk_read"];
+  LinkModelMover modeled(sim, m);
+  FakeRealMover real(sim);
+  ValidatingMover v(sim, modeled, real, Timing::kPredicted);
+  v.set_validated_links(
+      [](Location src, Location dst) { return src != Location::kGpu && dst != Location::kGpu; });
+  TransferResult got;
+  v.start(make(Location::kCpu, Location::kGpu, {"bad-but-unexecuted"}, 2000),
+          [&](const TransferResult& r) { got = r; });
+  sim.run();
+  EXPECT_EQ(got.ok, std::vector<uint8_t>{1});  // the model's outcome: the real one never ran
+  EXPECT_EQ(got.finish, 10'000 + 1'000);
+  EXPECT_EQ(got.measured_ns, -1);
+  EXPECT_TRUE(v.samples().empty());
+  EXPECT_EQ(v.num_passed_through(), 1u);
+}
+
 TEST(ValidatingMover, TwoRunsGiveTheSameSamplesInTheSameOrder) {
   auto run = [] {
     Simulator sim;
