@@ -1,0 +1,174 @@
+#include "sim/workload/trace_stats.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <unordered_set>
+
+namespace kvtwin::sim::workload {
+
+Percentiles percentiles(std::vector<double>* values) {
+  Percentiles p;
+  if (values->empty()) return p;
+  std::sort(values->begin(), values->end());
+  double sum = 0;
+  for (double v : *values) sum += v;
+  auto rank = [&](double q) {
+    size_t n = values->size();
+    size_t k = static_cast<size_t>(std::ceil(q * static_cast<double>(n)));
+    return (*values)[std::min(n, std::max<size_t>(k, 1)) - 1];
+  };
+  p.mean = sum / static_cast<double>(values->size());
+  p.p50 = rank(0.50);
+  p.p90 = rank(0.90);
+  p.p99 = rank(0.99);
+  p.max = values->back();
+  return p;
+}
+
+TraceStats compute_trace_stats(Workload* workload, double window_s) {
+  TraceStats s;
+  s.window_s = window_s;
+  std::vector<double> prompts, outputs;
+  std::unordered_set<uint64_t> seen, sessions, window;
+  SimTime window_len = window_s > 0 ? from_seconds(window_s) : 0;
+  int64_t window_index = -1;
+  TraceRequest r;
+  while (workload->next(&r)) {
+    if (s.requests == 0) s.first_arrival = r.arrival;
+    s.last_arrival = r.arrival;
+    ++s.requests;
+    prompts.push_back(static_cast<double>(r.prompt_tokens));
+    outputs.push_back(static_cast<double>(r.output_tokens));
+    s.total_prompt_tokens += static_cast<uint64_t>(r.prompt_tokens);
+    s.total_output_tokens += static_cast<uint64_t>(r.output_tokens);
+    if (r.has_session) sessions.insert(r.session_id);
+    if (r.block_ids.empty()) continue;
+    ++s.requests_with_ids;
+    if (s.block_size == 0) s.block_size = r.block_size;
+    s.tokens_with_ids += static_cast<uint64_t>(r.prompt_tokens);
+    s.block_refs += r.block_ids.size();
+    bool hitting = true;
+    for (size_t i = 0; i < r.block_ids.size(); ++i) {
+      bool known = seen.count(r.block_ids[i]) > 0;
+      if (hitting && known) {
+        ++s.prefix_hit_blocks;
+        int64_t start = static_cast<int64_t>(i) * r.block_size;
+        s.prefix_hit_tokens +=
+            static_cast<uint64_t>(std::min<int64_t>(r.block_size, r.prompt_tokens - start));
+      } else {
+        hitting = false;
+      }
+    }
+    seen.insert(r.block_ids.begin(), r.block_ids.end());
+    if (window_len > 0) {
+      int64_t w = r.arrival / window_len;
+      if (w != window_index) {
+        window.clear();
+        window_index = w;
+      }
+      window.insert(r.block_ids.begin(), r.block_ids.end());
+      s.max_window_unique_blocks = std::max<uint64_t>(s.max_window_unique_blocks, window.size());
+    }
+  }
+  s.unique_blocks = seen.size();
+  s.sessions = sessions.size();
+  s.prompt_tokens = percentiles(&prompts);
+  s.output_tokens = percentiles(&outputs);
+  return s;
+}
+
+namespace {
+
+double ratio(uint64_t a, uint64_t b) {
+  return b == 0 ? 0.0 : static_cast<double>(a) / b;
+}
+double span_s(const TraceStats& s) {
+  return to_seconds(s.last_arrival - s.first_arrival);
+}
+
+}  // namespace
+
+std::string format_trace_stats(const TraceStats& s, const std::string& name,
+                               double kv_bytes_per_token) {
+  std::string out;
+  char buf[512];
+  auto line = [&](const char* fmt, auto... args) {
+    std::snprintf(buf, sizeof buf, fmt, args...);
+    out += buf;
+  };
+  double span = span_s(s);
+  line("trace                 %s\n", name.c_str());
+  line("requests              %llu\n", static_cast<unsigned long long>(s.requests));
+  line("span                  %.3f s (%.1f min), mean rate %.3f req/s\n", span, span / 60,
+       span > 0 ? static_cast<double>(s.requests) / span : 0.0);
+  line("prompt tokens         mean %.1f  p50 %.0f  p90 %.0f  p99 %.0f  max %.0f\n",
+       s.prompt_tokens.mean, s.prompt_tokens.p50, s.prompt_tokens.p90, s.prompt_tokens.p99,
+       s.prompt_tokens.max);
+  line("output tokens         mean %.1f  p50 %.0f  p90 %.0f  p99 %.0f  max %.0f\n",
+       s.output_tokens.mean, s.output_tokens.p50, s.output_tokens.p90, s.output_tokens.p99,
+       s.output_tokens.max);
+  if (s.sessions > 0)
+    line("sessions              %llu\n", static_cast<unsigned long long>(s.sessions));
+  if (s.requests_with_ids == 0) {
+    out += "prefix information    none (block ids absent; see workload.prefix_groups)\n";
+    return out;
+  }
+  line("block size            %d tokens per id\n", s.block_size);
+  line("block references      %llu (%llu requests with ids)\n",
+       static_cast<unsigned long long>(s.block_refs),
+       static_cast<unsigned long long>(s.requests_with_ids));
+  line("unique blocks         %llu\n", static_cast<unsigned long long>(s.unique_blocks));
+  line("prefix reuse ratio    %.2f%% of blocks, %.2f%% of prompt tokens (infinite cache)\n",
+       100 * ratio(s.prefix_hit_blocks, s.block_refs),
+       100 * ratio(s.prefix_hit_tokens, s.tokens_with_ids));
+  double ws_tokens = static_cast<double>(s.unique_blocks) * s.block_size;
+  line("working set           %.0f tokens", ws_tokens);
+  if (kv_bytes_per_token > 0) line(" = %.1f GiB of KV", ws_tokens * kv_bytes_per_token / (1 << 30));
+  out += "\n";
+  if (s.window_s > 0) {
+    double wt = static_cast<double>(s.max_window_unique_blocks) * s.block_size;
+    line("busiest %.0f s window  %llu unique blocks = %.0f tokens", s.window_s,
+         static_cast<unsigned long long>(s.max_window_unique_blocks), wt);
+    if (kv_bytes_per_token > 0) line(" = %.1f GiB of KV", wt * kv_bytes_per_token / (1 << 30));
+    out += "\n";
+  }
+  return out;
+}
+
+std::string trace_stats_json(const TraceStats& s, const std::string& name,
+                             double kv_bytes_per_token) {
+  std::string out = "{";
+  char buf[256];
+  auto num = [&](const char* key, double v, bool last = false) {
+    std::snprintf(buf, sizeof buf, "\"%s\": %.10g%s", key, v, last ? "" : ", ");
+    out += buf;
+  };
+  out += "\"trace\": \"";
+  for (char c : name) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  out += "\", ";
+  num("requests", static_cast<double>(s.requests));
+  num("span_s", span_s(s));
+  num("prompt_tokens_mean", s.prompt_tokens.mean);
+  num("prompt_tokens_p50", s.prompt_tokens.p50);
+  num("prompt_tokens_p99", s.prompt_tokens.p99);
+  num("prompt_tokens_max", s.prompt_tokens.max);
+  num("output_tokens_mean", s.output_tokens.mean);
+  num("output_tokens_max", s.output_tokens.max);
+  num("sessions", static_cast<double>(s.sessions));
+  num("block_size", s.block_size);
+  num("block_refs", static_cast<double>(s.block_refs));
+  num("unique_blocks", static_cast<double>(s.unique_blocks));
+  num("prefix_reuse_blocks", ratio(s.prefix_hit_blocks, s.block_refs));
+  num("prefix_reuse_tokens", ratio(s.prefix_hit_tokens, s.tokens_with_ids));
+  double ws_tokens = static_cast<double>(s.unique_blocks) * s.block_size;
+  num("working_set_tokens", ws_tokens);
+  num("working_set_bytes", ws_tokens * kv_bytes_per_token);
+  num("window_s", s.window_s);
+  num("max_window_unique_blocks", static_cast<double>(s.max_window_unique_blocks), true);
+  return out + "}\n";
+}
+
+}  // namespace kvtwin::sim::workload

@@ -1,0 +1,59 @@
+// Reuse statistics of a trace (`kvtwin trace stats`): sizes, arrival rate, and the prefix reuse
+// an infinite cache would see.
+//
+// Prefix reuse ratio: walk requests in order; for each, count its leading block ids already
+// seen in any earlier request (first miss stops the match), then remember all its ids. Because
+// ids are chained, that is the hit rate of a cache that never evicts, at the trace's block size.
+// Working set: distinct block ids (all time, and the most within any aligned window).
+//
+// Memory grows with distinct block ids and requests (the tool's purpose is the whole trace), not
+// with tokens.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/workload/workload.h"
+
+namespace kvtwin::sim::workload {
+
+struct Percentiles {
+  double mean = 0, p50 = 0, p90 = 0, p99 = 0, max = 0;
+};
+
+struct TraceStats {
+  uint64_t requests = 0;
+  SimTime first_arrival = 0;
+  SimTime last_arrival = 0;
+  Percentiles prompt_tokens;
+  Percentiles output_tokens;
+  uint64_t total_prompt_tokens = 0;
+  uint64_t total_output_tokens = 0;
+  uint64_t sessions = 0;  // distinct session ids
+  // Prefix information.
+  uint64_t requests_with_ids = 0;
+  int32_t block_size = 0;  // of the first request with ids (0: none)
+  uint64_t block_refs = 0;
+  uint64_t unique_blocks = 0;
+  uint64_t prefix_hit_blocks = 0;
+  uint64_t prefix_hit_tokens = 0;
+  uint64_t tokens_with_ids = 0;  // prompt tokens of requests that carry ids
+  double window_s = 0;           // window of the next field
+  uint64_t max_window_unique_blocks = 0;
+};
+
+// Reads the whole workload. `window_s` > 0 sets the working-set window.
+TraceStats compute_trace_stats(Workload* workload, double window_s);
+
+// Human-readable report; `kv_bytes_per_token` > 0 adds the working set in bytes.
+std::string format_trace_stats(const TraceStats& s, const std::string& name,
+                               double kv_bytes_per_token);
+// The same as one JSON object.
+std::string trace_stats_json(const TraceStats& s, const std::string& name,
+                             double kv_bytes_per_token);
+
+// Percentiles of a sample (nearest-rank on the sorted values). Sorts *values.
+Percentiles percentiles(std::vector<double>* values);
+
+}  // namespace kvtwin::sim::workload

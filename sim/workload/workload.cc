@@ -1,0 +1,62 @@
+#include "sim/workload/workload.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace kvtwin::sim::workload {
+
+Workload::Workload(std::unique_ptr<TraceReader> reader, const WorkloadOptions& options)
+    : reader_(std::move(reader)), options_(options), rng_(options.seed, "synthetic_prefix") {
+  if (options_.prefix_groups > 0) {
+    zipf_cdf_.resize(static_cast<size_t>(options_.prefix_groups));
+    double sum = 0;
+    for (int g = 0; g < options_.prefix_groups; ++g) {
+      sum += 1.0 / std::pow(static_cast<double>(g + 1), options_.prefix_zipf);
+      zipf_cdf_[static_cast<size_t>(g)] = sum;
+    }
+    for (double& c : zipf_cdf_) c /= sum;
+  }
+}
+
+uint64_t Workload::synthetic_id(uint64_t seed, uint64_t group, uint64_t block) {
+  return (uint64_t{1} << 63) | mix64(mix64(seed ^ 0x7072656669786964ULL ^ group) + block);
+}
+
+uint64_t Workload::draw_group() {
+  double u = rng_.next_double();
+  auto it = std::upper_bound(zipf_cdf_.begin(), zipf_cdf_.end(), u);
+  if (it == zipf_cdf_.end()) --it;
+  return static_cast<uint64_t>(it - zipf_cdf_.begin());
+}
+
+bool Workload::next(TraceRequest* out) {
+  if (done_) return false;
+  if (options_.max_requests > 0 && emitted_ >= options_.max_requests) {
+    done_ = true;
+    return false;
+  }
+  if (!reader_->next(out)) {
+    done_ = true;
+    return false;
+  }
+  if (options_.rate_scale != 1.0)
+    out->arrival =
+        static_cast<SimTime>(std::llround(static_cast<double>(out->arrival) / options_.rate_scale));
+  if (options_.max_duration_s > 0 && out->arrival >= from_seconds(options_.max_duration_s)) {
+    done_ = true;
+    return false;
+  }
+  if (options_.prefix_groups > 0 && out->block_ids.empty()) {
+    uint64_t g = draw_group();
+    int64_t bs = options_.prefix_block_size;
+    int64_t n = std::min<int64_t>(options_.prefix_tokens, out->prompt_tokens) / bs;
+    out->block_size = static_cast<int32_t>(bs);
+    for (int64_t i = 0; i < n; ++i)
+      out->block_ids.push_back(synthetic_id(options_.seed, g, static_cast<uint64_t>(i)));
+    if (n == 0) out->block_size = 0;
+  }
+  ++emitted_;
+  return true;
+}
+
+}  // namespace kvtwin::sim::workload

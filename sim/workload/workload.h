@@ -1,0 +1,56 @@
+// Workload: the request stream a simulation consumes — a trace reader plus the scenario's
+// workload transforms, applied in this order per request:
+//
+//   1. arrival time divided by rate_scale (rounded to the nearest ns);
+//   2. stop at max_requests, or at the first arrival at or after max_duration_s;
+//   3. requests without block ids get a synthetic shared prefix when prefix_groups > 0:
+//      group g ~ Zipf(prefix_zipf) over prefix_groups, drawn from the seeded stream
+//      "synthetic_prefix" in request order; the first floor(min(prefix_tokens, prompt) /
+//      prefix_block_size) blocks get group g's ids, the rest of the prompt stays unique.
+//
+// Streaming: holds one request; memory does not grow with the trace.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "sim/random.h"
+#include "sim/workload/trace_reader.h"
+
+namespace kvtwin::sim::workload {
+
+struct WorkloadOptions {
+  double rate_scale = 1.0;
+  int64_t max_requests = 0;   // 0 = all
+  double max_duration_s = 0;  // 0 = all
+  int prefix_groups = 0;
+  int prefix_tokens = 0;
+  double prefix_zipf = 1.0;
+  int prefix_block_size = 16;
+  uint64_t seed = 0;
+};
+
+class Workload {
+ public:
+  Workload(std::unique_ptr<TraceReader> reader, const WorkloadOptions& options);
+
+  // Next request after the transforms; false at the end.
+  bool next(TraceRequest* out);
+  const TraceReader& reader() const { return *reader_; }
+
+  // Synthetic block id of block i of group g (high bit set, so it never meets a trace's small
+  // remapped ids in practice).
+  static uint64_t synthetic_id(uint64_t seed, uint64_t group, uint64_t block);
+
+ private:
+  uint64_t draw_group();
+
+  std::unique_ptr<TraceReader> reader_;
+  WorkloadOptions options_;
+  Rng rng_;
+  std::vector<double> zipf_cdf_;  // cumulative popularity of groups 0..n-1
+  int64_t emitted_ = 0;
+  bool done_ = false;
+};
+
+}  // namespace kvtwin::sim::workload

@@ -1,0 +1,137 @@
+#include "sim/workload/token_synth.h"
+
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include "sim/workload/workload.h"
+
+namespace kvtwin::sim::workload {
+namespace {
+
+TraceRequest request(uint64_t index, int64_t prompt, int32_t bs, std::vector<uint64_t> ids) {
+  TraceRequest r;
+  r.index = index;
+  r.prompt_tokens = prompt;
+  r.output_tokens = 1;
+  r.block_size = ids.empty() ? 0 : bs;
+  r.block_ids = std::move(ids);
+  return r;
+}
+
+std::vector<int64_t> tokens(const TokenSynthesizer& s, const TraceRequest& r) {
+  std::vector<int64_t> t;
+  s.prompt_tokens(r, &t);
+  return t;
+}
+
+TEST(TokenSynthesizer, SharedIdsGiveSharedTokensAndTheRestDiffers) {
+  TokenSynthesizer s(7, 128256);
+  auto a = tokens(s, request(0, 1200, 512, {1, 2, 3}));
+  auto b = tokens(s, request(1, 1100, 512, {1, 2, 9}));
+  ASSERT_EQ(a.size(), 1200u);
+  ASSERT_EQ(b.size(), 1100u);
+  EXPECT_TRUE(std::equal(a.begin(), a.begin() + 1024, b.begin()));
+  EXPECT_FALSE(std::equal(a.begin() + 1024, a.begin() + 1100, b.begin() + 1024));
+}
+
+TEST(TokenSynthesizer, TokensBeyondTheIdsAreUniquePerRequest) {
+  TokenSynthesizer s(7, 1000);
+  auto a = tokens(s, request(0, 100, 0, {}));
+  auto b = tokens(s, request(1, 100, 0, {}));
+  EXPECT_NE(a, b);
+  EXPECT_EQ(a, tokens(s, request(0, 100, 0, {})));  // deterministic
+}
+
+TEST(TokenSynthesizer, SeedChangesTokensNotStructure) {
+  TokenSynthesizer s1(1, 128256), s2(2, 128256);
+  EXPECT_NE(tokens(s1, request(0, 64, 32, {5, 6})), tokens(s2, request(0, 64, 32, {5, 6})));
+}
+
+// Equal ids ⇒ equal tokens over the shared blocks; and every engine block (of a size dividing the
+// trace's) inside the shared region is equal, while the first block after it differs.
+RC_GTEST_PROP(TokenSynthesizer, EqualIdPrefixesGiveEqualEngineBlocks, ()) {
+  const int32_t trace_bs = *rc::gen::element(16, 64, 512);
+  const int32_t engine_bs = trace_bs / *rc::gen::element(1, 2, 4, 8, 16);
+  const int shared = *rc::gen::inRange(0, 4);
+  const int extra_a = *rc::gen::inRange(1, 3);
+  const int extra_b = *rc::gen::inRange(1, 3);
+  std::vector<uint64_t> ids_a, ids_b;
+  for (int i = 0; i < shared; ++i) {
+    uint64_t id = *rc::gen::arbitrary<uint64_t>();
+    ids_a.push_back(id);
+    ids_b.push_back(id);
+  }
+  for (int i = 0; i < extra_a; ++i) ids_a.push_back((uint64_t{1} << 62) + i);
+  for (int i = 0; i < extra_b; ++i) ids_b.push_back((uint64_t{1} << 61) + i);
+  TokenSynthesizer s(*rc::gen::arbitrary<uint64_t>(), 50000);
+  auto a = tokens(s, request(0, int64_t{trace_bs} * (shared + extra_a), trace_bs, ids_a));
+  auto b = tokens(s, request(1, int64_t{trace_bs} * (shared + extra_b), trace_bs, ids_b));
+  const size_t shared_tokens = static_cast<size_t>(shared) * trace_bs;
+  for (size_t blk = 0; blk * engine_bs < shared_tokens; ++blk)
+    RC_ASSERT(std::equal(a.begin() + blk * engine_bs, a.begin() + (blk + 1) * engine_bs,
+                         b.begin() + blk * engine_bs));
+  // The first trace block after the shared prefix differs between the two.
+  RC_ASSERT(!std::equal(a.begin() + shared_tokens, a.begin() + shared_tokens + trace_bs,
+                        b.begin() + shared_tokens));
+  for (int64_t t : a) RC_ASSERT(t >= 0 && t < 50000);
+}
+
+TEST(Workload, RateScaleDividesArrivalsAndLimitsStopTheStream) {
+  std::string text;
+  for (int i = 0; i < 10; ++i)
+    text += "{\"timestamp\": " + std::to_string(i * 1000) +
+            ", \"input_length\": 10, \"output_length\": 1, \"hash_ids\": [1]}\n";
+  WorkloadOptions o;
+  o.rate_scale = 2;
+  o.max_duration_s = 3;  // scaled arrivals 0, 0.5, ..., 2.5 s pass; 3.0 s stops
+  Workload w(open_trace_bytes("<mem>", text, TraceFormat::kAuto), o);
+  std::vector<SimTime> arrivals;
+  TraceRequest r;
+  while (w.next(&r)) arrivals.push_back(r.arrival);
+  EXPECT_EQ(arrivals, (std::vector<SimTime>{0, 500'000'000, 1'000'000'000, 1'500'000'000,
+                                            2'000'000'000, 2'500'000'000}));
+  WorkloadOptions o2;
+  o2.max_requests = 3;
+  Workload w2(open_trace_bytes("<mem>", text, TraceFormat::kAuto), o2);
+  int n = 0;
+  while (w2.next(&r)) ++n;
+  EXPECT_EQ(n, 3);
+}
+
+TEST(Workload, SyntheticPrefixesFollowTheGroupsAndLeaveTraceIdsAlone) {
+  std::string text = "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n";
+  for (int i = 0; i < 400; ++i) text += std::to_string(i) + ",100,1,,\n";
+  text += "400,100,1,16,42\n";
+  WorkloadOptions o;
+  o.prefix_groups = 4;
+  o.prefix_tokens = 40;  // two 16-token blocks
+  o.prefix_zipf = 1.0;
+  o.prefix_block_size = 16;
+  o.seed = 3;
+  Workload w(open_trace_bytes("<mem>", text, TraceFormat::kAuto), o);
+  TraceRequest r;
+  std::map<uint64_t, int> first_ids;
+  int n = 0;
+  while (w.next(&r)) {
+    if (r.index == 400) {
+      EXPECT_EQ(r.block_ids, (std::vector<uint64_t>{42}));
+      continue;
+    }
+    ASSERT_EQ(r.block_ids.size(), 2u);
+    EXPECT_EQ(r.block_size, 16);
+    uint64_t g = 0;
+    for (; g < 4; ++g)
+      if (r.block_ids[0] == Workload::synthetic_id(3, g, 0)) break;
+    ASSERT_LT(g, 4u);
+    EXPECT_EQ(r.block_ids[1], Workload::synthetic_id(3, g, 1));
+    ++first_ids[g];
+    ++n;
+  }
+  EXPECT_EQ(n, 400);
+  // Zipf(1) over 4 groups: shares 0.48, 0.24, 0.16, 0.12; group 0 is the most popular.
+  EXPECT_GT(first_ids[0], first_ids[1]);
+  EXPECT_GT(first_ids[1], first_ids[3]);
+}
+
+}  // namespace
+}  // namespace kvtwin::sim::workload

@@ -1,0 +1,76 @@
+#include "sim/workload/trace_stats.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "tests/support/paths.h"
+
+namespace kvtwin::sim::workload {
+namespace {
+
+TraceStats stats_of(const std::string& path, double window_s = 0) {
+  Workload w(open_trace(path, TraceFormat::kAuto), WorkloadOptions{});
+  return compute_trace_stats(&w, window_s);
+}
+
+TEST(TraceStats, PrefixReuseOfASmallTraceMatchesAHandCount) {
+  std::string path = kvtwin::testing::scratch_dir() + "/t.csv";
+  std::ofstream(path) << "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
+                         "0,40,1,16,1 2 3\n"   // all new
+                         "1,40,1,16,1 2 4\n"   // hits 1 2 (32 tokens)
+                         "2,20,1,16,5 2\n"     // 2 is known but the first miss stops the match
+                         "3,40,1,16,1 2 3\n";  // hits 3 blocks: 16+16+8 tokens
+  TraceStats s = stats_of(path);
+  EXPECT_EQ(s.requests, 4u);
+  EXPECT_EQ(s.block_refs, 11u);
+  EXPECT_EQ(s.unique_blocks, 5u);
+  EXPECT_EQ(s.prefix_hit_blocks, 5u);
+  EXPECT_EQ(s.prefix_hit_tokens, 32u + 40u);
+  EXPECT_EQ(s.tokens_with_ids, 140u);
+  EXPECT_EQ(s.prompt_tokens.max, 40);
+  EXPECT_EQ(s.prompt_tokens.p50, 40);
+}
+
+// Oracle: ../shared/traces/README.md computed these from the files independently.
+TEST(TraceStats, MooncakeConversationMatchesTheTraceReadme) {
+  TraceStats s =
+      stats_of(kvtwin::testing::source_path("traces/mooncake_fast25/conversation_trace.jsonl"));
+  EXPECT_EQ(s.requests, 12031u);
+  EXPECT_EQ(s.block_refs, 288500u);
+  EXPECT_EQ(s.unique_blocks, 182790u);
+  EXPECT_EQ(s.last_arrival, 3'536'999'000'000);
+  EXPECT_NEAR(static_cast<double>(s.prefix_hit_blocks) / s.block_refs, 0.366, 0.0005);
+  EXPECT_NEAR(static_cast<double>(s.prefix_hit_tokens) / s.tokens_with_ids, 0.374, 0.0005);
+  EXPECT_NEAR(s.prompt_tokens.mean, 12035.1, 0.05);
+}
+
+TEST(TraceStats, MooncakeSyntheticMatchesTheTraceReadme) {
+  TraceStats s =
+      stats_of(kvtwin::testing::source_path("traces/mooncake_fast25/synthetic_trace.jsonl"));
+  EXPECT_EQ(s.requests, 3993u);
+  EXPECT_EQ(s.block_refs, 121877u);
+  EXPECT_EQ(s.unique_blocks, 43924u);
+  EXPECT_NEAR(static_cast<double>(s.prefix_hit_blocks) / s.block_refs, 0.640, 0.0005);
+  EXPECT_NEAR(static_cast<double>(s.prefix_hit_tokens) / s.tokens_with_ids, 0.651, 0.0005);
+}
+
+TEST(TraceStats, WindowedWorkingSetNeverExceedsTheTotal) {
+  TraceStats s =
+      stats_of(kvtwin::testing::source_path("traces/mooncake_fast25/conversation_trace.jsonl"), 60);
+  EXPECT_GT(s.max_window_unique_blocks, 0u);
+  EXPECT_LT(s.max_window_unique_blocks, s.unique_blocks);
+}
+
+TEST(Percentiles, NearestRankOnSortedValues) {
+  std::vector<double> v = {5, 1, 4, 2, 3, 6, 7, 8, 9, 10};
+  Percentiles p = percentiles(&v);
+  EXPECT_EQ(p.p50, 5);
+  EXPECT_EQ(p.p90, 9);
+  EXPECT_EQ(p.p99, 10);
+  EXPECT_EQ(p.max, 10);
+  EXPECT_DOUBLE_EQ(p.mean, 5.5);
+}
+
+}  // namespace
+}  // namespace kvtwin::sim::workload

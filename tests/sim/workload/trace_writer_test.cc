@@ -1,0 +1,75 @@
+#include "sim/workload/trace_writer.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "sim/io/input_error.h"
+#include "tests/support/paths.h"
+
+namespace kvtwin::sim::workload {
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string convert(const std::string& in, TraceFormat to, const std::string& out_name) {
+  static std::string dir;
+  if (dir.empty()) dir = kvtwin::testing::scratch_dir();
+  std::string out = dir + "/" + out_name;
+  std::FILE* f = std::fopen(out.c_str(), "wb");
+  TraceWriter w(f, to);
+  auto reader = open_trace(in, TraceFormat::kAuto);
+  TraceRequest r;
+  while (reader->next(&r)) w.write(r);
+  std::fclose(f);
+  return out;
+}
+
+TEST(TraceWriter, MooncakeToMooncakeReproducesTheFileByteForByte) {
+  std::string in =
+      kvtwin::testing::source_path("traces/examples/mooncake_conversation_10min.jsonl");
+  EXPECT_EQ(slurp(convert(in, TraceFormat::kMooncake, "out.jsonl")), slurp(in));
+}
+
+TEST(TraceWriter, NativeRoundTripKeepsEveryField) {
+  std::string in =
+      kvtwin::testing::source_path("traces/examples/mooncake_conversation_10min.jsonl");
+  std::string native = convert(in, TraceFormat::kNative, "out.csv");
+  std::string back = convert(native, TraceFormat::kMooncake, "back.jsonl");
+  EXPECT_EQ(slurp(back), slurp(in));
+}
+
+TEST(TraceWriter, NativeRowPrintsExactArrivalAndIds) {
+  TraceRequest r;
+  r.arrival = 1'000'000'001;
+  r.prompt_tokens = 20;
+  r.output_tokens = 3;
+  r.has_session = true;
+  r.session_id = 5;
+  r.block_size = 16;
+  r.block_ids = {18446744073709551615ULL, 2};
+  EXPECT_EQ(TraceWriter::native_row(r), "1.000000001,20,3,5,16,18446744073709551615 2");
+  r.block_ids.clear();
+  r.block_size = 0;
+  r.has_session = false;
+  r.arrival = 2'500'000'000;
+  EXPECT_EQ(TraceWriter::native_row(r), "2.5,20,3,,,");
+}
+
+TEST(TraceWriter, MooncakeRejectsIdsOfAnotherBlockSize) {
+  TraceRequest r;
+  r.prompt_tokens = 20;
+  r.output_tokens = 3;
+  r.block_size = 16;
+  r.block_ids = {1};
+  EXPECT_THROW(TraceWriter::mooncake_row(r), InputError);
+}
+
+}  // namespace
+}  // namespace kvtwin::sim::workload
