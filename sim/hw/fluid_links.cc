@@ -1,0 +1,150 @@
+#include "sim/hw/fluid_links.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "model/check.h"
+
+namespace kvtwin::sim::hw {
+
+FluidLinks::LinkId FluidLinks::add_link(std::string name, double bytes_per_s) {
+  KVTWIN_CHECK_LT(0.0, bytes_per_s) << name;
+  links_.push_back(LinkStats{std::move(name), bytes_per_s, 0, 0, 0});
+  flows_on_link_.push_back(0);
+  return static_cast<LinkId>(links_.size() - 1);
+}
+
+void FluidLinks::start_flow(std::vector<LinkId> links, double bytes, SimDuration latency,
+                            Done done) {
+  KVTWIN_CHECK(!links.empty());
+  KVTWIN_CHECK_GE(bytes, 0.0);
+  KVTWIN_CHECK_GE(latency, 0);
+  for (LinkId l : links) KVTWIN_CHECK(l >= 0 && static_cast<size_t>(l) < links_.size());
+  Flow flow{next_flow_id_++, std::move(links), bytes, 0, std::move(done)};
+  if (latency == 0 && bytes > 0) {
+    activate(std::move(flow));
+    return;
+  }
+  // The latency phase does not share bandwidth; the flow joins the links afterwards (or, with
+  // no bytes, completes).
+  sim_->schedule_after(latency, [this, f = std::move(flow)]() mutable {
+    if (f.remaining <= 0) {
+      f.done();
+      return;
+    }
+    activate(std::move(f));
+  });
+}
+
+void FluidLinks::activate(Flow flow) {
+  advance();
+  active_.push_back(std::move(flow));
+  recompute_rates();
+  reschedule();
+}
+
+void FluidLinks::advance() {
+  SimTime now = sim_->now();
+  SimDuration dt = now - last_update_;
+  if (dt > 0) {
+    double secs = to_seconds(dt);
+    for (Flow& f : active_) {
+      double moved = std::min(f.remaining, f.rate * secs);
+      f.remaining -= moved;
+      for (LinkId l : f.links) links_[static_cast<size_t>(l)].bytes += moved;
+    }
+    for (size_t l = 0; l < links_.size(); ++l)
+      if (flows_on_link_[l] > 0) links_[l].busy_ns += dt;
+  }
+  last_update_ = now;
+}
+
+void FluidLinks::recompute_rates() {
+  std::fill(flows_on_link_.begin(), flows_on_link_.end(), 0);
+  for (const Flow& f : active_)
+    for (LinkId l : f.links) ++flows_on_link_[static_cast<size_t>(l)];
+  for (size_t l = 0; l < links_.size(); ++l)
+    links_[l].max_flows = std::max(links_[l].max_flows, flows_on_link_[l]);
+
+  // Progressive filling: raise every unfrozen flow's rate together until a link saturates, then
+  // freeze the flows crossing it; repeat.
+  std::vector<double> spare(links_.size());
+  std::vector<int> unfrozen_on(flows_on_link_.begin(), flows_on_link_.end());
+  for (size_t l = 0; l < links_.size(); ++l) spare[l] = links_[l].capacity;
+  std::vector<uint8_t> frozen(active_.size(), 0);
+  for (Flow& f : active_) f.rate = 0;
+  size_t left = active_.size();
+  while (left > 0) {
+    double inc = INFINITY;
+    for (size_t l = 0; l < links_.size(); ++l)
+      if (unfrozen_on[l] > 0) inc = std::min(inc, spare[l] / unfrozen_on[l]);
+    KVTWIN_CHECK(std::isfinite(inc));
+    for (size_t i = 0; i < active_.size(); ++i) {
+      if (frozen[i]) continue;
+      active_[i].rate += inc;
+      for (LinkId l : active_[i].links) spare[static_cast<size_t>(l)] -= inc;
+    }
+    for (size_t i = 0; i < active_.size(); ++i) {
+      if (frozen[i]) continue;
+      bool saturated = false;
+      for (LinkId l : active_[i].links)
+        saturated |=
+            spare[static_cast<size_t>(l)] <= 1e-9 * links_[static_cast<size_t>(l)].capacity;
+      if (saturated) {
+        frozen[i] = 1;
+        --left;
+        for (LinkId l : active_[i].links) --unfrozen_on[static_cast<size_t>(l)];
+      }
+    }
+  }
+  for (size_t l = 0; l < links_.size(); ++l)
+    KVTWIN_CHECK_GE(spare[l], -1e-6 * links_[l].capacity) << "link over capacity";
+}
+
+void FluidLinks::reschedule() {
+  if (event_pending_) {
+    sim_->cancel(event_);
+    event_pending_ = false;
+  }
+  if (active_.empty()) return;
+  double soonest = INFINITY;
+  for (const Flow& f : active_) soonest = std::min(soonest, f.remaining / f.rate);
+  SimDuration dt = static_cast<SimDuration>(std::ceil(soonest * 1e9));
+  event_ = sim_->schedule_after(std::max<SimDuration>(dt, 0), [this] { on_completion(); });
+  event_pending_ = true;
+}
+
+void FluidLinks::on_completion() {
+  event_pending_ = false;
+  advance();
+  std::vector<Done> finished;
+  std::vector<Flow> still;
+  still.reserve(active_.size());
+  for (Flow& f : active_) {
+    if (f.remaining <= f.rate * 1e-9 + 1e-9) {
+      for (LinkId l : f.links) links_[static_cast<size_t>(l)].bytes += f.remaining;
+      finished.push_back(std::move(f.done));
+    } else {
+      still.push_back(std::move(f));
+    }
+  }
+  active_ = std::move(still);
+  recompute_rates();
+  reschedule();
+  for (Done& d : finished) d();
+}
+
+const std::vector<FluidLinks::LinkStats>& FluidLinks::stats() {
+  advance();
+  return links_;
+}
+
+double FluidLinks::link_rate(LinkId link) const {
+  double r = 0;
+  for (const Flow& f : active_)
+    for (LinkId l : f.links)
+      if (l == link) r += f.rate;
+  return r;
+}
+
+}  // namespace kvtwin::sim::hw

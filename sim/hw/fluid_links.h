@@ -1,0 +1,82 @@
+// FluidLinks: bandwidth sharing among concurrent transfers, as a fluid max-min fair model.
+//
+// A flow moves `bytes` across a set of links after a fixed `latency`. While flows are active,
+// rates follow max-min fairness (progressive filling): every flow gets an equal share of its
+// bottleneck link, and capacity a flow cannot use on one link goes to the others. Each arrival or
+// departure re-computes all rates and re-schedules the one pending completion event through
+// Simulator::cancel / schedule_at.
+//
+//   time ─────────────────────────────────────────────▶
+//   flow A  |lat|====== rate C ======|== C/2 ==|== C ==|done
+//   flow B               |lat|       |== C/2 ==|done
+//
+// Completion times are rounded up to whole ns; a flow whose remaining work is under one ns at its
+// rate completes with the flow that triggered the event. Callbacks of flows completing at the same
+// instant run in flow-creation order. Zero-byte flows complete after their latency.
+//
+// Invariants: Σ rates of the flows on a link ≤ its capacity (checked); a flow's remaining bytes
+// never grow. Threading: single-threaded, owned by one Simulator.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "sim/simulator.h"
+
+namespace kvtwin::sim::hw {
+
+class FluidLinks {
+ public:
+  using LinkId = int32_t;
+  using Done = std::function<void()>;
+
+  explicit FluidLinks(Simulator* sim) : sim_(sim) {}
+  FluidLinks(const FluidLinks&) = delete;
+  FluidLinks& operator=(const FluidLinks&) = delete;
+
+  // REQUIRES: bytes_per_s > 0.
+  LinkId add_link(std::string name, double bytes_per_s);
+
+  // Starts a flow now. REQUIRES: links non-empty and distinct, bytes >= 0, latency >= 0.
+  void start_flow(std::vector<LinkId> links, double bytes, SimDuration latency, Done done);
+
+  struct LinkStats {
+    std::string name;
+    double capacity = 0;      // bytes/s
+    double bytes = 0;         // bytes moved across the link
+    SimDuration busy_ns = 0;  // time with at least one active flow
+    int max_flows = 0;        // most concurrent active flows
+  };
+  // Statistics, brought up to now().
+  const std::vector<LinkStats>& stats();
+  size_t num_active() const { return active_.size(); }
+  // Current rate of the active flows on a link (bytes/s), for tests.
+  double link_rate(LinkId link) const;
+
+ private:
+  struct Flow {
+    uint64_t id;
+    std::vector<LinkId> links;
+    double remaining;
+    double rate = 0;
+    Done done;
+  };
+  void activate(Flow flow);
+  void advance();          // progresses every active flow to now()
+  void recompute_rates();  // max-min fair rates
+  void reschedule();       // the next completion event
+  void on_completion();
+
+  Simulator* sim_;
+  std::vector<LinkStats> links_;
+  std::vector<int> flows_on_link_;
+  std::vector<Flow> active_;  // in creation order
+  uint64_t next_flow_id_ = 0;
+  SimTime last_update_ = 0;
+  bool event_pending_ = false;
+  Simulator::EventId event_ = 0;
+};
+
+}  // namespace kvtwin::sim::hw

@@ -1,0 +1,88 @@
+// ModelGeometry: what the step model and the cache layers need to know about a model, derived
+// once from the scenario's [model] and [gpu] sections. All sizes are per tensor-parallel rank
+// unless a name says otherwise.
+//
+//   KV bytes per token of one layer (per rank):
+//     full / sliding   2 · max(1, kv_heads / tp) · head_size · kv_dtype_bytes
+//     mla              (kv_lora_rank + qk_rope_head_dim) · kv_dtype_bytes   (replicated per rank)
+//   Mamba-2 state of one layer and one sequence (per rank):
+//     conv  (conv_kernel − 1) · (d_inner + 2 · n_groups · d_state) · dtype_bytes / tp
+//     ssm   n_heads · head_dim · d_state · dtype_bytes / tp,      d_inner = n_heads · head_dim
+//
+//   Parameters (elements, whole model; divided by tp where the layer is sharded):
+//     attention  q: hidden·H·D, k and v: hidden·Hkv·D each, o: H·D·hidden
+//     mla        q: hidden·H·(D+R) (or hidden·Q + Q·H·(D+R) with q_lora_rank Q),
+//                kv_a: hidden·(C+R), kv_b: C·H·2D, o: H·D·hidden      (C = kv_lora_rank)
+//     mamba      in: hidden·(2·d_inner + 2·G·N + n_heads), out: d_inner·hidden
+//     dense MLP  3·hidden·intermediate (gated)
+//     MoE MLP    router hidden·E, each expert 3·hidden·moe_intermediate
+//     LM head    hidden·vocab
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/scenario/scenario.h"
+
+namespace kvtwin::sim::hw {
+
+enum class LayerKind : uint8_t { kFull, kSliding, kMamba };
+
+// Bytes per element: bfloat16/float16 2, float32 4, fp8 1, mxfp4 0.53125 (4-bit values plus one
+// 8-bit scale per 32).
+double dtype_bytes(const std::string& dtype);
+
+struct ModelGeometry {
+  int tp = 1;
+  int num_layers = 0;
+  std::vector<LayerKind> layers;  // decoder layers, pattern expanded
+  int num_full_layers = 0;
+  int num_sliding_layers = 0;
+  int num_mamba_layers = 0;
+  bool mla = false;
+  int mla_kv_lora_rank = 0;
+  int mla_rope_dim = 0;
+  int sliding_window = 0;
+  int hidden_size = 0;
+  int heads_per_rank = 0;
+  int head_size = 0;
+  int vocab_size = 0;
+  double weight_bytes = 2;   // per weight element
+  int activation_bytes = 2;  // per activation element (all-reduce traffic)
+  int kv_bytes = 2;          // per KV element
+
+  // KV-cache sizes (per rank).
+  int64_t kv_bytes_per_token_per_layer = 0;  // one attention layer (F or S)
+  int64_t kv_bytes_per_token = 0;            // all attention layers (F and S)
+  int64_t mamba_state_bytes_per_layer = 0;   // one M layer, one sequence
+  int64_t cross_kv_bytes_per_token = 0;      // all decoder layers' cross-attention KV
+
+  // Parameters (elements per rank).
+  double attn_params_per_layer = 0;   // projections of an attention layer
+  double mamba_params_per_layer = 0;  // projections of a Mamba layer
+  double dense_mlp_params = 0;        // one dense MLP
+  double expert_params = 0;           // one routed expert
+  double router_params = 0;           // one MoE router
+  int num_experts = 0;
+  int experts_per_token = 0;
+  int num_shared_experts = 0;
+  int num_moe_layers = 0;
+  int num_dense_mlp_layers = 0;
+  double lm_head_params = 0;
+  // Encoder (encoder-decoder models).
+  int encoder_layers = 0;
+  int encoder_tokens = 0;
+  double encoder_params_per_layer = 0;
+
+  // Mamba core work.
+  int mamba_d_inner_per_rank = 0;
+  int mamba_state_size = 0;
+
+  // Total weight bytes per rank (what one step streams at least once, dense part).
+  double weight_bytes_per_rank() const;
+};
+
+ModelGeometry derive_geometry(const scenario::Scenario& s);
+
+}  // namespace kvtwin::sim::hw

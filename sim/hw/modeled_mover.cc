@@ -1,0 +1,125 @@
+#include "sim/hw/modeled_mover.h"
+
+#include "model/check.h"
+
+namespace kvtwin::sim::hw {
+namespace {
+
+SimDuration us(double v) {
+  return from_seconds(v * 1e-6);
+}
+
+}  // namespace
+
+ModeledMover::ModeledMover(Simulator* sim, const scenario::LinksConfig& links, int num_instances,
+                           uint64_t seed)
+    : sim_(sim), config_(links), links_(sim), faults_(seed, "remote_faults") {
+  auto add = [&](const char* kind, int instance, double gbps) {
+    FluidLinks::LinkId id = links_.add_link(
+        std::string(kind) + (instance >= 0 ? "[" + std::to_string(instance) + "]" : ""),
+        gbps * 1e9);
+    link_names_.emplace_back(kind, instance);
+    return id;
+  };
+  for (int i = 0; i < num_instances; ++i) {
+    InstanceLinks l;
+    l.h2d = add("pcie_h2d", i, links.pcie_h2d_gbps);
+    l.d2h = add("pcie_d2h", i, links.pcie_d2h_gbps);
+    l.disk_read = add("disk_read", i, links.disk_read_gbps);
+    l.disk_write = add("disk_write", i, links.disk_write_gbps);
+    l.nic_tx = add("nic_tx", i, links.network_gbps);
+    l.nic_rx = add("nic_rx", i, links.network_gbps);
+    instances_.push_back(l);
+  }
+  remote_rx_ = add("remote_rx", -1, links.remote_server_gbps);
+  remote_tx_ = add("remote_tx", -1, links.remote_server_gbps);
+}
+
+std::vector<FluidLinks::LinkId> ModeledMover::path(Location src, Location dst, int instance,
+                                                   SimDuration* latency) const {
+  KVTWIN_CHECK(instance >= 0 && static_cast<size_t>(instance) < instances_.size());
+  const InstanceLinks& l = instances_[static_cast<size_t>(instance)];
+  std::vector<FluidLinks::LinkId> p;
+  *latency = 0;
+  auto leg = [&](Location from, Location to) {
+    // One hop between the GPU and host memory, or host memory and a storage tier.
+    if (from == Location::kCpu && to == Location::kGpu) {
+      p.push_back(l.h2d);
+      *latency += us(config_.pcie_latency_us);
+    } else if (from == Location::kGpu && to == Location::kCpu) {
+      p.push_back(l.d2h);
+      *latency += us(config_.pcie_latency_us);
+    } else if (from == Location::kDisk && to == Location::kCpu) {
+      p.push_back(l.disk_read);
+      *latency += us(config_.disk_latency_us);
+    } else if (from == Location::kCpu && to == Location::kDisk) {
+      p.push_back(l.disk_write);
+      *latency += us(config_.disk_latency_us);
+    } else if (from == Location::kRemote && to == Location::kCpu) {
+      p.push_back(remote_tx_);
+      p.push_back(l.nic_rx);
+      *latency += us(config_.network_latency_us);
+    } else if (from == Location::kCpu && to == Location::kRemote) {
+      p.push_back(l.nic_tx);
+      p.push_back(remote_rx_);
+      *latency += us(config_.network_latency_us);
+    } else {
+      KVTWIN_CHECK(false) << "no link from " << location_name(from) << " to " << location_name(to);
+    }
+  };
+  if (src == dst) return p;
+  if (src == Location::kGpu && dst != Location::kCpu) {
+    leg(Location::kGpu, Location::kCpu);
+    leg(Location::kCpu, dst);
+  } else if (dst == Location::kGpu && src != Location::kCpu) {
+    leg(src, Location::kCpu);
+    leg(Location::kCpu, Location::kGpu);
+  } else if (src != Location::kCpu && dst != Location::kCpu) {
+    leg(src, Location::kCpu);
+    leg(Location::kCpu, dst);
+  } else {
+    leg(src, dst);
+  }
+  return p;
+}
+
+void ModeledMover::start(Transfer transfer, Done done) {
+  SimDuration latency = 0;
+  std::vector<FluidLinks::LinkId> links =
+      path(transfer.src, transfer.dst, transfer.instance, &latency);
+  auto result = std::make_shared<TransferResult>();
+  result->start = sim_->now();
+  result->ok.assign(transfer.objects.size(), 1);
+  double bytes = 0;
+  for (size_t i = 0; i < transfer.objects.size(); ++i) {
+    if (transfer.src == Location::kRemote && config_.remote_get_failure_rate > 0 &&
+        faults_.next_double() < config_.remote_get_failure_rate) {
+      result->ok[i] = 0;
+      continue;
+    }
+    bytes += static_cast<double>(transfer.objects[i].bytes);
+  }
+  auto finish = [this, result, t = std::make_shared<Transfer>(std::move(transfer)),
+                 done = std::move(done)] {
+    result->finish = sim_->now();
+    result->predicted_ns = result->finish - result->start;
+    if (observer_) observer_(*t, *result);
+    done(*result);
+  };
+  if (links.empty()) {  // same location: nothing moves, completion still comes as an event
+    sim_->schedule_after(0, std::move(finish));
+    return;
+  }
+  links_.start_flow(std::move(links), bytes, latency, std::move(finish));
+}
+
+std::vector<ModeledMover::LinkReport> ModeledMover::link_reports() {
+  const auto& stats = links_.stats();
+  std::vector<LinkReport> out;
+  for (size_t i = 0; i < stats.size(); ++i)
+    out.push_back(LinkReport{link_names_[i].first, link_names_[i].second, stats[i].bytes,
+                             stats[i].busy_ns, stats[i].max_flows});
+  return out;
+}
+
+}  // namespace kvtwin::sim::hw

@@ -1,0 +1,123 @@
+#include "sim/hw/roofline.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "model/check.h"
+
+namespace kvtwin::sim::hw {
+namespace {
+
+// Σ_{x=c+1}^{c+n} min(x, w): keys attended by n new queries on c cached tokens, window w
+// (w <= 0: no window).
+double key_pairs(double c, double n, double w) {
+  if (w <= 0) return n * c + n * (n + 1) / 2;
+  double a = std::clamp(w - c, 0.0, n);  // queries whose whole causal context fits the window
+  return a * c + a * (a + 1) / 2 + (n - a) * w;
+}
+
+}  // namespace
+
+RooflineStepModel::RooflineStepModel(const ModelGeometry& geometry, const scenario::GpuConfig& gpu)
+    : g_(geometry),
+      flops_per_s_(gpu.peak_tflops * 1e12 * gpu.compute_efficiency),
+      bytes_per_s_(gpu.hbm_tbps * 1e12 * gpu.memory_efficiency),
+      overhead_s_(gpu.step_overhead_us * 1e-6),
+      allreduce_bytes_per_s_(gpu.allreduce_gbps * 1e9),
+      allreduce_latency_s_(gpu.allreduce_latency_us * 1e-6) {}
+
+double RooflineStepModel::roofline_s(double flops, double bytes) const {
+  return std::max(flops / flops_per_s_, bytes / bytes_per_s_);
+}
+
+double RooflineStepModel::linear_s(double tokens, double logits_tokens) const {
+  if (tokens <= 0) return 0;
+  const int attn_layers = g_.num_full_layers + g_.num_sliding_layers;
+  double dense_params =
+      g_.attn_params_per_layer * attn_layers + g_.mamba_params_per_layer * g_.num_mamba_layers +
+      g_.dense_mlp_params * g_.num_dense_mlp_layers +
+      g_.num_moe_layers * (g_.router_params + g_.expert_params * g_.num_shared_experts);
+  double flops = 2 * tokens * dense_params;
+  double bytes = dense_params * g_.weight_bytes;
+  if (g_.num_moe_layers > 0) {
+    double e = g_.num_experts, k = g_.experts_per_token;
+    double touched = e * (1 - std::pow(1 - k / e, tokens));
+    flops += 2 * tokens * k * g_.expert_params * g_.num_moe_layers;
+    bytes += touched * g_.expert_params * g_.weight_bytes * g_.num_moe_layers;
+  }
+  double t = roofline_s(flops, bytes);
+  // LM head: streamed once per step, computed for sampling slices only.
+  t += roofline_s(2 * logits_tokens * g_.lm_head_params, g_.lm_head_params * g_.weight_bytes);
+  return t;
+}
+
+double RooflineStepModel::attention_s(const StepSlice& slice) const {
+  const double n = static_cast<double>(slice.num_new_tokens);
+  const double c = static_cast<double>(slice.num_context_tokens);
+  if (n <= 0) return 0;
+  const double kv = static_cast<double>(g_.kv_bytes_per_token_per_layer);
+  // FLOPs per (query, key) pair: scores over D and values over D per head; MLA (absorbed) scores
+  // over the latent plus RoPE part (C + R) and values over the latent C.
+  const double per_pair =
+      g_.mla ? 2.0 * g_.heads_per_rank * (2.0 * g_.mla_kv_lora_rank + g_.mla_rope_dim)
+             : 4.0 * g_.heads_per_rank * g_.head_size;
+  double t = 0;
+  if (g_.num_full_layers > 0) {
+    double pairs = key_pairs(c, n, 0);
+    t += g_.num_full_layers * roofline_s(pairs * per_pair, (c + n + n) * kv);
+  }
+  if (g_.num_sliding_layers > 0) {
+    double w = g_.sliding_window;
+    double pairs = key_pairs(c, n, w);
+    t += g_.num_sliding_layers * roofline_s(pairs * per_pair, (std::min(c + n, w) + n) * kv);
+  }
+  if (g_.num_mamba_layers > 0) {
+    double flops = 6 * n * g_.mamba_d_inner_per_rank * g_.mamba_state_size;
+    t += g_.num_mamba_layers *
+         roofline_s(flops, 2.0 * static_cast<double>(g_.mamba_state_bytes_per_layer));
+  }
+  if (g_.encoder_tokens > 0) {  // cross attention of every decoder layer over the encoder KV
+    double e = g_.encoder_tokens;
+    double cross_kv = static_cast<double>(g_.cross_kv_bytes_per_token) / g_.num_layers;
+    t += g_.num_layers * roofline_s(4.0 * n * e * g_.heads_per_rank * g_.head_size, e * cross_kv);
+  }
+  return t;
+}
+
+double RooflineStepModel::allreduce_s(double tokens) const {
+  if (g_.tp <= 1 || tokens <= 0) return 0;
+  double bytes = tokens * g_.hidden_size * g_.activation_bytes;
+  double one = 2.0 * (g_.tp - 1) / g_.tp * bytes / allreduce_bytes_per_s_ + allreduce_latency_s_;
+  return 2.0 * g_.num_layers * one;
+}
+
+double RooflineStepModel::encoder_s(double e) const {
+  if (e <= 0 || g_.encoder_layers == 0) return 0;
+  double flops_layer =
+      2 * e * g_.encoder_params_per_layer + 4 * e * e * g_.heads_per_rank * g_.head_size;
+  return g_.encoder_layers * roofline_s(flops_layer, g_.encoder_params_per_layer * g_.weight_bytes);
+}
+
+StepTime RooflineStepModel::step_time(const std::vector<StepSlice>& batch) const {
+  double tokens = 0, logits = 0, attn = 0, enc = 0;
+  for (const StepSlice& s : batch) {
+    KVTWIN_CHECK(s.num_new_tokens >= 1 || s.encoder_tokens >= 1) << "empty slice";
+    tokens += static_cast<double>(s.num_new_tokens);
+    logits += s.logits ? 1 : 0;
+    attn += attention_s(s);
+    enc += encoder_s(static_cast<double>(s.encoder_tokens));
+  }
+  double lin = linear_s(tokens, logits);
+  double ar = allreduce_s(tokens);
+  StepTime t;
+  t.linear_ns = from_seconds(lin);
+  t.attention_ns = from_seconds(attn);
+  t.encoder_ns = from_seconds(enc);
+  t.allreduce_ns = from_seconds(ar);
+  t.overhead_ns = from_seconds(overhead_s_);
+  t.total_ns = from_seconds(lin + attn + enc + ar + overhead_s_);
+  t.per_layer_ns = from_seconds((lin + attn + ar) / g_.num_layers);
+  return t;
+}
+
+}  // namespace kvtwin::sim::hw

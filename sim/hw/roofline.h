@@ -1,0 +1,52 @@
+// RooflineStepModel: step time from FLOPs and bytes, per component, on one tensor-parallel rank.
+//
+// Each component costs max(FLOPs / (peak · compute_efficiency), bytes / (HBM · memory_eff.)):
+//
+//   linear     T = Σ new tokens over the batch, Lg = slices with logits
+//              FLOPs = 2·T·(attention/Mamba projections + dense MLPs + shared experts)
+//                    + 2·T·k·expert (MoE, k = experts_per_token) + 2·Lg·hidden·vocab/tp
+//              bytes = every dense weight once + touched experts' weights
+//                      (E·(1 − (1 − k/E)^T) experts per MoE layer) + the LM head
+//   attention  per attention layer and slice (n new tokens on c cached):
+//              pairs = Σ_{i=1..n} keys(c + i), keys(x) = x (full) or min(x, window) (sliding)
+//              FLOPs = 4 · pairs · heads_per_rank · head_size
+//                      (mla: 2 · pairs · heads_per_rank · (2·kv_lora_rank + qk_rope_head_dim))
+//              bytes = (keys(c + n) + n) · KV bytes per token per layer
+//              Mamba layer: FLOPs = 6·n·d_inner·d_state, bytes = 2 · state bytes
+//   encoder    encoder tokens e: 2·e·encoder params + 4·e²·heads·head_size per encoder layer,
+//              bytes = encoder weights
+//   all-reduce tp > 1: 2 per decoder layer of T·hidden·activation bytes, ring:
+//              2·(tp−1)/tp · bytes / allreduce bandwidth + latency
+//   overhead   step_overhead_us, once per step
+//
+// Every component's seconds are summed, then rounded to integer ns once.
+#pragma once
+
+#include "sim/hw/model_geometry.h"
+#include "sim/hw/step_model.h"
+#include "sim/scenario/scenario.h"
+
+namespace kvtwin::sim::hw {
+
+class RooflineStepModel final : public StepModel {
+ public:
+  RooflineStepModel(const ModelGeometry& geometry, const scenario::GpuConfig& gpu);
+  StepTime step_time(const std::vector<StepSlice>& batch) const override;
+
+  // The pieces, exposed for tests (seconds).
+  double roofline_s(double flops, double bytes) const;
+  double linear_s(double tokens, double logits_tokens) const;
+  double attention_s(const StepSlice& slice) const;
+  double allreduce_s(double tokens) const;
+  double encoder_s(double encoder_tokens) const;
+
+ private:
+  ModelGeometry g_;
+  double flops_per_s_;
+  double bytes_per_s_;
+  double overhead_s_;
+  double allreduce_bytes_per_s_;
+  double allreduce_latency_s_;
+};
+
+}  // namespace kvtwin::sim::hw

@@ -1,0 +1,175 @@
+// Scenario: one deployment to simulate — model geometry, GPU, links, the vLLM and LMCache
+// configuration, the cluster, the workload, SLOs and outputs.
+//
+// Read from TOML (scenario_loader.h); every field, its unit and its range is declared once in
+// scenario_fields.cc, which is also what scenarios/README.md documents. Defaults below describe
+// Llama-3.1-8B on one H100 SXM with vLLM v0.17.0 defaults and LMCache disabled.
+//
+// Units are in the field names: _gb (GiB, 2^30 bytes, as LMCache and vLLM size memory), _gbps
+// (GB/s = 1e9 bytes/s), _tflops (1e12 FLOP/s), _tbps (TB/s = 1e12 bytes/s), _us, _ms, _s.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace kvtwin::sim::scenario {
+
+struct RunConfig {
+  std::string name = "default";
+  uint64_t seed = 0;
+};
+
+struct ModelConfig {
+  std::string name = "meta-llama/Llama-3.1-8B";
+  int num_layers = 32;
+  int hidden_size = 4096;
+  int num_heads = 32;
+  int num_kv_heads = 8;
+  int head_size = 128;
+  int intermediate_size = 14336;
+  int vocab_size = 128256;
+  std::string dtype = "bfloat16";       // weights and activations
+  std::string kv_cache_dtype = "auto";  // "auto" = dtype, or fp8
+  // Attention: "full" (MHA/GQA) or "mla" (DeepSeek-style latent attention).
+  std::string attention = "full";
+  int kv_lora_rank = 0;      // MLA latent size
+  int qk_rope_head_dim = 0;  // MLA decoupled RoPE key size
+  int q_lora_rank = 0;       // MLA query low-rank size (0 = full-rank query projection)
+  // Layer pattern, repeated to num_layers: F = full attention, S = sliding window, M = Mamba.
+  std::string layer_pattern = "F";
+  int sliding_window = 0;  // tokens, for S layers
+  // MoE (num_experts == 0: dense MLP).
+  int num_experts = 0;
+  int experts_per_token = 0;
+  int moe_intermediate_size = 0;
+  int num_shared_experts = 0;
+  int first_dense_layers = 0;  // leading layers with a dense MLP
+  // Mamba-2 geometry for M layers.
+  int mamba_num_heads = 0;
+  int mamba_head_dim = 0;
+  int mamba_state_size = 0;  // d_state
+  int mamba_n_groups = 1;
+  int mamba_conv_kernel = 4;
+  // Encoder-decoder (cross attention): encoder layers and the fixed encoder input per request.
+  int encoder_layers = 0;
+  int encoder_tokens = 0;
+};
+
+struct GpuConfig {
+  std::string name = "H100-SXM5-80GB";
+  double memory_gb = 80.0;
+  double peak_tflops = 989.0;  // dense bf16 tensor-core peak
+  double hbm_tbps = 3.35;
+  double compute_efficiency = 0.6;  // achieved / peak on GEMMs
+  double memory_efficiency = 0.8;   // achieved / peak on streaming reads
+  double step_overhead_us = 3000;   // CPU scheduling + launch per engine step
+  int tensor_parallel = 1;
+  double allreduce_gbps = 300;  // per-GPU NVLink bus bandwidth seen by all-reduce
+  double allreduce_latency_us = 8;
+};
+
+struct StepConfig {
+  std::string model = "roofline";  // roofline | profile
+  std::string profile = "";        // CSV of measured steps when model = profile
+};
+
+struct VllmConfig {
+  int block_size = 16;
+  int64_t num_gpu_blocks = 0;  // 0 = derive from gpu_memory_utilization
+  double gpu_memory_utilization = 0.9;
+  double activation_reserve_gb = 4.0;  // per GPU, kept from the KV pool when deriving
+  int max_num_batched_tokens = 8192;
+  int max_num_seqs = 256;
+  int long_prefill_token_threshold = 0;  // 0 = off
+  bool enable_prefix_caching = true;
+  bool enable_chunked_prefill = true;
+  int64_t max_model_len = 131072;
+  std::string prefix_caching_hash_algo = "sha256";
+};
+
+struct LmcacheConfig {
+  bool enabled = false;
+  int chunk_size = 256;
+  bool local_cpu = true;
+  double max_local_cpu_size_gb = 5.0;
+  double max_local_disk_size_gb = 0.0;
+  bool remote = false;
+  double remote_size_gb = 0.0;  // 0 = unbounded (the remote store's own limit)
+  std::string cache_policy = "LRU";
+  bool use_layerwise = false;
+  bool save_decode_cache = false;
+  bool save_unfull_chunk = false;
+  bool enable_async_loading = false;
+  int min_retrieve_tokens = 0;
+  bool upstream_fixes = false;  // apply every later upstream fix of a reproduced quirk
+};
+
+struct LinksConfig {
+  double pcie_h2d_gbps = 35.0;
+  double pcie_d2h_gbps = 50.0;
+  double pcie_latency_us = 10.0;
+  double disk_read_gbps = 7.0;
+  double disk_write_gbps = 5.0;
+  double disk_latency_us = 80.0;
+  double network_gbps = 12.5;  // each instance's NIC, per direction
+  double network_latency_us = 50.0;
+  double remote_server_gbps = 25.0;      // the shared remote store's NIC, per direction
+  double remote_get_failure_rate = 0.0;  // fraction of remote reads that fail (a miss)
+};
+
+struct ClusterConfig {
+  int instances = 1;
+  std::string router = "round_robin";  // round_robin | least_loaded | prefix_aware
+};
+
+struct WorkloadConfig {
+  std::string trace = "";  // empty: the embedded default trace
+  std::string format = "auto";
+  double rate_scale = 1.0;    // arrival rate multiplier (times are divided by it)
+  int64_t max_requests = 0;   // 0 = all
+  double max_duration_s = 0;  // 0 = whole trace; else only arrivals before this time
+  // Synthetic shared prefixes for requests without block ids (e.g. the Azure traces).
+  int prefix_groups = 0;  // 0 = off
+  int prefix_tokens = 0;
+  double prefix_zipf = 1.0;  // group popularity ~ 1/rank^s
+  int prefix_block_size = 16;
+};
+
+struct SloConfig {
+  double ttft_ms = 2000;
+  double tpot_ms = 100;
+};
+
+struct OutputConfig {
+  double timeseries_interval_s = 1.0;
+  bool chrome_trace = true;
+  int64_t chrome_trace_max_events = 200000;
+  bool plots = true;
+};
+
+// Where a field's value came from, so cross-field errors can name a file and line.
+struct FieldOrigin {
+  std::string file;
+  uint64_t line = 0;  // 0: a default or a command-line override
+};
+
+struct Scenario {
+  std::string source;    // file the scenario came from ("" for the embedded default)
+  std::string base_dir;  // directory that relative paths in the scenario resolve against
+  std::map<std::string, FieldOrigin> origins;  // key -> where its value was set
+  RunConfig run;
+  ModelConfig model;
+  GpuConfig gpu;
+  StepConfig step;
+  VllmConfig vllm;
+  LmcacheConfig lmcache;
+  LinksConfig links;
+  ClusterConfig cluster;
+  WorkloadConfig workload;
+  SloConfig slo;
+  OutputConfig output;
+};
+
+}  // namespace kvtwin::sim::scenario

@@ -1,0 +1,332 @@
+#include "sim/scenario/scenario_fields.h"
+
+#include <charconv>
+#include <map>
+
+namespace kvtwin::sim::scenario {
+namespace {
+
+// Shortest text that reads back as the same double.
+std::string format_double(double v) {
+  char buf[64];
+  auto res = std::to_chars(buf, buf + sizeof buf, v);
+  std::string s(buf, res.ptr);
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";  // stay a TOML float
+  return s;
+}
+
+std::string quote(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out.push_back('\\');
+    out.push_back(c);
+  }
+  return out + "\"";
+}
+
+// Member-pointer helpers: field(key, &Scenario::section, &Section::member, ...).
+template <class S, class T>
+FieldSpec numeric(std::string key, S Scenario::*sec, T S::*mem, double lo, double hi,
+                  std::string unit, std::string doc) {
+  FieldSpec f;
+  f.key = std::move(key);
+  f.type = std::is_floating_point_v<T> ? FieldType::kDouble : FieldType::kInt;
+  f.min = lo;
+  f.max = hi;
+  f.unit = std::move(unit);
+  f.doc = std::move(doc);
+  f.set = [sec, mem](Scenario* s, const FieldValue& v) {
+    if constexpr (std::is_floating_point_v<T>) {
+      (s->*sec).*mem = std::holds_alternative<double>(v)
+                           ? std::get<double>(v)
+                           : static_cast<double>(std::get<int64_t>(v));
+    } else {
+      (s->*sec).*mem = static_cast<T>(std::get<int64_t>(v));
+    }
+  };
+  f.get = [sec, mem](const Scenario& s) {
+    if constexpr (std::is_floating_point_v<T>) {
+      return format_double((s.*sec).*mem);
+    } else {
+      return std::to_string((s.*sec).*mem);
+    }
+  };
+  return f;
+}
+
+template <class S>
+FieldSpec boolean(std::string key, S Scenario::*sec, bool S::*mem, std::string doc) {
+  FieldSpec f;
+  f.key = std::move(key);
+  f.type = FieldType::kBool;
+  f.doc = std::move(doc);
+  f.set = [sec, mem](Scenario* s, const FieldValue& v) { (s->*sec).*mem = std::get<bool>(v); };
+  f.get = [sec, mem](const Scenario& s) { return std::string((s.*sec).*mem ? "true" : "false"); };
+  return f;
+}
+
+template <class S>
+FieldSpec text(std::string key, S Scenario::*sec, std::string S::*mem,
+               std::vector<std::string> choices, std::string doc) {
+  FieldSpec f;
+  f.key = std::move(key);
+  f.type = FieldType::kString;
+  f.choices = std::move(choices);
+  f.doc = std::move(doc);
+  f.set = [sec, mem](Scenario* s, const FieldValue& v) {
+    (s->*sec).*mem = std::get<std::string>(v);
+  };
+  f.get = [sec, mem](const Scenario& s) { return quote((s.*sec).*mem); };
+  return f;
+}
+
+constexpr double kBig = 1e15;
+
+std::vector<FieldSpec> make_fields() {
+  using S = Scenario;
+  std::vector<FieldSpec> f;
+  // [run]
+  f.push_back(text("run.name", &S::run, &RunConfig::name, {}, "label written into outputs"));
+  f.push_back(numeric("run.seed", &S::run, &RunConfig::seed, 0, 9.2e18, "",
+                      "seed of every random stream (token synthesis, synthetic prefixes, faults)"));
+  // [model]
+  f.push_back(text("model.name", &S::model, &ModelConfig::name, {}, "model label"));
+  f.push_back(numeric("model.num_layers", &S::model, &ModelConfig::num_layers, 1, 1024, "layers",
+                      "decoder layers"));
+  f.push_back(numeric("model.hidden_size", &S::model, &ModelConfig::hidden_size, 1, 1 << 20,
+                      "elements", "residual stream width"));
+  f.push_back(numeric("model.num_heads", &S::model, &ModelConfig::num_heads, 1, 4096, "heads",
+                      "query heads"));
+  f.push_back(numeric("model.num_kv_heads", &S::model, &ModelConfig::num_kv_heads, 1, 4096, "heads",
+                      "key/value heads (GQA); ignored for MLA"));
+  f.push_back(numeric("model.head_size", &S::model, &ModelConfig::head_size, 1, 4096, "elements",
+                      "per-head dimension (for MLA: the no-RoPE query/key part and values)"));
+  f.push_back(numeric("model.intermediate_size", &S::model, &ModelConfig::intermediate_size, 0,
+                      1 << 22, "elements", "dense MLP width (gated: 3 matrices)"));
+  f.push_back(numeric("model.vocab_size", &S::model, &ModelConfig::vocab_size, 2, 1 << 24, "tokens",
+                      "vocabulary (LM head size; synthesized token ids stay below it)"));
+  f.push_back(text("model.dtype", &S::model, &ModelConfig::dtype,
+                   {"bfloat16", "float16", "float32", "fp8", "mxfp4"},
+                   "weight type (activations and all-reduce traffic are 16-bit unless float32)"));
+  f.push_back(text("model.kv_cache_dtype", &S::model, &ModelConfig::kv_cache_dtype,
+                   {"auto", "bfloat16", "float16", "float32", "fp8"},
+                   "KV-cache element type (auto = model.dtype; bfloat16 for mxfp4 weights)"));
+  f.push_back(text("model.attention", &S::model, &ModelConfig::attention, {"full", "mla"},
+                   "attention of F layers: full (MHA/GQA) or mla (latent KV)"));
+  f.push_back(numeric("model.kv_lora_rank", &S::model, &ModelConfig::kv_lora_rank, 0, 65536,
+                      "elements", "MLA latent KV size (DeepSeek-V3: 512)"));
+  f.push_back(numeric("model.qk_rope_head_dim", &S::model, &ModelConfig::qk_rope_head_dim, 0, 65536,
+                      "elements", "MLA decoupled RoPE key size (DeepSeek-V3: 64)"));
+  f.push_back(numeric("model.q_lora_rank", &S::model, &ModelConfig::q_lora_rank, 0, 65536,
+                      "elements", "MLA query low-rank size (0 = full-rank query)"));
+  f.push_back(text("model.layer_pattern", &S::model, &ModelConfig::layer_pattern, {},
+                   "per-layer kinds repeated to num_layers: F full attention, S sliding window, "
+                   "M Mamba-2 (e.g. SSSSSF for 5 local : 1 global)"));
+  f.push_back(numeric("model.sliding_window", &S::model, &ModelConfig::sliding_window, 0, 1 << 24,
+                      "tokens", "window of S layers"));
+  f.push_back(numeric("model.num_experts", &S::model, &ModelConfig::num_experts, 0, 65536,
+                      "experts", "routed experts per MoE layer (0 = dense)"));
+  f.push_back(numeric("model.experts_per_token", &S::model, &ModelConfig::experts_per_token, 0,
+                      65536, "experts", "routed experts active per token"));
+  f.push_back(numeric("model.moe_intermediate_size", &S::model, &ModelConfig::moe_intermediate_size,
+                      0, 1 << 22, "elements", "width of one expert's gated MLP"));
+  f.push_back(numeric("model.num_shared_experts", &S::model, &ModelConfig::num_shared_experts, 0,
+                      1024, "experts", "always-active shared experts per MoE layer"));
+  f.push_back(numeric("model.first_dense_layers", &S::model, &ModelConfig::first_dense_layers, 0,
+                      1024, "layers", "leading layers with a dense MLP in an MoE model"));
+  f.push_back(numeric("model.mamba_num_heads", &S::model, &ModelConfig::mamba_num_heads, 0, 65536,
+                      "heads", "Mamba-2 heads of M layers"));
+  f.push_back(numeric("model.mamba_head_dim", &S::model, &ModelConfig::mamba_head_dim, 0, 65536,
+                      "elements", "Mamba-2 head dimension"));
+  f.push_back(numeric("model.mamba_state_size", &S::model, &ModelConfig::mamba_state_size, 0, 65536,
+                      "elements", "Mamba-2 SSM state size (d_state)"));
+  f.push_back(numeric("model.mamba_n_groups", &S::model, &ModelConfig::mamba_n_groups, 1, 65536,
+                      "groups", "Mamba-2 B/C groups"));
+  f.push_back(numeric("model.mamba_conv_kernel", &S::model, &ModelConfig::mamba_conv_kernel, 1, 64,
+                      "tokens", "Mamba-2 causal convolution width"));
+  f.push_back(numeric("model.encoder_layers", &S::model, &ModelConfig::encoder_layers, 0, 1024,
+                      "layers", "encoder layers of an encoder-decoder model (0 = decoder only)"));
+  f.push_back(numeric("model.encoder_tokens", &S::model, &ModelConfig::encoder_tokens, 0, 1 << 24,
+                      "tokens", "encoder input per request (cross-attention KV length)"));
+  // [gpu]
+  f.push_back(text("gpu.name", &S::gpu, &GpuConfig::name, {}, "GPU label"));
+  f.push_back(numeric("gpu.memory_gb", &S::gpu, &GpuConfig::memory_gb, 0.001, 1e6, "GiB",
+                      "device memory per GPU"));
+  f.push_back(numeric("gpu.peak_tflops", &S::gpu, &GpuConfig::peak_tflops, 0.001, 1e6, "TFLOP/s",
+                      "dense tensor-core peak per GPU for model.dtype"));
+  f.push_back(numeric("gpu.hbm_tbps", &S::gpu, &GpuConfig::hbm_tbps, 0.001, 1e3, "TB/s",
+                      "peak HBM bandwidth per GPU"));
+  f.push_back(numeric("gpu.compute_efficiency", &S::gpu, &GpuConfig::compute_efficiency, 0.001, 1,
+                      "fraction", "achieved fraction of peak_tflops"));
+  f.push_back(numeric("gpu.memory_efficiency", &S::gpu, &GpuConfig::memory_efficiency, 0.001, 1,
+                      "fraction", "achieved fraction of hbm_tbps"));
+  f.push_back(numeric("gpu.step_overhead_us", &S::gpu, &GpuConfig::step_overhead_us, 0, 1e7, "us",
+                      "fixed cost per engine step (scheduling, launches, sampling)"));
+  f.push_back(numeric("gpu.tensor_parallel", &S::gpu, &GpuConfig::tensor_parallel, 1, 1024, "GPUs",
+                      "tensor-parallel degree of one instance"));
+  f.push_back(numeric("gpu.allreduce_gbps", &S::gpu, &GpuConfig::allreduce_gbps, 0.001, 1e5, "GB/s",
+                      "all-reduce bus bandwidth per GPU (NVLink)"));
+  f.push_back(numeric("gpu.allreduce_latency_us", &S::gpu, &GpuConfig::allreduce_latency_us, 0, 1e6,
+                      "us", "fixed latency of one all-reduce"));
+  // [step]
+  f.push_back(text("step.model", &S::step, &StepConfig::model, {"roofline", "profile"},
+                   "step-time model: roofline from geometry and GPU, or a measured profile"));
+  f.push_back(text("step.profile", &S::step, &StepConfig::profile, {},
+                   "profile CSV (relative to the scenario file) when step.model = profile"));
+  // [vllm]
+  f.push_back(numeric("vllm.block_size", &S::vllm, &VllmConfig::block_size, 1, 4096, "tokens",
+                      "tokens per KV block"));
+  f.push_back(numeric("vllm.num_gpu_blocks", &S::vllm, &VllmConfig::num_gpu_blocks, 0, kBig,
+                      "blocks", "KV blocks per instance (0 = derive from gpu_memory_utilization)"));
+  f.push_back(numeric("vllm.gpu_memory_utilization", &S::vllm, &VllmConfig::gpu_memory_utilization,
+                      0.01, 1, "fraction", "share of device memory vLLM may use"));
+  f.push_back(numeric("vllm.activation_reserve_gb", &S::vllm, &VllmConfig::activation_reserve_gb, 0,
+                      1e6, "GiB", "memory per GPU kept from the KV pool (activations, graphs)"));
+  f.push_back(numeric("vllm.max_num_batched_tokens", &S::vllm, &VllmConfig::max_num_batched_tokens,
+                      1, 1 << 24, "tokens", "token budget per step"));
+  f.push_back(numeric("vllm.max_num_seqs", &S::vllm, &VllmConfig::max_num_seqs, 1, 1 << 20,
+                      "requests", "running requests per step"));
+  f.push_back(numeric("vllm.long_prefill_token_threshold", &S::vllm,
+                      &VllmConfig::long_prefill_token_threshold, 0, 1 << 24, "tokens",
+                      "cap on one request's prefill tokens per step (0 = off)"));
+  f.push_back(boolean("vllm.enable_prefix_caching", &S::vllm, &VllmConfig::enable_prefix_caching,
+                      "GPU prefix cache"));
+  f.push_back(boolean("vllm.enable_chunked_prefill", &S::vllm, &VllmConfig::enable_chunked_prefill,
+                      "split long prefills across steps"));
+  f.push_back(numeric("vllm.max_model_len", &S::vllm, &VllmConfig::max_model_len, 1, 1 << 30,
+                      "tokens", "longest prompt + output; longer requests are rejected"));
+  f.push_back(text("vllm.prefix_caching_hash_algo", &S::vllm, &VllmConfig::prefix_caching_hash_algo,
+                   {"sha256", "sha256_cbor", "xxhash", "xxhash_cbor"}, "block hash function"));
+  // [lmcache]
+  f.push_back(
+      boolean("lmcache.enabled", &S::lmcache, &LmcacheConfig::enabled, "LMCache connector on"));
+  f.push_back(numeric("lmcache.chunk_size", &S::lmcache, &LmcacheConfig::chunk_size, 1, 1 << 20,
+                      "tokens", "tokens per chunk / key"));
+  f.push_back(boolean("lmcache.local_cpu", &S::lmcache, &LmcacheConfig::local_cpu,
+                      "keep chunks in the pinned CPU tier (false: it only stages I/O)"));
+  f.push_back(numeric("lmcache.max_local_cpu_size_gb", &S::lmcache,
+                      &LmcacheConfig::max_local_cpu_size_gb, 0, 1e6, "GiB",
+                      "pinned CPU pool per instance"));
+  f.push_back(numeric("lmcache.max_local_disk_size_gb", &S::lmcache,
+                      &LmcacheConfig::max_local_disk_size_gb, 0, 1e9, "GiB",
+                      "local disk tier per instance (0 = off)"));
+  f.push_back(boolean("lmcache.remote", &S::lmcache, &LmcacheConfig::remote,
+                      "shared remote tier (Redis-like) on"));
+  f.push_back(numeric("lmcache.remote_size_gb", &S::lmcache, &LmcacheConfig::remote_size_gb, 0, 1e9,
+                      "GiB", "remote store capacity shared by all instances (0 = unbounded)"));
+  f.push_back(text("lmcache.cache_policy", &S::lmcache, &LmcacheConfig::cache_policy,
+                   {"LRU", "LFU", "FIFO", "MRU", "S3FIFO"}, "eviction policy of CPU and disk"));
+  f.push_back(boolean("lmcache.use_layerwise", &S::lmcache, &LmcacheConfig::use_layerwise,
+                      "per-layer store/retrieve overlapped with layer compute"));
+  f.push_back(boolean("lmcache.save_decode_cache", &S::lmcache, &LmcacheConfig::save_decode_cache,
+                      "also store KV produced by decode"));
+  f.push_back(boolean("lmcache.save_unfull_chunk", &S::lmcache, &LmcacheConfig::save_unfull_chunk,
+                      "store a trailing partial chunk"));
+  f.push_back(boolean("lmcache.enable_async_loading", &S::lmcache,
+                      &LmcacheConfig::enable_async_loading,
+                      "prefetch from disk/remote while the request waits"));
+  f.push_back(numeric("lmcache.min_retrieve_tokens", &S::lmcache,
+                      &LmcacheConfig::min_retrieve_tokens, 0, 1 << 24, "tokens",
+                      "skip loads shorter than this"));
+  f.push_back(boolean("lmcache.upstream_fixes", &S::lmcache, &LmcacheConfig::upstream_fixes,
+                      "apply the later upstream fix of every reproduced quirk"));
+  // [links]
+  f.push_back(numeric("links.pcie_h2d_gbps", &S::links, &LinksConfig::pcie_h2d_gbps, 0.001, 1e5,
+                      "GB/s", "host-to-device bandwidth per instance"));
+  f.push_back(numeric("links.pcie_d2h_gbps", &S::links, &LinksConfig::pcie_d2h_gbps, 0.001, 1e5,
+                      "GB/s", "device-to-host bandwidth per instance"));
+  f.push_back(numeric("links.pcie_latency_us", &S::links, &LinksConfig::pcie_latency_us, 0, 1e7,
+                      "us", "fixed cost per PCIe transfer"));
+  f.push_back(numeric("links.disk_read_gbps", &S::links, &LinksConfig::disk_read_gbps, 0.001, 1e5,
+                      "GB/s", "local disk read bandwidth per instance"));
+  f.push_back(numeric("links.disk_write_gbps", &S::links, &LinksConfig::disk_write_gbps, 0.001, 1e5,
+                      "GB/s", "local disk write bandwidth per instance"));
+  f.push_back(numeric("links.disk_latency_us", &S::links, &LinksConfig::disk_latency_us, 0, 1e7,
+                      "us", "fixed cost per disk transfer"));
+  f.push_back(numeric("links.network_gbps", &S::links, &LinksConfig::network_gbps, 0.001, 1e5,
+                      "GB/s", "each instance's NIC bandwidth per direction"));
+  f.push_back(numeric("links.network_latency_us", &S::links, &LinksConfig::network_latency_us, 0,
+                      1e7, "us", "fixed cost per remote transfer (round trip)"));
+  f.push_back(numeric("links.remote_server_gbps", &S::links, &LinksConfig::remote_server_gbps,
+                      0.001, 1e5, "GB/s", "the remote store's NIC per direction, shared"));
+  f.push_back(numeric("links.remote_get_failure_rate", &S::links,
+                      &LinksConfig::remote_get_failure_rate, 0, 1, "fraction",
+                      "share of remote reads that fail (turned into misses and recompute)"));
+  // [cluster]
+  f.push_back(numeric("cluster.instances", &S::cluster, &ClusterConfig::instances, 1, 4096,
+                      "instances", "serving instances (each with tensor_parallel GPUs)"));
+  f.push_back(text("cluster.router", &S::cluster, &ClusterConfig::router,
+                   {"round_robin", "least_loaded", "prefix_aware"}, "request routing"));
+  // [workload]
+  f.push_back(text("workload.trace", &S::workload, &WorkloadConfig::trace, {},
+                   "trace file relative to the scenario file (empty: the embedded default)"));
+  f.push_back(text("workload.format", &S::workload, &WorkloadConfig::format,
+                   {"auto", "native", "mooncake", "azure"}, "trace format"));
+  f.push_back(numeric("workload.rate_scale", &S::workload, &WorkloadConfig::rate_scale, 1e-6, 1e6,
+                      "factor", "arrival-rate multiplier (arrival times are divided by it)"));
+  f.push_back(numeric("workload.max_requests", &S::workload, &WorkloadConfig::max_requests, 0, kBig,
+                      "requests", "stop after this many requests (0 = all)"));
+  f.push_back(numeric("workload.max_duration_s", &S::workload, &WorkloadConfig::max_duration_s, 0,
+                      1e9, "s", "only arrivals before this (scaled) time (0 = all)"));
+  f.push_back(numeric("workload.prefix_groups", &S::workload, &WorkloadConfig::prefix_groups, 0,
+                      1 << 24, "groups",
+                      "synthetic shared-prefix groups for requests without "
+                      "block ids (0 = off)"));
+  f.push_back(numeric("workload.prefix_tokens", &S::workload, &WorkloadConfig::prefix_tokens, 0,
+                      1 << 24, "tokens", "length of each group's shared prefix"));
+  f.push_back(numeric("workload.prefix_zipf", &S::workload, &WorkloadConfig::prefix_zipf, 0, 10,
+                      "exponent", "group popularity ~ 1/rank^s (0 = uniform)"));
+  f.push_back(numeric("workload.prefix_block_size", &S::workload,
+                      &WorkloadConfig::prefix_block_size, 1, 1 << 20, "tokens",
+                      "tokens per synthetic block id"));
+  // [slo]
+  f.push_back(numeric("slo.ttft_ms", &S::slo, &SloConfig::ttft_ms, 0, 1e9, "ms",
+                      "time-to-first-token target for goodput"));
+  f.push_back(numeric("slo.tpot_ms", &S::slo, &SloConfig::tpot_ms, 0, 1e9, "ms",
+                      "time-per-output-token target for goodput"));
+  // [output]
+  f.push_back(numeric("output.timeseries_interval_s", &S::output,
+                      &OutputConfig::timeseries_interval_s, 1e-6, 1e6, "s",
+                      "sampling period of timeseries.csv"));
+  f.push_back(boolean("output.chrome_trace", &S::output, &OutputConfig::chrome_trace,
+                      "write trace.json (Chrome / Perfetto) of steps and transfers"));
+  f.push_back(numeric("output.chrome_trace_max_events", &S::output,
+                      &OutputConfig::chrome_trace_max_events, 0, kBig, "events",
+                      "cap on trace.json events (later ones are dropped and counted)"));
+  f.push_back(boolean("output.plots", &S::output, &OutputConfig::plots,
+                      "SVG plots through gnuplot when it is installed"));
+  return f;
+}
+
+}  // namespace
+
+const std::vector<FieldSpec>& scenario_fields() {
+  static const std::vector<FieldSpec> fields = make_fields();
+  return fields;
+}
+
+const FieldSpec* find_field(std::string_view key) {
+  static const std::map<std::string, const FieldSpec*, std::less<>> index = [] {
+    std::map<std::string, const FieldSpec*, std::less<>> m;
+    for (const FieldSpec& f : scenario_fields()) m.emplace(f.key, &f);
+    return m;
+  }();
+  auto it = index.find(key);
+  return it == index.end() ? nullptr : it->second;
+}
+
+std::string_view field_type_name(FieldType type) {
+  switch (type) {
+    case FieldType::kInt:
+      return "integer";
+    case FieldType::kDouble:
+      return "number";
+    case FieldType::kBool:
+      return "boolean";
+    case FieldType::kString:
+      return "string";
+  }
+  return "?";
+}
+
+}  // namespace kvtwin::sim::scenario

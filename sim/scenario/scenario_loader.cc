@@ -1,0 +1,234 @@
+#include "sim/scenario/scenario_loader.h"
+
+#include <toml++/toml.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "sim/embedded/embedded.h"
+#include "sim/io/input_error.h"
+#include "sim/scenario/scenario_fields.h"
+
+namespace kvtwin::sim::scenario {
+namespace {
+
+std::string describe_range(const FieldSpec& f) {
+  std::ostringstream os;
+  if (f.type == FieldType::kInt)
+    os << "[" << static_cast<int64_t>(f.min) << ", " << static_cast<int64_t>(f.max) << "]";
+  else
+    os << "[" << f.min << ", " << f.max << "]";
+  return os.str();
+}
+
+std::string join_choices(const FieldSpec& f) {
+  std::string s;
+  for (const std::string& c : f.choices) s += (s.empty() ? "" : ", ") + c;
+  return s;
+}
+
+// Converts a TOML node to the field's type and checks its range / choices.
+FieldValue convert(const FieldSpec& f, const toml::node& node, const std::string& file,
+                   uint64_t line) {
+  auto fail = [&](const std::string& msg) -> FieldValue {
+    throw InputError(file, line, f.key, msg);
+  };
+  switch (f.type) {
+    case FieldType::kInt: {
+      if (!node.is_integer()) return fail("expected an integer");
+      int64_t v = node.as_integer()->get();
+      if (static_cast<double>(v) < f.min || static_cast<double>(v) > f.max)
+        return fail("value " + std::to_string(v) + " out of range " + describe_range(f));
+      return v;
+    }
+    case FieldType::kDouble: {
+      double v;
+      if (node.is_integer())
+        v = static_cast<double>(node.as_integer()->get());
+      else if (node.is_floating_point())
+        v = node.as_floating_point()->get();
+      else
+        return fail("expected a number");
+      if (!std::isfinite(v) || v < f.min || v > f.max) {
+        std::ostringstream os;
+        os << "value " << v << " out of range " << describe_range(f);
+        return fail(os.str());
+      }
+      return v;
+    }
+    case FieldType::kBool:
+      if (!node.is_boolean()) return fail("expected true or false");
+      return node.as_boolean()->get();
+    case FieldType::kString: {
+      if (!node.is_string()) return fail("expected a string");
+      std::string v = node.as_string()->get();
+      if (!f.choices.empty() && std::find(f.choices.begin(), f.choices.end(), v) == f.choices.end())
+        return fail("'" + v + "' is not one of: " + join_choices(f));
+      return v;
+    }
+  }
+  return fail("unsupported type");
+}
+
+// Walks a table; `prefix` is the dotted path of the table ("" at the root).
+void apply_table(Scenario* s, const toml::table& table, const std::string& prefix,
+                 const std::string& file) {
+  for (const auto& [k, node] : table) {
+    std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
+    uint64_t line = k.source().begin.line;
+    if (node.is_table()) {
+      apply_table(s, *node.as_table(), key, file);
+      continue;
+    }
+    const FieldSpec* f = find_field(key);
+    if (!f) {
+      std::string msg = "unknown key";
+      if (prefix.empty()) msg = "unknown key (fields belong to sections such as [model], [vllm])";
+      throw InputError(file, line, key, msg);
+    }
+    f->set(s, convert(*f, node, file, node.source().begin.line));
+    s->origins[key] = FieldOrigin{file, node.source().begin.line};
+  }
+}
+
+const FieldOrigin& origin_of(const Scenario& s, const std::string& key) {
+  static const FieldOrigin kDefault{"", 0};
+  auto it = s.origins.find(key);
+  return it == s.origins.end() ? kDefault : it->second;
+}
+
+[[noreturn]] void invalid(const Scenario& s, const std::string& key, const std::string& msg) {
+  const FieldOrigin& o = origin_of(s, key);
+  std::string file =
+      o.file.empty() ? (s.source.empty() ? std::string(kEmbeddedScenarioName) : s.source) : o.file;
+  throw InputError(file, o.line, key, msg);
+}
+
+void validate_model(const Scenario& s) {
+  const ModelConfig& m = s.model;
+  for (char c : m.layer_pattern)
+    if (c != 'F' && c != 'S' && c != 'M')
+      invalid(s, "model.layer_pattern", "only F, S and M may appear");
+  if (m.layer_pattern.empty()) invalid(s, "model.layer_pattern", "must not be empty");
+  bool has_s = m.layer_pattern.find('S') != std::string::npos;
+  bool has_m = m.layer_pattern.find('M') != std::string::npos;
+  if (m.layer_pattern.find('F') == std::string::npos && !has_s)
+    invalid(s, "model.layer_pattern", "needs at least one attention layer (F or S)");
+  if (has_s && m.sliding_window <= 0)
+    invalid(s, "model.sliding_window", "S layers need a window > 0");
+  if (has_m && (m.mamba_num_heads <= 0 || m.mamba_head_dim <= 0 || m.mamba_state_size <= 0))
+    invalid(s, "model.mamba_num_heads",
+            "M layers need mamba_num_heads, mamba_head_dim and "
+            "mamba_state_size > 0");
+  if (m.attention == "mla" && (m.kv_lora_rank <= 0 || m.qk_rope_head_dim <= 0))
+    invalid(s, "model.kv_lora_rank", "MLA needs kv_lora_rank and qk_rope_head_dim > 0");
+  if (m.attention == "full" && m.num_heads % m.num_kv_heads != 0)
+    invalid(s, "model.num_kv_heads", "must divide num_heads");
+  if (m.num_experts > 0 && (m.experts_per_token <= 0 || m.experts_per_token > m.num_experts ||
+                            m.moe_intermediate_size <= 0))
+    invalid(s, "model.experts_per_token",
+            "MoE needs 0 < experts_per_token <= num_experts and moe_intermediate_size > 0");
+  if ((m.encoder_layers > 0) != (m.encoder_tokens > 0))
+    invalid(s, "model.encoder_tokens", "encoder_layers and encoder_tokens go together");
+  int tp = s.gpu.tensor_parallel;
+  if (m.num_heads % tp != 0) invalid(s, "gpu.tensor_parallel", "must divide model.num_heads");
+  if (m.attention == "full" && m.num_kv_heads % tp != 0 && tp % m.num_kv_heads != 0)
+    invalid(s, "gpu.tensor_parallel", "must divide or be a multiple of model.num_kv_heads");
+}
+
+void validate_rest(const Scenario& s) {
+  if (s.step.model == "profile" && s.step.profile.empty())
+    invalid(s, "step.profile", "step.model = \"profile\" needs a profile file");
+  if (s.vllm.max_num_batched_tokens < s.vllm.block_size && !s.vllm.enable_chunked_prefill)
+    invalid(s, "vllm.max_num_batched_tokens", "must hold at least one block");
+  if (s.lmcache.enabled) {
+    const LmcacheConfig& l = s.lmcache;
+    if (l.max_local_cpu_size_gb <= 0)
+      invalid(s, "lmcache.max_local_cpu_size_gb", "LMCache needs a CPU pool > 0 (it stages I/O)");
+    if (s.model.encoder_layers > 0)
+      invalid(s, "lmcache.enabled", "LMCache does not serve encoder-decoder models");
+    if (s.model.layer_pattern.find('M') != std::string::npos)
+      invalid(s, "lmcache.enabled", "LMCache does not serve Mamba layers");
+  }
+  if (s.workload.prefix_groups > 0 && s.workload.prefix_tokens <= 0)
+    invalid(s, "workload.prefix_tokens", "synthetic prefixes need prefix_tokens > 0");
+}
+
+}  // namespace
+
+Scenario load_scenario_text(std::string_view text, const std::string& name,
+                            const std::string& base_dir) {
+  Scenario s;
+  s.source = name;
+  s.base_dir = base_dir;
+  toml::table root;
+  try {
+    root = toml::parse(text, name);
+  } catch (const toml::parse_error& e) {
+    throw InputError(name, e.source().begin.line, "", std::string(e.description()));
+  }
+  apply_table(&s, root, "", name);
+  validate(s);
+  return s;
+}
+
+Scenario load_scenario_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path, 0, "", "cannot open scenario file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  return load_scenario_text(text.str(), path, dir.empty() ? "." : dir);
+}
+
+Scenario load_default_scenario() {
+  return load_scenario_text(embedded::default_scenario(), std::string(kEmbeddedScenarioName), ".");
+}
+
+void apply_override(Scenario* s, std::string_view assignment, const std::string& origin) {
+  size_t eq = assignment.find('=');
+  if (eq == std::string_view::npos || eq == 0)
+    throw InputError(origin, 0, std::string(assignment), "expected key=value");
+  std::string key(assignment.substr(0, eq));
+  std::string value(assignment.substr(eq + 1));
+  const FieldSpec* f = find_field(key);
+  if (!f) throw InputError(origin, 0, key, "unknown key");
+  toml::table parsed;
+  bool ok = true;
+  try {
+    parsed = toml::parse("v = " + value);
+  } catch (const toml::parse_error&) {
+    ok = false;
+  }
+  // A bare word (e.g. router=least_loaded) is a string.
+  if (!ok || (f->type == FieldType::kString && !parsed["v"].is_string())) {
+    parsed = toml::table{};
+    parsed.insert("v", value);
+  }
+  f->set(s, convert(*f, *parsed.get("v"), origin, 0));
+  s->origins[key] = FieldOrigin{origin, 0};
+}
+
+void validate(const Scenario& s) {
+  validate_model(s);
+  validate_rest(s);
+}
+
+std::string dump_scenario(const Scenario& s) {
+  std::string out = "# Effective kvtwin scenario (every field, defaults included).\n";
+  std::string section;
+  for (const FieldSpec& f : scenario_fields()) {
+    size_t dot = f.key.find('.');
+    std::string sec = f.key.substr(0, dot);
+    if (sec != section) {
+      out += (section.empty() ? "\n[" : "\n[") + sec + "]\n";
+      section = sec;
+    }
+    out += f.key.substr(dot + 1) + " = " + f.get(s) + "\n";
+  }
+  return out;
+}
+
+}  // namespace kvtwin::sim::scenario

@@ -1,0 +1,39 @@
+// Loading scenarios: TOML text → Scenario, `--set key=value` overrides, cross-field validation,
+// and the effective scenario written back as TOML.
+//
+// Every failure throws InputError naming the file, the line (from toml++'s source regions) and
+// the dotted key: unknown sections and keys, wrong types, values out of range, strings outside a
+// field's choices, inconsistent combinations (e.g. heads not divisible by tensor_parallel).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "sim/scenario/scenario.h"
+
+namespace kvtwin::sim::scenario {
+
+inline constexpr std::string_view kEmbeddedScenarioName = "<embedded scenarios/default.toml>";
+
+// The scenario compiled into the binary (scenarios/default.toml), used when none is given.
+Scenario load_default_scenario();
+
+// Reads a scenario file (fields absent from the file keep their defaults) and validates it.
+Scenario load_scenario_file(const std::string& path);
+// Same, from text; `name` stands for the file in messages; relative paths resolve against
+// `base_dir`.
+Scenario load_scenario_text(std::string_view text, const std::string& name,
+                            const std::string& base_dir);
+
+// Applies "key=value" (value in TOML syntax; a bare word is taken as a string). Does not
+// re-validate: call validate() after the last override. `origin` names the source in errors.
+void apply_override(Scenario* s, std::string_view assignment, const std::string& origin = "--set");
+
+// Cross-field checks; throws InputError citing the field's origin.
+void validate(const Scenario& s);
+
+// The effective scenario as TOML, every field, in registry order (a run directory keeps it so the
+// run can be repeated exactly).
+std::string dump_scenario(const Scenario& s);
+
+}  // namespace kvtwin::sim::scenario

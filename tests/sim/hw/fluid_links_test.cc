@@ -1,0 +1,169 @@
+#include "sim/hw/fluid_links.h"
+
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include "sim/hw/modeled_mover.h"
+
+namespace kvtwin::sim::hw {
+namespace {
+
+constexpr SimTime kSec = kNsPerSecond;
+
+TEST(FluidLinks, OneFlowTakesLatencyPlusBytesOverBandwidth) {
+  Simulator sim;
+  FluidLinks links(&sim);
+  auto l = links.add_link("pcie", 1e9);
+  SimTime done = -1;
+  links.start_flow({l}, 1e9, 10'000, [&] { done = sim.now(); });
+  sim.run();
+  EXPECT_EQ(done, kSec + 10'000);
+  EXPECT_DOUBLE_EQ(links.stats()[0].bytes, 1e9);
+  EXPECT_EQ(links.stats()[0].busy_ns, kSec);
+}
+
+TEST(FluidLinks, ConcurrentFlowsShareALinkEqually) {
+  Simulator sim;
+  FluidLinks links(&sim);
+  auto l = links.add_link("disk", 1e9);
+  std::vector<SimTime> done;
+  links.start_flow({l}, 1e9, 0, [&] { done.push_back(sim.now()); });
+  links.start_flow({l}, 1e9, 0, [&] { done.push_back(sim.now()); });
+  sim.run_until(kSec / 2);
+  EXPECT_DOUBLE_EQ(links.link_rate(l), 1e9);
+  sim.run();
+  EXPECT_EQ(done, (std::vector<SimTime>{2 * kSec, 2 * kSec}));
+}
+
+TEST(FluidLinks, ArrivalsAndDeparturesRescheduleCompletions) {
+  // A (1 GB) alone for 0.5 s moves 0.5 GB; B (0.25 GB) arrives: both at 0.5 GB/s, B is done
+  // at 1.0 s having let A move 0.25 GB; A finishes its last 0.25 GB alone at 1.25 s.
+  Simulator sim;
+  FluidLinks links(&sim);
+  auto l = links.add_link("h2d", 1e9);
+  SimTime a = -1, b = -1;
+  links.start_flow({l}, 1e9, 0, [&] { a = sim.now(); });
+  sim.schedule_at(kSec / 2, [&] { links.start_flow({l}, 0.25e9, 0, [&] { b = sim.now(); }); });
+  sim.run();
+  EXPECT_EQ(b, kSec);
+  EXPECT_EQ(a, kSec + kSec / 4);
+}
+
+TEST(FluidLinks, MaxMinFairnessGivesUnusedShareToOthers) {
+  // X crosses L1 (10) and L2 (4); Y only L1; Z only L2. L2 splits 2/2, so X is held at 2 and
+  // Y takes the remaining 8 of L1.
+  Simulator sim;
+  FluidLinks links(&sim);
+  auto l1 = links.add_link("l1", 10);
+  auto l2 = links.add_link("l2", 4);
+  links.start_flow({l1, l2}, 100, 0, [] {});
+  links.start_flow({l1}, 100, 0, [] {});
+  links.start_flow({l2}, 100, 0, [] {});
+  sim.run_until(1);
+  EXPECT_DOUBLE_EQ(links.link_rate(l1), 10);
+  EXPECT_DOUBLE_EQ(links.link_rate(l2), 4);
+  sim.run();
+}
+
+TEST(FluidLinks, ZeroByteFlowCompletesAfterItsLatencyAsAnEvent) {
+  Simulator sim;
+  FluidLinks links(&sim);
+  auto l = links.add_link("x", 1);
+  bool called = false;
+  links.start_flow({l}, 0, 0, [&] { called = true; });
+  EXPECT_FALSE(called);
+  sim.run();
+  EXPECT_TRUE(called);
+  EXPECT_EQ(sim.now(), 0);
+}
+
+// Work conservation: flows of random sizes all starting at 0 on one link finish the last one
+// at total/capacity; each finishes no earlier than alone; every byte is accounted.
+RC_GTEST_PROP(FluidLinks, OneLinkIsWorkConserving, ()) {
+  const auto sizes = *rc::gen::container<std::vector<int>>(*rc::gen::inRange<size_t>(1, 12),
+                                                           rc::gen::inRange(1, 1'000'000));
+  Simulator sim;
+  FluidLinks links(&sim);
+  auto l = links.add_link("x", 1e9);
+  SimTime last = 0;
+  double total = 0;
+  for (int s : sizes) {
+    total += s;
+    links.start_flow({l}, s, 0, [&, s] {
+      RC_ASSERT(sim.now() >= static_cast<SimTime>(s));  // 1 byte per ns alone
+      last = std::max(last, sim.now());
+    });
+  }
+  sim.run();
+  RC_ASSERT(std::llabs(last - static_cast<SimTime>(total)) <= static_cast<int64_t>(sizes.size()));
+  RC_ASSERT(std::fabs(links.stats()[0].bytes - total) < 1e-3 * sizes.size());
+  RC_ASSERT(links.num_active() == 0u);
+}
+
+TEST(ModeledMover, PathsCrossTheLinksOfTheirLocations) {
+  Simulator sim;
+  scenario::LinksConfig cfg;
+  ModeledMover mover(&sim, cfg, 2, 0);
+  SimDuration lat = 0;
+  EXPECT_EQ(mover.path(Location::kCpu, Location::kGpu, 1, &lat).size(), 1u);
+  EXPECT_EQ(lat, from_seconds(cfg.pcie_latency_us * 1e-6));
+  EXPECT_EQ(mover.path(Location::kRemote, Location::kCpu, 0, &lat).size(), 2u);
+  EXPECT_EQ(lat, from_seconds(cfg.network_latency_us * 1e-6));
+  EXPECT_EQ(mover.path(Location::kDisk, Location::kGpu, 0, &lat).size(), 2u);
+  EXPECT_EQ(lat, from_seconds((cfg.disk_latency_us + cfg.pcie_latency_us) * 1e-6));
+}
+
+TEST(ModeledMover, TransferTimeFollowsTheLinkAndResultIsAsynchronous) {
+  Simulator sim;
+  scenario::LinksConfig cfg;
+  cfg.pcie_h2d_gbps = 35;
+  cfg.pcie_latency_us = 10;
+  ModeledMover mover(&sim, cfg, 1, 0);
+  Transfer t;
+  t.src = Location::kCpu;
+  t.dst = Location::kGpu;
+  t.objects = {KvObject{"a", 17'500'000, -1, {}}, KvObject{"b", 17'500'000, -1, {}}};
+  TransferResult got;
+  bool called = false;
+  mover.start(std::move(t), [&](const TransferResult& r) {
+    got = r;
+    called = true;
+  });
+  EXPECT_FALSE(called);
+  sim.run();
+  ASSERT_TRUE(called);
+  EXPECT_EQ(got.finish, 1'000'000 + 10'000);  // 35 MB at 35 GB/s + 10 µs
+  EXPECT_TRUE(got.all_ok());
+  auto reports = mover.link_reports();
+  EXPECT_EQ(reports[0].kind, "pcie_h2d");
+  EXPECT_DOUBLE_EQ(reports[0].bytes, 35e6);
+}
+
+TEST(ModeledMover, RemoteFaultsAreSeededAndMoveNoBytes) {
+  auto run = [](uint64_t seed) {
+    Simulator sim;
+    scenario::LinksConfig cfg;
+    cfg.remote_get_failure_rate = 0.5;
+    ModeledMover mover(&sim, cfg, 1, seed);
+    Transfer t;
+    t.src = Location::kRemote;
+    t.dst = Location::kCpu;
+    for (int i = 0; i < 64; ++i) t.objects.push_back(KvObject{"k", 1000, -1, {}});
+    std::vector<uint8_t> ok;
+    mover.start(std::move(t), [&](const TransferResult& r) { ok = r.ok; });
+    sim.run();
+    double moved = mover.link_reports().back().bytes;  // remote_tx
+    size_t n_ok = std::count(ok.begin(), ok.end(), 1);
+    EXPECT_DOUBLE_EQ(moved, 1000.0 * n_ok);
+    return ok;
+  };
+  auto a = run(1), b = run(1), c = run(2);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  size_t n = std::count(a.begin(), a.end(), 1);
+  EXPECT_GT(n, 10u);
+  EXPECT_LT(n, 54u);
+}
+
+}  // namespace
+}  // namespace kvtwin::sim::hw

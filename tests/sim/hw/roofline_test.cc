@@ -1,0 +1,138 @@
+#include "sim/hw/roofline.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "sim/hw/profile_step_model.h"
+#include "sim/scenario/scenario_loader.h"
+#include "tests/support/paths.h"
+
+namespace kvtwin::sim::hw {
+namespace {
+
+// A toy model with round numbers so that every figure below can be checked by hand:
+//   attention params per layer = 2·1000·1000 + 2·1000·1000 = 4e6, MLP = 3·1000·1000 = 3e6,
+//   dense params = 2 layers · 7e6 = 1.4e7, LM head = 1e6; KV per token per layer = 2·10·100·2 =
+//   4000 bytes. GPU: 1e12 FLOP/s and 1e12 bytes/s after efficiency, no overhead.
+scenario::Scenario toy(const std::string& extra = "") {
+  return scenario::load_scenario_text(
+      "[model]\nnum_layers = 2\nhidden_size = 1000\nnum_heads = 10\nnum_kv_heads = 10\n"
+      "head_size = 100\nintermediate_size = 1000\nvocab_size = 1000\n" +
+          extra +
+          "\n[gpu]\npeak_tflops = 1\nhbm_tbps = 1\ncompute_efficiency = 1\n"
+          "memory_efficiency = 1\nstep_overhead_us = 0\nallreduce_gbps = 100\n"
+          "allreduce_latency_us = 10\n",
+      "toy.toml", ".");
+}
+
+RooflineStepModel model_of(const scenario::Scenario& s) {
+  return RooflineStepModel(derive_geometry(s), s.gpu);
+}
+
+TEST(ModelGeometry, DerivesParametersAndKvSizes) {
+  ModelGeometry g = derive_geometry(toy());
+  EXPECT_DOUBLE_EQ(g.attn_params_per_layer, 4e6);
+  EXPECT_DOUBLE_EQ(g.dense_mlp_params, 3e6);
+  EXPECT_DOUBLE_EQ(g.lm_head_params, 1e6);
+  EXPECT_EQ(g.kv_bytes_per_token_per_layer, 4000);
+  EXPECT_EQ(g.kv_bytes_per_token, 8000);
+  EXPECT_DOUBLE_EQ(g.weight_bytes_per_rank(), 2 * (1.4e7 + 1e6));
+}
+
+TEST(ModelGeometry, Llama8BHas128KiBOfKvPerToken) {
+  auto s = scenario::load_scenario_file(
+      kvtwin::testing::source_path("scenarios/llama31_8b_h100_cpu.toml"));
+  EXPECT_EQ(derive_geometry(s).kv_bytes_per_token, 131072);
+}
+
+TEST(ModelGeometry, Llama70BTp4Has80KiBPerTokenPerRank) {
+  auto s = scenario::load_scenario_file(
+      kvtwin::testing::source_path("scenarios/llama31_70b_tp4_cpu_disk_redis.toml"));
+  EXPECT_EQ(derive_geometry(s).kv_bytes_per_token, 81920);
+}
+
+TEST(ModelGeometry, DeepSeekMlaCaches576ElementsPerLayer) {
+  auto s = scenario::load_scenario_file(
+      kvtwin::testing::source_path("scenarios/deepseek_v3_mla_h200.toml"));
+  ModelGeometry g = derive_geometry(s);
+  EXPECT_EQ(g.kv_bytes_per_token_per_layer, 576 * 2);
+  EXPECT_EQ(g.kv_bytes_per_token, 70272);
+}
+
+TEST(Roofline, DecodeStepIsMemoryBoundOnWeights) {
+  // linear: 2·1·1.4e7 FLOP and 2.8e7 bytes → 2.8e-5 s; LM head 2e6 FLOP / 2e6 bytes → 2e-6 s.
+  // attention per layer: 1000 pairs · 4000 FLOP = 4e6 → 4e-6 s; bytes (999+1+1)·4000 =
+  // 4.004e6 → 4.004e-6 s; two layers → 8.008e-6 s. Total 3.8008e-5 s.
+  auto m = model_of(toy());
+  StepTime t = m.step_time({StepSlice{1, 999, true, 0}});
+  EXPECT_EQ(t.linear_ns, 30000);
+  EXPECT_EQ(t.attention_ns, 8008);
+  EXPECT_EQ(t.total_ns, 38008);
+  EXPECT_EQ(t.per_layer_ns, 19004);
+}
+
+TEST(Roofline, PrefillStepIsComputeBound) {
+  // linear: 2·1000·1.4e7 = 2.8e10 FLOP → 0.028 s (+ LM head 2e-6 s).
+  // attention: 1000·1001/2 = 500,500 pairs · 4000 = 2.002e9 FLOP → 2.002e-3 s per layer.
+  auto m = model_of(toy());
+  StepTime t = m.step_time({StepSlice{1000, 0, true, 0}});
+  EXPECT_EQ(t.linear_ns, 28'002'000);
+  EXPECT_EQ(t.attention_ns, 4'004'000);
+  EXPECT_EQ(t.total_ns, 32'006'000);
+}
+
+TEST(Roofline, SlidingWindowCapsAttendedKeys) {
+  // S layer, window 100, one decode on 999 cached: 100 pairs → 4e5 FLOP (4e-7 s); bytes
+  // (100 + 1)·4000 = 4.04e5 → 4.04e-7 s. The F layer costs 4.004e-6 s as above.
+  auto m = model_of(toy("layer_pattern = \"SF\"\nsliding_window = 100\n"));
+  EXPECT_DOUBLE_EQ(m.attention_s(StepSlice{1, 999, true, 0}), 4.04e-7 + 4.004e-6);
+  // Prefill of 150 on 0: queries 1..100 see 1..100 keys (5050 pairs), 50 more see 100 each.
+  double pairs_s = 5050 + 50 * 100;
+  double pairs_f = 150.0 * 151 / 2;
+  EXPECT_DOUBLE_EQ(m.attention_s(StepSlice{150, 0, true, 0}),
+                   std::max(pairs_s * 4000 / 1e12, (100 + 150) * 4000 / 1e12) +
+                       std::max(pairs_f * 4000 / 1e12, (150 + 150) * 4000 / 1e12));
+}
+
+TEST(Roofline, TensorParallelAddsRingAllReduces) {
+  // tp 2: each all-reduce moves 1000 tokens · 1000 · 2 bytes = 2e6 bytes;
+  // 2·(2−1)/2 · 2e6 / 1e11 = 2e-5 s + 1e-5 s latency; 2 per layer · 2 layers → 1.2e-4 s.
+  auto s = toy();
+  s.gpu.tensor_parallel = 2;
+  auto m = model_of(s);
+  EXPECT_DOUBLE_EQ(m.allreduce_s(1000), 1.2e-4);
+  EXPECT_DOUBLE_EQ(model_of(toy()).allreduce_s(1000), 0.0);
+}
+
+TEST(Roofline, MoeDecodeReadsOnlyTouchedExperts) {
+  // 8 experts of 3·1000·500 = 1.5e6 params, top-2, no dense MLP: one token touches 8·(1−6/8) =
+  // 2 experts per layer. Dense params 2·4e6 = 8e6, so bytes = (8e6 + 2 layers · (router 8000 +
+  // 2 · 1.5e6)) · 2 and FLOPs = 2·(8e6 + 2·(8000 + 2·1.5e6)) — memory bound.
+  auto m = model_of(toy("num_experts = 8\nexperts_per_token = 2\nmoe_intermediate_size = 500\n"));
+  double bytes = (8e6 + 2 * (8000 + 2 * 1.5e6)) * 2;
+  EXPECT_DOUBLE_EQ(m.linear_s(1, 0), bytes / 1e12 + 2e-6);
+}
+
+TEST(ProfileStepModel, FitRecoversALinearProfileExactly) {
+  std::string path = kvtwin::testing::scratch_dir() + "/p.csv";
+  {
+    std::ofstream out(path);
+    out << "num_new_tokens,num_seqs,context_tokens,step_us\n";
+    for (int t : {1, 64, 512, 4096})
+      for (int s : {1, 8, 64})
+        for (int c : {1000, 50000})
+          out << t << "," << s << "," << c << "," << (3000 + 0.5 * t + 20.0 * s + 0.01 * c) << "\n";
+  }
+  ProfileStepModel p(path);
+  EXPECT_NEAR(p.coefficients()[0], 3000, 1e-6);
+  EXPECT_NEAR(p.coefficients()[1], 0.5, 1e-9);
+  EXPECT_NEAR(p.coefficients()[2], 20, 1e-8);
+  EXPECT_NEAR(p.coefficients()[3], 0.01, 1e-11);
+  // Batch: 100 new tokens over 2 seqs attending (900 + 99) + (99 + 1) = 1099 tokens.
+  StepTime t = p.step_time({StepSlice{99, 900, true, 0}, StepSlice{1, 99, true, 0}});
+  EXPECT_EQ(t.total_ns, from_seconds((3000 + 0.5 * 100 + 20 * 2 + 0.01 * 1099) * 1e-6));
+}
+
+}  // namespace
+}  // namespace kvtwin::sim::hw

@@ -1,0 +1,152 @@
+#include "sim/scenario/scenario_loader.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "sim/io/input_error.h"
+#include "sim/scenario/scenario_fields.h"
+#include "tests/support/paths.h"
+
+namespace kvtwin::sim::scenario {
+namespace {
+
+template <class F>
+std::string input_error(F fn) {
+  try {
+    fn();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no InputError";
+  return "";
+}
+
+Scenario load(const std::string& text) {
+  return load_scenario_text(text, "s.toml", ".");
+}
+
+TEST(ScenarioLoader, FieldsAbsentFromTheFileKeepTheirDefaults) {
+  Scenario s = load("[vllm]\nblock_size = 32\n\n[lmcache]\nenabled = true\n");
+  EXPECT_EQ(s.vllm.block_size, 32);
+  EXPECT_TRUE(s.lmcache.enabled);
+  EXPECT_EQ(s.vllm.max_num_seqs, 256);
+  EXPECT_EQ(s.model.num_layers, 32);
+  EXPECT_EQ(s.origins.at("vllm.block_size").line, 2u);
+}
+
+TEST(ScenarioLoader, UnknownKeysNameFileLineAndKey) {
+  EXPECT_EQ(input_error([] { load("[vllm]\nblock_size = 16\nblok_size = 16\n"); }),
+            "s.toml:3: vllm.blok_size: unknown key");
+  EXPECT_EQ(input_error([] { load("\n[gpus]\nname = \"x\"\n"); }),
+            "s.toml:3: gpus.name: unknown key");
+  EXPECT_EQ(input_error([] { load("seed = 3\n"); }),
+            "s.toml:1: seed: unknown key (fields belong to sections such as [model], [vllm])");
+}
+
+TEST(ScenarioLoader, OutOfRangeAndWrongTypesNameFileLineAndKey) {
+  EXPECT_EQ(input_error([] { load("[vllm]\n\nblock_size = 0\n"); }),
+            "s.toml:3: vllm.block_size: value 0 out of range [1, 4096]");
+  EXPECT_EQ(input_error([] { load("[gpu]\ncompute_efficiency = 1.5\n"); }),
+            "s.toml:2: gpu.compute_efficiency: value 1.5 out of range [0.001, 1]");
+  EXPECT_EQ(input_error([] { load("[vllm]\nblock_size = \"16\"\n"); }),
+            "s.toml:2: vllm.block_size: expected an integer");
+  EXPECT_EQ(input_error([] { load("[vllm]\nblock_size = 16.5\n"); }),
+            "s.toml:2: vllm.block_size: expected an integer");
+  EXPECT_EQ(input_error([] { load("[lmcache]\nenabled = 1\n"); }),
+            "s.toml:2: lmcache.enabled: expected true or false");
+  EXPECT_EQ(input_error([] { load("[cluster]\nrouter = \"random\"\n"); }),
+            "s.toml:2: cluster.router: 'random' is not one of: round_robin, least_loaded, "
+            "prefix_aware");
+}
+
+TEST(ScenarioLoader, SyntaxErrorsCarryTheLine) {
+  std::string msg = input_error([] { load("[vllm]\nblock_size = = 3\n"); });
+  EXPECT_EQ(msg.rfind("s.toml:2: ", 0), 0u) << msg;
+}
+
+TEST(ScenarioLoader, InconsistentCombinationsCiteTheField) {
+  EXPECT_EQ(input_error([] { load("[model]\nnum_heads = 32\n\n[gpu]\ntensor_parallel = 3\n"); }),
+            "s.toml:5: gpu.tensor_parallel: must divide model.num_heads");
+  EXPECT_EQ(input_error([] { load("[model]\nlayer_pattern = \"SF\"\n"); }),
+            "s.toml: model.sliding_window: S layers need a window > 0");
+  EXPECT_EQ(input_error([] { load("[model]\nlayer_pattern = \"FX\"\n"); }),
+            "s.toml:2: model.layer_pattern: only F, S and M may appear");
+}
+
+TEST(ScenarioLoader, MissingFileIsAnInputError) {
+  EXPECT_EQ(input_error([] { load_scenario_file("/nonexistent.toml"); }),
+            "/nonexistent.toml: cannot open scenario file");
+}
+
+TEST(ScenarioOverride, SetsTypedValuesAndBareWords) {
+  Scenario s = load("");
+  apply_override(&s, "vllm.block_size=32");
+  apply_override(&s, "cluster.router=least_loaded");
+  apply_override(&s, "lmcache.max_local_cpu_size_gb=12.5");
+  apply_override(&s, "lmcache.enabled=true");
+  apply_override(&s, "run.name=\"a b\"");
+  EXPECT_EQ(s.vllm.block_size, 32);
+  EXPECT_EQ(s.cluster.router, "least_loaded");
+  EXPECT_DOUBLE_EQ(s.lmcache.max_local_cpu_size_gb, 12.5);
+  EXPECT_TRUE(s.lmcache.enabled);
+  EXPECT_EQ(s.run.name, "a b");
+  EXPECT_EQ(input_error([&] { apply_override(&s, "vllm.block_size=abc"); }),
+            "--set: vllm.block_size: expected an integer");
+  EXPECT_EQ(input_error([&] { apply_override(&s, "vllm.nope=1"); }),
+            "--set: vllm.nope: unknown key");
+  EXPECT_EQ(input_error([&] { apply_override(&s, "novalue"); }),
+            "--set: novalue: expected key=value");
+}
+
+TEST(ScenarioDump, ReloadingTheDumpGivesTheSameScenario) {
+  Scenario s = load("[vllm]\nblock_size = 32\n[gpu]\nmemory_efficiency = 0.7\n");
+  apply_override(&s, "run.name=\"quote\\\"d\"");
+  std::string dump = dump_scenario(s);
+  Scenario back = load_scenario_text(dump, "dump.toml", ".");
+  EXPECT_EQ(dump_scenario(back), dump);
+  EXPECT_EQ(back.run.name, "quote\"d");
+}
+
+std::vector<std::string> shipped_scenarios() {
+  std::vector<std::string> out;
+  for (const auto& e :
+       std::filesystem::directory_iterator(kvtwin::testing::source_path("scenarios")))
+    if (e.path().extension() == ".toml") out.push_back(e.path().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(ShippedScenarios, EveryFileLoadsAndItsTraceExists) {
+  auto files = shipped_scenarios();
+  EXPECT_GE(files.size(), 8u);
+  for (const std::string& f : files) {
+    Scenario s = load_scenario_file(f);
+    if (!s.workload.trace.empty()) {
+      EXPECT_TRUE(std::filesystem::exists(s.base_dir + "/" + s.workload.trace)) << f;
+    }
+  }
+}
+
+TEST(ShippedScenarios, EmbeddedDefaultIsScenariosDefaultToml) {
+  Scenario embedded = load_default_scenario();
+  Scenario file = load_scenario_file(kvtwin::testing::source_path("scenarios/default.toml"));
+  EXPECT_EQ(dump_scenario(embedded), dump_scenario(file));
+}
+
+TEST(ScenarioReadme, DocumentsEveryField) {
+  std::ifstream in(kvtwin::testing::source_path("scenarios/README.md"));
+  std::stringstream text;
+  text << in.rdbuf();
+  for (const FieldSpec& f : scenario_fields()) {
+    std::string name = f.key.substr(f.key.find('.') + 1);
+    std::string section = f.key.substr(0, f.key.find('.'));
+    EXPECT_NE(text.str().find("`" + name + "`"), std::string::npos) << f.key;
+    EXPECT_NE(text.str().find("[" + section + "]"), std::string::npos) << section;
+  }
+}
+
+}  // namespace
+}  // namespace kvtwin::sim::scenario
