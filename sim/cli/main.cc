@@ -11,6 +11,8 @@
 
 #include "model/check.h"
 #include "sim/calibrate/calibrate_command.h"
+
+#include "sim/cli/trace_command.h"
 #include "sim/golden/golden_command.h"
 #include "sim/io/input_error.h"
 #include "sim/validate/validate_command.h"
@@ -104,6 +106,36 @@ int dispatch(int argc, char** argv) {
                            "fail (exit 1) when a class's MAPE for objects >= 1 MiB exceeds this %");
   validate_cmd->add_flag("-q,--quiet", validate.quiet, "print the report path only");
   validate_cmd->callback([&] { exit_code = kvtwin::sim::validate::run_validate(validate); });
+
+  // kvtwin trace stats | convert
+  CLI::App* trace_cmd = app.add_subcommand("trace", "Trace tools: reuse statistics, conversion");
+  trace_cmd->require_subcommand(1);
+  kvtwin::sim::cli::TraceStatsOptions stats;
+  CLI::App* stats_cmd = trace_cmd->add_subcommand(
+      "stats", "Reuse statistics of a trace: prefix reuse ratio, unique blocks, working set");
+  stats_cmd->add_option("file", stats.file, "trace file (native CSV, Mooncake JSONL, Azure CSV)")
+      ->required();
+  stats_cmd->add_option("--format", stats.format, "auto | native | mooncake | azure");
+  stats_cmd->add_option("--scenario", stats.scenario,
+                        "scenario whose [workload] transforms apply and whose model sizes the "
+                        "working set (default: the embedded default)");
+  stats_cmd->add_option("--set", stats.sets, "override a scenario field: key=value");
+  stats_cmd->add_option("--window-s", stats.window_s, "working-set window in seconds")
+      ->check(CLI::PositiveNumber);
+  stats_cmd->add_flag("--json", stats.json, "print one JSON object");
+  stats_cmd->callback([&] { exit_code = kvtwin::sim::cli::run_trace_stats(stats); });
+  kvtwin::sim::cli::TraceConvertOptions convert;
+  CLI::App* convert_cmd =
+      trace_cmd->add_subcommand("convert", "Rewrite a trace as native CSV or Mooncake JSONL");
+  convert_cmd->add_option("input", convert.input, "input trace")->required();
+  convert_cmd->add_option("output", convert.output, "output file, - for stdout")->required();
+  convert_cmd->add_option("--from", convert.from, "input format: auto | native | mooncake | azure");
+  convert_cmd->add_option("--to", convert.to, "output format: native | mooncake");
+  convert_cmd->add_option("--scenario", convert.scenario,
+                          "scenario whose [workload] transforms apply (rate scale, limits, "
+                          "synthetic prefixes)");
+  convert_cmd->add_option("--set", convert.sets, "override a scenario field: key=value");
+  convert_cmd->callback([&] { exit_code = kvtwin::sim::cli::run_trace_convert(convert); });
 
   try {
     app.parse(argc, argv);

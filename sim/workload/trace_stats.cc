@@ -32,6 +32,7 @@ TraceStats compute_trace_stats(Workload* workload, double window_s) {
   std::unordered_set<uint64_t> seen, sessions, window;
   SimTime window_len = window_s > 0 ? from_seconds(window_s) : 0;
   int64_t window_index = -1;
+  uint64_t window_tokens = 0;
   TraceRequest r;
   while (workload->next(&r)) {
     if (s.requests == 0) s.first_arrival = r.arrival;
@@ -59,15 +60,20 @@ TraceStats compute_trace_stats(Workload* workload, double window_s) {
         hitting = false;
       }
     }
-    seen.insert(r.block_ids.begin(), r.block_ids.end());
-    if (window_len > 0) {
-      int64_t w = r.arrival / window_len;
-      if (w != window_index) {
-        window.clear();
-        window_index = w;
-      }
-      window.insert(r.block_ids.begin(), r.block_ids.end());
-      s.max_window_unique_blocks = std::max<uint64_t>(s.max_window_unique_blocks, window.size());
+    if (window_len > 0 && r.arrival / window_len != window_index) {
+      window.clear();
+      window_tokens = 0;
+      window_index = r.arrival / window_len;
+    }
+    for (size_t i = 0; i < r.block_ids.size(); ++i) {
+      uint64_t tokens = static_cast<uint64_t>(std::min<int64_t>(
+          r.block_size, r.prompt_tokens - static_cast<int64_t>(i) * r.block_size));
+      if (seen.insert(r.block_ids[i]).second) s.unique_block_tokens += tokens;
+      if (window_len > 0 && window.insert(r.block_ids[i]).second) window_tokens += tokens;
+    }
+    if (window_len > 0 && window.size() > s.max_window_unique_blocks) {
+      s.max_window_unique_blocks = window.size();
+      s.max_window_tokens = window_tokens;
     }
   }
   s.unique_blocks = seen.size();
@@ -121,14 +127,14 @@ std::string format_trace_stats(const TraceStats& s, const std::string& name,
   line("prefix reuse ratio    %.2f%% of blocks, %.2f%% of prompt tokens (infinite cache)\n",
        100 * ratio(s.prefix_hit_blocks, s.block_refs),
        100 * ratio(s.prefix_hit_tokens, s.tokens_with_ids));
-  double ws_tokens = static_cast<double>(s.unique_blocks) * s.block_size;
+  double ws_tokens = static_cast<double>(s.unique_block_tokens);
   line("working set           %.0f tokens", ws_tokens);
   if (kv_bytes_per_token > 0) line(" = %.1f GiB of KV", ws_tokens * kv_bytes_per_token / (1 << 30));
   out += "\n";
   if (s.window_s > 0) {
-    double wt = static_cast<double>(s.max_window_unique_blocks) * s.block_size;
-    line("busiest %.0f s window  %llu unique blocks = %.0f tokens", s.window_s,
-         static_cast<unsigned long long>(s.max_window_unique_blocks), wt);
+    double wt = static_cast<double>(s.max_window_tokens);
+    line("busiest window        %llu unique blocks in %.0f s = %.0f tokens",
+         static_cast<unsigned long long>(s.max_window_unique_blocks), s.window_s, wt);
     if (kv_bytes_per_token > 0) line(" = %.1f GiB of KV", wt * kv_bytes_per_token / (1 << 30));
     out += "\n";
   }
@@ -163,11 +169,12 @@ std::string trace_stats_json(const TraceStats& s, const std::string& name,
   num("unique_blocks", static_cast<double>(s.unique_blocks));
   num("prefix_reuse_blocks", ratio(s.prefix_hit_blocks, s.block_refs));
   num("prefix_reuse_tokens", ratio(s.prefix_hit_tokens, s.tokens_with_ids));
-  double ws_tokens = static_cast<double>(s.unique_blocks) * s.block_size;
+  double ws_tokens = static_cast<double>(s.unique_block_tokens);
   num("working_set_tokens", ws_tokens);
   num("working_set_bytes", ws_tokens * kv_bytes_per_token);
   num("window_s", s.window_s);
-  num("max_window_unique_blocks", static_cast<double>(s.max_window_unique_blocks), true);
+  num("max_window_unique_blocks", static_cast<double>(s.max_window_unique_blocks));
+  num("max_window_tokens", static_cast<double>(s.max_window_tokens), true);
   return out + "}\n";
 }
 

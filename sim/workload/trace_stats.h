@@ -36,11 +36,13 @@ struct TraceStats {
   int32_t block_size = 0;  // of the first request with ids (0: none)
   uint64_t block_refs = 0;
   uint64_t unique_blocks = 0;
+  uint64_t unique_block_tokens = 0;  // tokens covered by distinct ids (partial blocks counted)
   uint64_t prefix_hit_blocks = 0;
   uint64_t prefix_hit_tokens = 0;
   uint64_t tokens_with_ids = 0;  // prompt tokens of requests that carry ids
   double window_s = 0;           // window of the next field
   uint64_t max_window_unique_blocks = 0;
+  uint64_t max_window_tokens = 0;  // tokens of those blocks
 };
 
 // Reads the whole workload. `window_s` > 0 sets the working-set window.

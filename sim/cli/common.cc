@@ -1,0 +1,87 @@
+#include "sim/cli/common.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "sim/embedded/embedded.h"
+#include "sim/io/input_error.h"
+#include "sim/scenario/scenario_loader.h"
+
+namespace kvtwin::sim::cli {
+namespace {
+
+double wall_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+scenario::Scenario load_scenario(const std::string& path, const std::vector<std::string>& sets) {
+  scenario::Scenario s =
+      path.empty() ? scenario::load_default_scenario() : scenario::load_scenario_file(path);
+  for (const std::string& set : sets) scenario::apply_override(&s, set);
+  scenario::validate(s);
+  return s;
+}
+
+workload::WorkloadOptions workload_options(const scenario::Scenario& s) {
+  workload::WorkloadOptions o;
+  o.rate_scale = s.workload.rate_scale;
+  o.max_requests = s.workload.max_requests;
+  o.max_duration_s = s.workload.max_duration_s;
+  o.prefix_groups = s.workload.prefix_groups;
+  o.prefix_tokens = s.workload.prefix_tokens;
+  o.prefix_zipf = s.workload.prefix_zipf;
+  o.prefix_block_size = s.workload.prefix_block_size;
+  o.seed = s.run.seed;
+  return o;
+}
+
+std::string scenario_trace_name(const scenario::Scenario& s, const std::string& trace_override) {
+  if (!trace_override.empty()) return trace_override;
+  if (!s.workload.trace.empty()) return s.base_dir + "/" + s.workload.trace;
+  return std::string(embedded::kDefaultTraceName);
+}
+
+std::unique_ptr<workload::TraceReader> open_scenario_trace(const scenario::Scenario& s,
+                                                           const std::string& trace_override) {
+  workload::TraceFormat format = *workload::trace_format_from_name(s.workload.format);
+  if (trace_override.empty() && s.workload.trace.empty())
+    return workload::open_trace_bytes(std::string(embedded::kDefaultTraceName),
+                                      embedded::default_trace(), format);
+  return workload::open_trace(scenario_trace_name(s, trace_override), format);
+}
+
+Progress::Progress(std::string label, bool quiet)
+    : label_(std::move(label)), enabled_(!quiet && isatty(STDERR_FILENO)), start_s_(wall_s()) {}
+
+Progress::~Progress() {
+  finish();
+}
+
+void Progress::update(double fraction, const std::string& detail) {
+  if (!enabled_) return;
+  double now = wall_s();
+  if (now - start_s_ < 1.0 || now - last_draw_s_ < 0.1) return;
+  last_draw_s_ = now;
+  constexpr int kWidth = 30;
+  int filled = static_cast<int>(std::min(1.0, std::max(0.0, fraction)) * kWidth);
+  std::string bar(static_cast<size_t>(filled), '#');
+  bar.append(static_cast<size_t>(kWidth - filled), '.');
+  std::fprintf(stderr, "\r%s [%s] %3.0f%% %s\033[K", label_.c_str(), bar.c_str(), 100 * fraction,
+               detail.c_str());
+  std::fflush(stderr);
+  drawn_ = true;
+}
+
+void Progress::finish() {
+  if (drawn_) {
+    std::fprintf(stderr, "\r\033[K");
+    std::fflush(stderr);
+    drawn_ = false;
+  }
+}
+
+}  // namespace kvtwin::sim::cli

@@ -1,0 +1,47 @@
+// Helpers shared by the kvtwin subcommands: scenario loading with overrides, opening the
+// scenario's workload (its trace file, or the embedded default), and a progress bar.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/scenario/scenario.h"
+#include "sim/workload/workload.h"
+
+namespace kvtwin::sim::cli {
+
+// The scenario at `path` (or the embedded default when empty) with each "key=value" of `sets`
+// applied in order, then validated. Throws InputError.
+scenario::Scenario load_scenario(const std::string& path, const std::vector<std::string>& sets);
+
+// The [workload] transforms of a scenario.
+workload::WorkloadOptions workload_options(const scenario::Scenario& s);
+
+// Opens the trace of the scenario: `trace_override` (relative to the working directory) if set,
+// else workload.trace (relative to the scenario's directory), else the embedded default trace.
+std::unique_ptr<workload::TraceReader> open_scenario_trace(const scenario::Scenario& s,
+                                                           const std::string& trace_override);
+// A printable name of the trace open_scenario_trace opens.
+std::string scenario_trace_name(const scenario::Scenario& s, const std::string& trace_override);
+
+// A progress bar on stderr: drawn only when stderr is a terminal, `quiet` is false and the work
+// has run for more than a second; redrawn at most 10 times a second.
+class Progress {
+ public:
+  Progress(std::string label, bool quiet);
+  ~Progress();
+  // fraction in [0, 1]; `detail` is shown after the bar.
+  void update(double fraction, const std::string& detail);
+  void finish();
+
+ private:
+  std::string label_;
+  bool enabled_;
+  bool drawn_ = false;
+  double start_s_;
+  double last_draw_s_ = 0;
+};
+
+}  // namespace kvtwin::sim::cli
