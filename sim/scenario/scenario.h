@@ -87,6 +87,7 @@ struct VllmConfig {
   bool enable_chunked_prefill = true;
   int64_t max_model_len = 131072;
   std::string prefix_caching_hash_algo = "sha256";
+  std::string mamba_cache_mode = "none";  // none | align | all (Mamba state prefix caching)
 };
 
 struct LmcacheConfig {

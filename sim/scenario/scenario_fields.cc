@@ -197,6 +197,9 @@ std::vector<FieldSpec> make_fields() {
                       "tokens", "longest prompt + output; longer requests are rejected"));
   f.push_back(text("vllm.prefix_caching_hash_algo", &S::vllm, &VllmConfig::prefix_caching_hash_algo,
                    {"sha256", "sha256_cbor", "xxhash", "xxhash_cbor"}, "block hash function"));
+  f.push_back(text("vllm.mamba_cache_mode", &S::vllm, &VllmConfig::mamba_cache_mode,
+                   {"none", "align", "all"},
+                   "prefix caching of Mamba states: none, align (block-aligned chunks), all"));
   // [lmcache]
   f.push_back(
       boolean("lmcache.enabled", &S::lmcache, &LmcacheConfig::enabled, "LMCache connector on"));

@@ -1,0 +1,448 @@
+#include "sim/report/run_recorder.h"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "sim/io/input_error.h"
+#include "sim/report/json_writer.h"
+#include "sim/scenario/scenario_loader.h"
+#include "sim/workload/trace_stats.h"
+
+namespace kvtwin::sim::report {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+double ms(SimDuration ns) {
+  return static_cast<double>(ns) * 1e-6;
+}
+
+std::FILE* create(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) throw InputError(path, 0, "", "cannot create file");
+  return f;
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::FILE* f = create(path);
+  std::fwrite(text.data(), 1, text.size(), f);
+  std::fclose(f);
+}
+
+LatencyStats stats_of(std::vector<double>* v) {
+  LatencyStats s;
+  workload::Percentiles p = workload::percentiles(v);
+  s.mean = p.mean;
+  s.p50 = p.p50;
+  s.p90 = p.p90;
+  s.p99 = p.p99;
+  s.max = p.max;
+  s.count = v->size();
+  return s;
+}
+
+std::string secs(SimTime t) {
+  if (t < 0) return "";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6f", to_seconds(t));
+  return buf;
+}
+
+std::string fixed(double v, int digits) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+}  // namespace
+
+const char* tier_name(int tier) {
+  static const char* kNames[] = {"cpu", "disk", "remote"};
+  return kNames[tier];
+}
+
+RunRecorder::RunRecorder(const scenario::Scenario& s, std::string trace_name, std::string out_dir)
+    : scenario_(s), out_dir_(std::move(out_dir)) {
+  summary_.scenario_name = s.run.name;
+  summary_.trace = std::move(trace_name);
+  summary_.instances = s.cluster.instances;
+  if (out_dir_.empty()) return;
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir_, ec);
+  if (ec) throw InputError(out_dir_, 0, "--out", "cannot create directory: " + ec.message());
+  write_text(out_dir_ + "/scenario.toml", scenario::dump_scenario(s));
+  requests_csv_ = create(out_dir_ + "/requests.csv");
+  std::fputs(
+      "index,instance,arrival_s,first_scheduled_s,first_token_s,finish_s,ttft_ms,tpot_ms,e2e_ms,"
+      "prompt_tokens,output_tokens,gpu_hit_tokens,lmcache_hit_tokens,cpu_loaded_tokens,"
+      "disk_loaded_tokens,remote_loaded_tokens,failed_load_tokens,preemptions,rejected\n",
+      requests_csv_);
+  timeseries_csv_ = create(out_dir_ + "/timeseries.csv");
+  std::fputs(
+      "t_s,running,waiting,gpu_kv_usage_mean,gpu_kv_usage_max,cpu_gib,disk_gib,remote_gib,"
+      "tokens_per_s,finished_per_s\n",
+      timeseries_csv_);
+  if (s.output.chrome_trace) {
+    trace_ =
+        std::make_unique<ChromeTrace>(out_dir_ + "/trace.json", s.output.chrome_trace_max_events);
+    trace_->name_process(0, "shared links");
+    for (int i = 0; i < s.cluster.instances; ++i) {
+      trace_->name_process(i + 1, "instance " + std::to_string(i));
+      trace_->name_thread(i + 1, 0, "engine steps");
+    }
+  }
+}
+
+RunRecorder::~RunRecorder() {
+  if (requests_csv_) std::fclose(requests_csv_);
+  if (timeseries_csv_) std::fclose(timeseries_csv_);
+}
+
+void RunRecorder::on_request_done(const RequestRecord& r) {
+  ++summary_.requests;
+  if (first_arrival_ < 0 || r.arrival < first_arrival_) first_arrival_ = r.arrival;
+  summary_.prompt_tokens += static_cast<uint64_t>(r.prompt_tokens);
+  double ttft = -1, tpot = -1, e2e = -1;
+  if (r.rejected) {
+    ++summary_.rejected;
+  } else {
+    ++summary_.finished;
+    last_finish_ = std::max(last_finish_, r.finish);
+    ttft = ms(r.first_token - r.arrival);
+    e2e = ms(r.finish - r.arrival);
+    ttft_ms_.push_back(ttft);
+    e2e_ms_.push_back(e2e);
+    queue_ms_.push_back(ms(r.first_scheduled - r.arrival));
+    if (r.output_tokens > 1) {
+      tpot = ms(r.finish - r.first_token) / static_cast<double>(r.output_tokens - 1);
+      tpot_ms_.push_back(tpot);
+    }
+    output_tokens_ += static_cast<uint64_t>(r.output_tokens);
+    summary_.gpu_hit_tokens += static_cast<uint64_t>(r.gpu_hit_tokens);
+    summary_.lmcache_hit_tokens += static_cast<uint64_t>(r.lmcache_hit_tokens);
+    for (int t = 0; t < kNumTiers; ++t)
+      summary_.loaded_tokens[t] += static_cast<uint64_t>(r.loaded_tokens[t]);
+    summary_.failed_load_tokens += static_cast<uint64_t>(r.failed_load_tokens);
+    summary_.preemptions += static_cast<uint64_t>(r.preemptions);
+    if (ttft <= scenario_.slo.ttft_ms && (tpot < 0 || tpot <= scenario_.slo.tpot_ms)) ++slo_ok_;
+  }
+  if (!requests_csv_) return;
+  std::string row =
+      std::to_string(r.index) + "," + std::to_string(r.instance) + "," + secs(r.arrival) + "," +
+      secs(r.first_scheduled) + "," + secs(r.first_token) + "," + secs(r.finish) + "," +
+      (ttft < 0 ? "" : fixed(ttft, 3)) + "," + (tpot < 0 ? "" : fixed(tpot, 3)) + "," +
+      (e2e < 0 ? "" : fixed(e2e, 3)) + "," + std::to_string(r.prompt_tokens) + "," +
+      std::to_string(r.output_tokens) + "," + std::to_string(r.gpu_hit_tokens) + "," +
+      std::to_string(r.lmcache_hit_tokens) + "," + std::to_string(r.loaded_tokens[kTierCpu]) + "," +
+      std::to_string(r.loaded_tokens[kTierDisk]) + "," +
+      std::to_string(r.loaded_tokens[kTierRemote]) + "," + std::to_string(r.failed_load_tokens) +
+      "," + std::to_string(r.preemptions) + "," + (r.rejected ? "1" : "0") + "\n";
+  std::fwrite(row.data(), 1, row.size(), requests_csv_);
+}
+
+void RunRecorder::on_sample(const Sample& s) {
+  ++samples_;
+  usage_sum_ += s.gpu_kv_usage_mean;
+  summary_.gpu_kv_usage_peak = std::max(summary_.gpu_kv_usage_peak, s.gpu_kv_usage_max);
+  for (int t = 0; t < kNumTiers; ++t) {
+    tier_sum_[t] += s.tier_bytes[t];
+    summary_.tier_bytes_peak[t] = std::max(summary_.tier_bytes_peak[t], s.tier_bytes[t]);
+  }
+  double dt = to_seconds(s.t - prev_sample_.t);
+  double tokens_per_s = dt > 0 ? (s.computed_tokens - prev_sample_.computed_tokens) / dt : 0;
+  double finished_per_s = dt > 0 ? (s.finished - prev_sample_.finished) / dt : 0;
+  prev_sample_ = s;
+  if (!timeseries_csv_) return;
+  std::string row = fixed(to_seconds(s.t), 3) + "," + std::to_string(s.running) + "," +
+                    std::to_string(s.waiting) + "," + fixed(s.gpu_kv_usage_mean, 4) + "," +
+                    fixed(s.gpu_kv_usage_max, 4) + "," + fixed(s.tier_bytes[kTierCpu] / kGiB, 3) +
+                    "," + fixed(s.tier_bytes[kTierDisk] / kGiB, 3) + "," +
+                    fixed(s.tier_bytes[kTierRemote] / kGiB, 3) + "," + fixed(tokens_per_s, 1) +
+                    "," + fixed(finished_per_s, 3) + "\n";
+  std::fwrite(row.data(), 1, row.size(), timeseries_csv_);
+}
+
+void RunRecorder::on_step(int instance, SimTime start, SimDuration duration, int64_t num_tokens,
+                          int64_t num_reqs) {
+  ++summary_.steps;
+  batch_tokens_ += static_cast<uint64_t>(num_tokens);
+  if (trace_)
+    trace_->complete(instance + 1, 0, "step", start, duration,
+                     "\"tokens\": " + std::to_string(num_tokens) +
+                         ", \"requests\": " + std::to_string(num_reqs));
+}
+
+void RunRecorder::on_transfer(const Transfer& t, const TransferResult& r) {
+  if (!trace_) return;
+  // One thread per (src, dst) pair: tid 1 + 4·src + dst.
+  int tid = 1 + 4 * static_cast<int>(t.src) + static_cast<int>(t.dst);
+  std::string name = std::string(location_name(t.src)) + "->" + std::string(location_name(t.dst));
+  if (named_threads_.insert({t.instance, tid}).second)
+    trace_->name_thread(t.instance + 1, tid, name);
+  trace_->complete(t.instance + 1, tid, t.kind.empty() ? name : std::string(t.kind), r.start,
+                   r.finish - r.start,
+                   "\"path\": \"" + name + "\", \"objects\": " + std::to_string(t.objects.size()) +
+                       ", \"bytes\": " + std::to_string(t.total_bytes()));
+}
+
+void RunRecorder::set_link_stats(const std::string& kind, double bytes, double busy_fraction) {
+  summary_.link_bytes[kind] += bytes;
+  double& b = summary_.link_busy_fraction[kind];
+  b = std::max(b, busy_fraction);
+}
+
+const Summary& RunRecorder::finish(SimTime end) {
+  (void)end;
+  Summary& s = summary_;
+  s.duration_s = first_arrival_ < 0 ? 0 : to_seconds(last_finish_ - first_arrival_);
+  if (s.duration_s > 0) {
+    s.request_throughput = s.finished / s.duration_s;
+    s.input_token_throughput = static_cast<double>(s.prompt_tokens) / s.duration_s;
+    s.output_token_throughput = static_cast<double>(output_tokens_) / s.duration_s;
+    s.goodput = slo_ok_ / s.duration_s;
+  }
+  s.slo_attainment = s.finished ? static_cast<double>(slo_ok_) / s.finished : 0;
+  s.ttft = stats_of(&ttft_ms_);
+  s.tpot = stats_of(&tpot_ms_);
+  s.e2e = stats_of(&e2e_ms_);
+  s.queue = stats_of(&queue_ms_);
+  s.itl.count = itl_.count();
+  s.itl.mean = itl_.mean_ns() * 1e-6;
+  s.itl.p50 = itl_.quantile_ns(0.5) * 1e-6;
+  s.itl.p90 = itl_.quantile_ns(0.9) * 1e-6;
+  s.itl.p99 = itl_.quantile_ns(0.99) * 1e-6;
+  s.itl.max = ms(itl_.max_ns());
+  auto rate = [&](uint64_t n) {
+    return s.prompt_tokens ? static_cast<double>(n) / static_cast<double>(s.prompt_tokens) : 0;
+  };
+  s.gpu_hit_rate = rate(s.gpu_hit_tokens);
+  s.lmcache_hit_rate = rate(s.lmcache_hit_tokens);
+  for (int t = 0; t < kNumTiers; ++t) s.tier_hit_rate[t] = rate(s.loaded_tokens[t]);
+  s.gpu_kv_usage_mean = samples_ ? usage_sum_ / samples_ : 0;
+  for (int t = 0; t < kNumTiers; ++t) s.tier_bytes_mean[t] = samples_ ? tier_sum_[t] / samples_ : 0;
+  s.mean_batch_tokens = s.steps ? static_cast<double>(batch_tokens_) / s.steps : 0;
+  if (trace_) {
+    trace_->close();
+    s.trace_events_dropped = trace_->dropped();
+  }
+  if (!out_dir_.empty()) {
+    std::fflush(requests_csv_);
+    std::fflush(timeseries_csv_);
+    write_text(out_dir_ + "/summary.json", summary_json(s));
+    if (scenario_.output.plots) write_plots();
+  }
+  return s;
+}
+
+std::string RunRecorder::summary_json(const Summary& s) {
+  JsonWriter j;
+  j.begin_object();
+  j.field("scenario", s.scenario_name);
+  j.field("trace", s.trace);
+  j.field("instances", s.instances);
+  j.key("requests");
+  j.begin_object();
+  j.field("total", s.requests);
+  j.field("finished", s.finished);
+  j.field("rejected", s.rejected);
+  j.end_object();
+  j.field("duration_s", s.duration_s);
+  j.key("throughput");
+  j.begin_object();
+  j.field("requests_per_s", s.request_throughput);
+  j.field("input_tokens_per_s", s.input_token_throughput);
+  j.field("output_tokens_per_s", s.output_token_throughput);
+  j.end_object();
+  j.key("goodput");
+  j.begin_object();
+  j.field("requests_per_s", s.goodput);
+  j.field("slo_attainment", s.slo_attainment);
+  j.end_object();
+  auto lat = [&](const char* name, const LatencyStats& l) {
+    j.key(name);
+    j.begin_object();
+    j.field("mean", l.mean);
+    j.field("p50", l.p50);
+    j.field("p90", l.p90);
+    j.field("p99", l.p99);
+    j.field("max", l.max);
+    j.field("count", l.count);
+    j.end_object();
+  };
+  lat("ttft_ms", s.ttft);
+  lat("tpot_ms", s.tpot);
+  lat("itl_ms", s.itl);
+  lat("e2e_ms", s.e2e);
+  lat("queue_ms", s.queue);
+  j.key("gpu_prefix_cache");
+  j.begin_object();
+  j.field("prompt_tokens", s.prompt_tokens);
+  j.field("hit_tokens", s.gpu_hit_tokens);
+  j.field("hit_rate", s.gpu_hit_rate);
+  j.field("evictions", s.gpu_evictions);
+  j.field("kv_usage_peak", s.gpu_kv_usage_peak);
+  j.field("kv_usage_mean", s.gpu_kv_usage_mean);
+  j.end_object();
+  j.key("lmcache");
+  j.begin_object();
+  j.field("hit_tokens", s.lmcache_hit_tokens);
+  j.field("hit_rate", s.lmcache_hit_rate);
+  j.field("failed_load_tokens", s.failed_load_tokens);
+  for (int t = 0; t < kNumTiers; ++t) {
+    j.key(tier_name(t));
+    j.begin_object();
+    j.field("loaded_tokens", s.loaded_tokens[t]);
+    j.field("hit_rate", s.tier_hit_rate[t]);
+    j.field("evictions", s.tier_evictions[t]);
+    j.field("capacity_bytes", s.tier_capacity_bytes[t]);
+    j.field("peak_bytes", s.tier_bytes_peak[t]);
+    j.field("mean_bytes", s.tier_bytes_mean[t]);
+    j.end_object();
+  }
+  j.end_object();
+  j.key("links");
+  j.begin_object();
+  for (const auto& [kind, bytes] : s.link_bytes) {
+    j.key(kind);
+    j.begin_object();
+    j.field("bytes", bytes);
+    j.field("busiest_busy_fraction", s.link_busy_fraction.at(kind));
+    j.end_object();
+  }
+  j.end_object();
+  j.key("engine");
+  j.begin_object();
+  j.field("steps", s.steps);
+  j.field("mean_batch_tokens", s.mean_batch_tokens);
+  j.field("preemptions", s.preemptions);
+  j.field("trace_events_dropped", s.trace_events_dropped);
+  j.end_object();
+  j.end_object();
+  return j.str();
+}
+
+std::string RunRecorder::screen(const Summary& s) {
+  std::string out;
+  char buf[256];
+  auto line = [&](const char* fmt, auto... args) {
+    std::snprintf(buf, sizeof buf, fmt, args...);
+    out += buf;
+  };
+  line("kvtwin run: %s  (%d instance%s)\n", s.scenario_name.c_str(), s.instances,
+       s.instances == 1 ? "" : "s");
+  line("trace       %s\n", s.trace.c_str());
+  line("requests    %llu finished, %llu rejected, over %.1f s simulated\n",
+       static_cast<unsigned long long>(s.finished), static_cast<unsigned long long>(s.rejected),
+       s.duration_s);
+  line("throughput  %.2f req/s, %.0f input tok/s, %.0f output tok/s\n", s.request_throughput,
+       s.input_token_throughput, s.output_token_throughput);
+  line("goodput     %.2f req/s (%.1f%% meet the SLOs)\n", s.goodput, 100 * s.slo_attainment);
+  line("%-11s %10s %10s %10s %10s\n", "latency ms", "mean", "p50", "p90", "p99");
+  auto lat = [&](const char* name, const LatencyStats& l) {
+    line("%-11s %10.1f %10.1f %10.1f %10.1f\n", name, l.mean, l.p50, l.p90, l.p99);
+  };
+  lat("  TTFT", s.ttft);
+  lat("  TPOT", s.tpot);
+  lat("  ITL", s.itl);
+  lat("  E2E", s.e2e);
+  line("GPU cache   %.1f%% prefix hit rate, KV usage peak %.0f%% mean %.0f%%, %llu preemptions\n",
+       100 * s.gpu_hit_rate, 100 * s.gpu_kv_usage_peak, 100 * s.gpu_kv_usage_mean,
+       static_cast<unsigned long long>(s.preemptions));
+  line("LMCache     %.1f%% hit rate beyond the GPU (cpu %.1f%%, disk %.1f%%, remote %.1f%%)\n",
+       100 * s.lmcache_hit_rate, 100 * s.tier_hit_rate[0], 100 * s.tier_hit_rate[1],
+       100 * s.tier_hit_rate[2]);
+  for (int t = 0; t < kNumTiers; ++t)
+    if (s.tier_capacity_bytes[t] > 0)
+      line("  %-6s    peak %.1f GiB of %.1f GiB, mean %.1f GiB, %llu evictions\n", tier_name(t),
+           s.tier_bytes_peak[t] / kGiB, s.tier_capacity_bytes[t] / kGiB,
+           s.tier_bytes_mean[t] / kGiB, static_cast<unsigned long long>(s.tier_evictions[t]));
+  std::string links;
+  for (const auto& [kind, bytes] : s.link_bytes)
+    if (bytes > 0) {
+      std::snprintf(buf, sizeof buf, "%s%s %.1f GiB", links.empty() ? "" : ", ", kind.c_str(),
+                    bytes / kGiB);
+      links += buf;
+    }
+  if (!links.empty()) out += "links       " + links + "\n";
+  return out;
+}
+
+// Runs `gnuplot script` in `dir` without a shell; returns its exit status (127: not installed).
+int run_gnuplot(const std::string& dir, const std::string& script) {
+  pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    int devnull = open("/dev/null", O_WRONLY);
+    if (devnull >= 0) {
+      dup2(devnull, STDOUT_FILENO);
+      dup2(devnull, STDERR_FILENO);
+    }
+    if (chdir(dir.c_str()) != 0) _exit(126);
+    execlp("gnuplot", "gnuplot", script.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+void RunRecorder::write_plots() {
+  std::filesystem::create_directories(out_dir_ + "/plots");
+  const Summary& s = summary_;
+  std::string gp =
+      "set terminal svg size 1200,400 dynamic font 'sans,11'\n"
+      "set datafile separator ','\n"
+      "set grid\n"
+      "set key bottom right\n"
+      "set ylabel 'fraction of requests'\n"
+      "set yrange [0:1]\n"
+      "set output 'plots/latency_cdf.svg'\n"
+      "set multiplot layout 1,3 title '" +
+      s.scenario_name + ": latency CDFs'\n";
+  auto cdf = [&](const char* label, int col, uint64_t n) {
+    if (n == 0) return;
+    gp += "set xlabel '" + std::string(label) + " (ms)'\n";
+    gp += "plot 'requests.csv' every ::1 using (strcol(" + std::to_string(col) +
+          ") eq '' ? NaN : column(" + std::to_string(col) + ")):(1.0/" + std::to_string(n) +
+          ") smooth cumulative with lines lw 2 title '" + label + "'\n";
+  };
+  cdf("TTFT", 7, s.ttft.count);
+  cdf("TPOT", 8, s.tpot.count);
+  cdf("E2E", 9, s.e2e.count);
+  gp += "unset multiplot\n";
+  gp +=
+      "set terminal svg size 1200,400 dynamic font 'sans,11'\n"
+      "set output 'plots/occupancy.svg'\n"
+      "set key top left\n"
+      "set yrange [*:*]\n"
+      "set xlabel 'simulated time (s)'\n"
+      "set multiplot layout 1,3 title '" +
+      s.scenario_name +
+      ": occupancy over time'\n"
+      "set ylabel 'GPU KV pool used'\n"
+      "set yrange [0:1]\n"
+      "plot 'timeseries.csv' every ::1 using 1:4 with lines lw 2 title 'mean over instances', "
+      "'' every ::1 using 1:5 with lines title 'max'\n"
+      "set yrange [0:*]\n"
+      "set ylabel 'GiB'\n"
+      "plot 'timeseries.csv' every ::1 using 1:6 with lines lw 2 title 'cpu', "
+      "'' every ::1 using 1:7 with lines lw 2 title 'disk', "
+      "'' every ::1 using 1:8 with lines lw 2 title 'remote'\n"
+      "set ylabel 'requests'\n"
+      "plot 'timeseries.csv' every ::1 using 1:2 with lines lw 2 title 'running', "
+      "'' every ::1 using 1:3 with lines lw 2 title 'waiting'\n"
+      "unset multiplot\n";
+  write_text(out_dir_ + "/plots/plots.gp", gp);
+  int rc = run_gnuplot(out_dir_, "plots/plots.gp");
+  if (rc != 0 && rc != 127)  // 127: gnuplot is not installed; plots are optional
+    std::fprintf(stderr, "kvtwin: warning: gnuplot failed; see %s/plots/plots.gp\n",
+                 out_dir_.c_str());
+}
+
+}  // namespace kvtwin::sim::report

@@ -1,0 +1,165 @@
+// RunRecorder: collects what a simulation run reports and writes the run directory.
+//
+//   summary.json     latencies (TTFT, TPOT, ITL, E2E: mean/p50/p90/p99/max), throughput,
+//                    goodput under the scenario's SLOs, GPU prefix hit rate, LMCache hit rate per
+//                    tier, bytes per link, evictions per tier, preemptions, peak and mean
+//                    occupancy per tier
+//   requests.csv     one row per request, in completion order
+//   timeseries.csv   one row per output.timeseries_interval_s of simulated time
+//   trace.json       Chrome / Perfetto timeline of steps and transfers (output.chrome_trace)
+//   plots/*.svg      latency CDFs and occupancy over time (gnuplot, when installed)
+//   scenario.toml    the effective scenario
+//
+// The engine reports facts (requests done, tokens, samples, steps, transfers); the recorder owns
+// the formats. With an empty output directory nothing is written and only the Summary is built
+// (sweeps, tests). Every number is printed with a fixed format, so equal runs give equal bytes.
+//
+// Memory: per finished request three doubles (exact TTFT/TPOT/E2E percentiles); inter-token
+// latencies go into a fixed-size log histogram. Threading: the simulation thread only.
+#pragma once
+
+#include <array>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "sim/mover.h"
+#include "sim/report/chrome_trace.h"
+#include "sim/report/histogram.h"
+#include "sim/scenario/scenario.h"
+#include "sim/time.h"
+
+namespace kvtwin::sim::report {
+
+// Tiers of LMCache, in its search order.
+enum Tier { kTierCpu = 0, kTierDisk = 1, kTierRemote = 2, kNumTiers = 3 };
+const char* tier_name(int tier);
+
+struct RequestRecord {
+  uint64_t index = 0;
+  int instance = 0;
+  SimTime arrival = 0;
+  SimTime first_scheduled = -1;
+  SimTime first_token = -1;
+  SimTime finish = -1;
+  int64_t prompt_tokens = 0;
+  int64_t output_tokens = 0;       // generated
+  int64_t gpu_hit_tokens = 0;      // vLLM prefix-cache hit at first schedule
+  int64_t lmcache_hit_tokens = 0;  // LMCache lookup hit beyond vLLM's at first schedule
+  std::array<int64_t, kNumTiers> loaded_tokens{};  // tokens loaded per tier
+  int64_t failed_load_tokens = 0;                  // tokens whose load failed and were recomputed
+  int64_t preemptions = 0;
+  bool rejected = false;  // never served (prompt + output exceed max_model_len)
+};
+
+// A snapshot of the cluster at one instant (sums over instances unless noted).
+struct Sample {
+  SimTime t = 0;
+  int64_t running = 0;
+  int64_t waiting = 0;
+  double gpu_kv_usage_mean = 0;  // mean over instances of the used fraction of the KV pool
+  double gpu_kv_usage_max = 0;
+  std::array<double, kNumTiers> tier_bytes{};  // bytes resident per LMCache tier
+  uint64_t computed_tokens = 0;                // cumulative tokens computed by all steps
+  uint64_t finished = 0;                       // cumulative finished requests
+};
+
+struct LatencyStats {
+  double mean = 0, p50 = 0, p90 = 0, p99 = 0, max = 0;  // milliseconds
+  uint64_t count = 0;
+};
+
+struct Summary {
+  std::string scenario_name;
+  std::string trace;
+  int instances = 1;
+  uint64_t requests = 0;
+  uint64_t finished = 0;
+  uint64_t rejected = 0;
+  double duration_s = 0;          // first arrival to last completion
+  double request_throughput = 0;  // finished / duration
+  double input_token_throughput = 0;
+  double output_token_throughput = 0;
+  double goodput = 0;  // requests/s meeting both SLOs
+  double slo_attainment = 0;
+  LatencyStats ttft, tpot, itl, e2e, queue;
+  // Caches.
+  uint64_t prompt_tokens = 0;
+  uint64_t gpu_hit_tokens = 0;
+  double gpu_hit_rate = 0;
+  uint64_t lmcache_hit_tokens = 0;
+  double lmcache_hit_rate = 0;
+  std::array<uint64_t, kNumTiers> loaded_tokens{};
+  std::array<double, kNumTiers> tier_hit_rate{};
+  uint64_t failed_load_tokens = 0;
+  uint64_t preemptions = 0;
+  uint64_t gpu_evictions = 0;
+  std::array<uint64_t, kNumTiers> tier_evictions{};
+  // Occupancy.
+  double gpu_kv_usage_peak = 0, gpu_kv_usage_mean = 0;
+  std::array<double, kNumTiers> tier_bytes_peak{};
+  std::array<double, kNumTiers> tier_bytes_mean{};
+  std::array<double, kNumTiers> tier_capacity_bytes{};
+  // Links: kind → bytes moved (summed over instances), busiest instance's busy fraction.
+  std::map<std::string, double> link_bytes;
+  std::map<std::string, double> link_busy_fraction;
+  // Engine.
+  uint64_t steps = 0;
+  double mean_batch_tokens = 0;
+  int64_t trace_events_dropped = 0;
+};
+
+class RunRecorder {
+ public:
+  // `out_dir` empty: build the summary only.
+  RunRecorder(const scenario::Scenario& s, std::string trace_name, std::string out_dir);
+  ~RunRecorder();
+
+  void on_request_done(const RequestRecord& r);
+  void on_inter_token(SimDuration itl) { itl_.add(itl); }
+  void on_sample(const Sample& s);
+  // One engine step of `instance` on the timeline.
+  void on_step(int instance, SimTime start, SimDuration duration, int64_t num_tokens,
+               int64_t num_reqs);
+  void on_transfer(const Transfer& t, const TransferResult& r);
+  void add_gpu_evictions(uint64_t n) { summary_.gpu_evictions += n; }
+  void set_tier_evictions(int tier, uint64_t n) { summary_.tier_evictions[tier] = n; }
+  void set_tier_capacity(int tier, double bytes) { summary_.tier_capacity_bytes[tier] = bytes; }
+  void set_link_stats(const std::string& kind, double bytes, double busy_fraction);
+
+  // Computes the summary, writes summary.json, plots; returns the summary.
+  const Summary& finish(SimTime end);
+  static std::string summary_json(const Summary& s);
+  static std::string screen(const Summary& s);  // the one-screen report on stdout
+
+ private:
+  void write_plots();
+
+  const scenario::Scenario& scenario_;
+  std::string out_dir_;
+  Summary summary_;
+  std::vector<double> ttft_ms_, tpot_ms_, e2e_ms_, queue_ms_;
+  LogHistogram itl_;
+  uint64_t slo_ok_ = 0;
+  SimTime first_arrival_ = -1;
+  SimTime last_finish_ = 0;
+  uint64_t output_tokens_ = 0;
+  uint64_t batch_tokens_ = 0;
+  // Occupancy integrals over samples.
+  uint64_t samples_ = 0;
+  double usage_sum_ = 0;
+  std::array<double, kNumTiers> tier_sum_{};
+  Sample prev_sample_;
+  std::FILE* requests_csv_ = nullptr;
+  std::FILE* timeseries_csv_ = nullptr;
+  std::unique_ptr<ChromeTrace> trace_;
+  std::set<std::pair<int, int>> named_threads_;  // (instance, tid) with a thread name
+};
+
+// Runs `gnuplot script` in `dir` (no shell); returns its exit status, 127 when gnuplot is absent.
+int run_gnuplot(const std::string& dir, const std::string& script);
+
+}  // namespace kvtwin::sim::report

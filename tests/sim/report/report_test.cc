@@ -1,0 +1,123 @@
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "sim/report/chrome_trace.h"
+#include "sim/report/histogram.h"
+#include "sim/report/json_writer.h"
+#include "sim/report/run_recorder.h"
+#include "sim/scenario/scenario_loader.h"
+#include "tests/support/paths.h"
+
+namespace kvtwin::sim::report {
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(JsonWriter, WritesNestedValuesWithOneNumberFormat) {
+  JsonWriter j;
+  j.begin_object();
+  j.field("a", 1.5);
+  j.field("n", int64_t{-3});
+  j.key("list");
+  j.begin_array();
+  j.value(0.1 + 0.2);
+  j.value("q\"\n");
+  j.end_array();
+  j.key("empty");
+  j.begin_object();
+  j.end_object();
+  j.field("nan", 0.0 / 0.0);
+  j.end_object();
+  EXPECT_EQ(j.str(),
+            "{\n  \"a\": 1.5,\n  \"n\": -3,\n  \"list\": [\n    0.3,\n    \"q\\\"\\n\"\n  ],\n"
+            "  \"empty\": {},\n  \"nan\": null\n}\n");
+}
+
+TEST(LogHistogram, QuantilesAreWithinOnePercentOfASample) {
+  LogHistogram h;
+  for (int i = 1; i <= 1000; ++i) h.add(SimDuration{i} * 1'000'000);  // 1..1000 ms
+  EXPECT_EQ(h.count(), 1000u);
+  EXPECT_NEAR(h.quantile_ns(0.5), 500e6, 500e6 * 0.01);
+  EXPECT_NEAR(h.quantile_ns(0.99), 990e6, 990e6 * 0.01);
+  EXPECT_DOUBLE_EQ(h.mean_ns(), 500.5e6);
+  EXPECT_EQ(h.max_ns(), 1'000'000'000);
+}
+
+TEST(ChromeTrace, PrintsExactMicrosecondsAndCapsEvents) {
+  EXPECT_EQ(ChromeTrace::micros(1'234'567), "1234.567");
+  EXPECT_EQ(ChromeTrace::micros(5'000), "5");
+  EXPECT_EQ(ChromeTrace::micros(5'010), "5.01");
+  std::string path = kvtwin::testing::scratch_dir() + "/t.json";
+  {
+    ChromeTrace t(path, 2);
+    t.name_process(1, "instance 0");
+    for (int i = 0; i < 5; ++i) t.complete(1, 0, "step", i * 1000, 500, "\"tokens\": 3");
+    EXPECT_EQ(t.written(), 2);
+    EXPECT_EQ(t.dropped(), 3);
+  }
+  std::string text = slurp(path);
+  EXPECT_NE(text.find("{\"ph\": \"X\", \"pid\": 1, \"tid\": 0, \"name\": \"step\", \"ts\": 1, "
+                      "\"dur\": 0.5, \"args\": {\"tokens\": 3}}"),
+            std::string::npos);
+  EXPECT_NE(text.find("\"dropped\": 3"), std::string::npos);
+  EXPECT_EQ(text.substr(text.size() - 4), "\n]}\n");
+}
+
+RequestRecord record(uint64_t index, SimTime arrival, SimTime first_token, SimTime finish,
+                     int64_t out) {
+  RequestRecord r;
+  r.index = index;
+  r.arrival = arrival;
+  r.first_scheduled = arrival;
+  r.first_token = first_token;
+  r.finish = finish;
+  r.prompt_tokens = 100;
+  r.output_tokens = out;
+  r.gpu_hit_tokens = 40;
+  return r;
+}
+
+TEST(RunRecorder, SummaryFollowsTheRecordsAndTheSlos) {
+  scenario::Scenario s = scenario::load_scenario_text(
+      "[slo]\nttft_ms = 100\ntpot_ms = 10\n[output]\nplots = false\nchrome_trace = false\n",
+      "s.toml", ".");
+  std::string dir = kvtwin::testing::scratch_dir() + "/run";
+  RunRecorder rec(s, "trace.csv", dir);
+  // TTFT 50 ms, TPOT (250-50)/20 = 10 ms: meets both SLOs.
+  rec.on_request_done(record(0, 0, 50'000'000, 250'000'000, 21));
+  // TTFT 200 ms: misses the TTFT SLO; one output token, no TPOT.
+  rec.on_request_done(record(1, 1'000'000'000, 1'200'000'000, 1'200'000'000, 1));
+  RequestRecord rejected;
+  rejected.index = 2;
+  rejected.arrival = 0;
+  rejected.prompt_tokens = 100;
+  rejected.rejected = true;
+  rec.on_request_done(rejected);
+  const Summary& sum = rec.finish(2'000'000'000);
+  EXPECT_EQ(sum.requests, 3u);
+  EXPECT_EQ(sum.finished, 2u);
+  EXPECT_EQ(sum.rejected, 1u);
+  EXPECT_DOUBLE_EQ(sum.duration_s, 1.2);
+  EXPECT_DOUBLE_EQ(sum.ttft.p50, 50);
+  EXPECT_DOUBLE_EQ(sum.ttft.max, 200);
+  EXPECT_EQ(sum.tpot.count, 1u);
+  EXPECT_DOUBLE_EQ(sum.tpot.mean, 10);
+  EXPECT_DOUBLE_EQ(sum.slo_attainment, 0.5);
+  EXPECT_DOUBLE_EQ(sum.goodput, 1 / 1.2);
+  EXPECT_DOUBLE_EQ(sum.gpu_hit_rate, 80.0 / 300.0);  // hits of finished / all prompt tokens
+  std::string csv = slurp(dir + "/requests.csv");
+  EXPECT_NE(csv.find("\n0,0,0.000000,0.000000,0.050000,0.250000,50.000,10.000,250.000,100,21,40,"),
+            std::string::npos);
+  EXPECT_NE(slurp(dir + "/summary.json").find("\"slo_attainment\": 0.5"), std::string::npos);
+  EXPECT_EQ(scenario::load_scenario_file(dir + "/scenario.toml").slo.ttft_ms, 100);
+}
+
+}  // namespace
+}  // namespace kvtwin::sim::report
