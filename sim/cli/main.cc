@@ -12,6 +12,7 @@
 #include "model/check.h"
 #include "sim/calibrate/calibrate_command.h"
 
+#include "sim/cli/run_command.h"
 #include "sim/cli/trace_command.h"
 #include "sim/golden/golden_command.h"
 #include "sim/io/input_error.h"
@@ -106,6 +107,19 @@ int dispatch(int argc, char** argv) {
                            "fail (exit 1) when a class's MAPE for objects >= 1 MiB exceeds this %");
   validate_cmd->add_flag("-q,--quiet", validate.quiet, "print the report path only");
   validate_cmd->callback([&] { exit_code = kvtwin::sim::validate::run_validate(validate); });
+
+  // kvtwin run
+  kvtwin::sim::cli::RunOptions run;
+  CLI::App* run_cmd = app.add_subcommand(
+      "run",
+      "Simulate a scenario on a trace and write a run directory (no arguments: the "
+      "embedded default scenario and trace)");
+  run_cmd->add_option("--scenario", run.scenario, "scenario TOML (default: embedded default)");
+  run_cmd->add_option("--trace", run.trace, "trace file, overrides workload.trace");
+  run_cmd->add_option("--out", run.out, "run directory (default: runs/<run.name>)");
+  run_cmd->add_option("--set", run.sets, "override a scenario field: key=value (repeatable)");
+  run_cmd->add_flag("-q,--quiet", run.quiet, "no progress bar, no summary on stdout");
+  run_cmd->callback([&] { exit_code = kvtwin::sim::cli::run_run(run); });
 
   // kvtwin trace stats | convert
   CLI::App* trace_cmd = app.add_subcommand("trace", "Trace tools: reuse statistics, conversion");

@@ -220,6 +220,8 @@ const Summary& RunRecorder::finish(SimTime end) {
   auto rate = [&](uint64_t n) {
     return s.prompt_tokens ? static_cast<double>(n) / static_cast<double>(s.prompt_tokens) : 0;
   };
+  for (int t = 0; t < kNumTiers; ++t)
+    if (loaded_override_[t]) s.loaded_tokens[t] = *loaded_override_[t];
   s.gpu_hit_rate = rate(s.gpu_hit_tokens);
   s.lmcache_hit_rate = rate(s.lmcache_hit_tokens);
   for (int t = 0; t < kNumTiers; ++t) s.tier_hit_rate[t] = rate(s.loaded_tokens[t]);

@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -128,6 +129,9 @@ class RunRecorder {
   void add_gpu_evictions(uint64_t n) { summary_.gpu_evictions += n; }
   void set_tier_evictions(int tier, uint64_t n) { summary_.tier_evictions[tier] = n; }
   void set_tier_capacity(int tier, double bytes) { summary_.tier_capacity_bytes[tier] = bytes; }
+  // Tokens loaded per tier over the run (the connector's own count; overrides the sum of the
+  // request records, which lacks per-tier detail in layerwise mode).
+  void set_loaded_tokens(int tier, uint64_t tokens) { loaded_override_[tier] = tokens; }
   void set_link_stats(const std::string& kind, double bytes, double busy_fraction);
 
   // Computes the summary, writes summary.json, plots; returns the summary.
@@ -153,6 +157,7 @@ class RunRecorder {
   double usage_sum_ = 0;
   std::array<double, kNumTiers> tier_sum_{};
   Sample prev_sample_;
+  std::array<std::optional<uint64_t>, kNumTiers> loaded_override_;
   std::FILE* requests_csv_ = nullptr;
   std::FILE* timeseries_csv_ = nullptr;
   std::unique_ptr<ChromeTrace> trace_;

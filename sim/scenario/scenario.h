@@ -97,7 +97,6 @@ struct LmcacheConfig {
   double max_local_cpu_size_gb = 5.0;
   double max_local_disk_size_gb = 0.0;
   bool remote = false;
-  double remote_size_gb = 0.0;  // 0 = unbounded (the remote store's own limit)
   std::string cache_policy = "LRU";
   bool use_layerwise = false;
   bool save_decode_cache = false;

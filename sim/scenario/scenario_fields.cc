@@ -209,14 +209,12 @@ std::vector<FieldSpec> make_fields() {
                       "keep chunks in the pinned CPU tier (false: it only stages I/O)"));
   f.push_back(numeric("lmcache.max_local_cpu_size_gb", &S::lmcache,
                       &LmcacheConfig::max_local_cpu_size_gb, 0, 1e6, "GiB",
-                      "pinned CPU pool per instance"));
+                      "pinned CPU pool per rank (LMCache configures each worker)"));
   f.push_back(numeric("lmcache.max_local_disk_size_gb", &S::lmcache,
                       &LmcacheConfig::max_local_disk_size_gb, 0, 1e9, "GiB",
-                      "local disk tier per instance (0 = off)"));
+                      "local disk tier per rank (0 = off)"));
   f.push_back(boolean("lmcache.remote", &S::lmcache, &LmcacheConfig::remote,
-                      "shared remote tier (Redis-like) on"));
-  f.push_back(numeric("lmcache.remote_size_gb", &S::lmcache, &LmcacheConfig::remote_size_gb, 0, 1e9,
-                      "GiB", "remote store capacity shared by all instances (0 = unbounded)"));
+                      "shared remote tier (Redis-like, unbounded) on"));
   f.push_back(text("lmcache.cache_policy", &S::lmcache, &LmcacheConfig::cache_policy,
                    {"LRU", "LFU", "FIFO", "MRU", "S3FIFO"}, "eviction policy of CPU and disk"));
   f.push_back(boolean("lmcache.use_layerwise", &S::lmcache, &LmcacheConfig::use_layerwise,
@@ -225,9 +223,9 @@ std::vector<FieldSpec> make_fields() {
                       "also store KV produced by decode"));
   f.push_back(boolean("lmcache.save_unfull_chunk", &S::lmcache, &LmcacheConfig::save_unfull_chunk,
                       "store a trailing partial chunk"));
-  f.push_back(boolean("lmcache.enable_async_loading", &S::lmcache,
-                      &LmcacheConfig::enable_async_loading,
-                      "prefetch from disk/remote while the request waits"));
+  f.push_back(
+      boolean("lmcache.enable_async_loading", &S::lmcache, &LmcacheConfig::enable_async_loading,
+              "prefetch from disk/remote while the request waits (not modelled yet: rejected)"));
   f.push_back(numeric("lmcache.min_retrieve_tokens", &S::lmcache,
                       &LmcacheConfig::min_retrieve_tokens, 0, 1 << 24, "tokens",
                       "skip loads shorter than this"));

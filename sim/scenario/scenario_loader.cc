@@ -151,6 +151,12 @@ void validate_rest(const Scenario& s) {
       invalid(s, "lmcache.enabled", "LMCache does not serve encoder-decoder models");
     if (s.model.layer_pattern.find('M') != std::string::npos)
       invalid(s, "lmcache.enabled", "LMCache does not serve Mamba layers");
+    if (s.model.layer_pattern.find('S') != std::string::npos)
+      invalid(s, "lmcache.enabled",
+              "LMCache needs one KV cache group (vLLM's hybrid manager off): use layer_pattern F");
+    if (l.enable_async_loading)
+      invalid(s, "lmcache.enable_async_loading",
+              "async loading (prefetch) is not modelled by model/lmcache yet");
   }
   if (s.workload.prefix_groups > 0 && s.workload.prefix_tokens <= 0)
     invalid(s, "workload.prefix_tokens", "synthetic prefixes need prefix_tokens > 0");

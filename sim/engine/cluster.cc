@@ -1,0 +1,192 @@
+#include "sim/engine/cluster.h"
+
+#include "model/check.h"
+#include "model/vllm/hashing.h"
+#include "sim/hw/profile_step_model.h"
+#include "sim/hw/roofline.h"
+
+namespace kvtwin::sim::engine {
+namespace {
+
+std::unique_ptr<hw::StepModel> make_step_model(const scenario::Scenario& s,
+                                               const hw::ModelGeometry& g) {
+  if (s.step.model == "profile") {
+    auto p = std::make_unique<hw::ProfileStepModel>(s.base_dir + "/" + s.step.profile);
+    p->num_layers_hint = g.num_layers;
+    return p;
+  }
+  return std::make_unique<hw::RooflineStepModel>(g, s.gpu);
+}
+
+std::unique_ptr<model::vllm::RequestBlockHasher> make_hasher(const scenario::Scenario& s,
+                                                             const KvCacheLayout& layout) {
+  if (!layout.enable_caching) return nullptr;
+  auto fn = *model::vllm::hash_fn_from_name(s.vllm.prefix_caching_hash_algo);
+  // NONE_HASH as vLLM derives it with PYTHONHASHSEED set to the run seed.
+  model::vllm::BlockHasher hasher(fn, model::vllm::none_hash(fn, std::to_string(s.run.seed)));
+  return std::make_unique<model::vllm::RequestBlockHasher>(layout.hash_block_size,
+                                                           std::move(hasher));
+}
+
+}  // namespace
+
+Cluster::Cluster(const scenario::Scenario& s, workload::Workload* workload,
+                 report::RunRecorder* recorder)
+    : s_(s),
+      workload_(workload),
+      recorder_(recorder),
+      geometry_(hw::derive_geometry(s)),
+      layout_(derive_kv_cache_layout(s, geometry_)),
+      step_model_(make_step_model(s, geometry_)),
+      tokens_(s.run.seed, s.model.vocab_size),
+      hasher_(make_hasher(s, layout_)),
+      mover_(&sim_, s.links, s.cluster.instances, s.run.seed),
+      router_(Router::policy_from_name(s.cluster.router), layout_.hash_block_size) {
+  InstanceContext ctx;
+  ctx.sim = &sim_;
+  ctx.step_model = step_model_.get();
+  ctx.tokens = &tokens_;
+  ctx.recorder = recorder_;
+  ctx.on_done = [this](EngineRequest* r) { on_done(r); };
+  ctx.track_prefix_index = router_.needs_prefix_index();
+  if (s.lmcache.enabled) {
+    lmcache_registry_ = std::make_shared<model::lmcache::KeyScopeRegistry>();
+    lmcache_remote_ = std::make_shared<model::lmcache::RemoteKvStore>();
+  }
+  for (int i = 0; i < s.cluster.instances; ++i) {
+    LmcacheConnector* connector = nullptr;
+    if (s.lmcache.enabled) {
+      LmcacheConnector::Context c;
+      c.sim = &sim_;
+      c.mover = &mover_;
+      c.instance = i;
+      c.geometry = &geometry_;
+      c.layout = &layout_;
+      c.shared.disk = std::make_shared<model::lmcache::DiskDirectory>();  // per node
+      c.shared.remote = lmcache_remote_;                                  // one for all
+      c.registry = lmcache_registry_;
+      connectors_.push_back(std::make_unique<LmcacheConnector>(s, std::move(c)));
+      connector = connectors_.back().get();
+    }
+    instances_.push_back(std::make_unique<Instance>(i, s, layout_, ctx, connector));
+    instance_ptrs_.push_back(instances_.back().get());
+    if (connector) {
+      connector->attach(instances_.back().get());
+      instances_.back()->set_hooks(connector);
+    }
+  }
+  if (recorder_)
+    mover_.set_observer(
+        [this](const Transfer& t, const TransferResult& r) { recorder_->on_transfer(t, r); });
+}
+
+Cluster::~Cluster() = default;
+
+void Cluster::run(const std::function<void(uint64_t)>& progress) {
+  progress_ = progress;
+  pump();
+  sim_.schedule_at(0, [this] { sample(); });
+  sim_.run();
+  KVTWIN_CHECK(all_done()) << live_.size() << " requests never finished";
+  report_links();
+}
+
+void Cluster::pump() {
+  if (!workload_->next(&next_)) {
+    reading_done_ = true;
+    return;
+  }
+  sim_.schedule_at(std::max(sim_.now(), next_.arrival), [this] { arrive(); });
+}
+
+void Cluster::arrive() {
+  const workload::TraceRequest& t = next_;
+  auto r = std::make_unique<EngineRequest>();
+  r->record.index = t.index;
+  r->record.arrival = sim_.now();
+  r->record.prompt_tokens = t.prompt_tokens;
+  r->num_encoder_tokens = s_.model.encoder_tokens;
+  EngineRequest* raw = r.get();
+  live_.emplace(t.index, std::move(r));
+  if (t.prompt_tokens >= s_.vllm.max_model_len) {  // vLLM rejects the prompt at admission
+    raw->record.rejected = true;
+    raw->record.finish = sim_.now();
+    on_done(raw);
+  } else {
+    std::vector<model::vllm::TokenId> prompt;
+    tokens_.prompt_tokens(t, &prompt);
+    model::vllm::RequestOptions options;
+    options.max_tokens = t.output_tokens;
+    raw->req = std::make_unique<model::vllm::Request>(std::to_string(t.index), std::move(prompt),
+                                                      std::move(options), hasher_.get());
+    int target = router_.route(instance_ptrs_, raw->req->block_hashes());
+    instances_[static_cast<size_t>(target)]->add_request(raw);
+  }
+  pump();
+}
+
+void Cluster::on_done(EngineRequest* r) {
+  if (recorder_) recorder_->on_request_done(r->record);
+  if (observer_) observer_(r->record);
+  ++done_;
+  if (!r->record.rejected) ++finished_;
+  live_.erase(r->record.index);
+  if (progress_ && done_ % 256 == 0) progress_(done_);
+}
+
+void Cluster::sample() {
+  report::Sample s;
+  s.t = sim_.now();
+  double usage_sum = 0;
+  for (const auto& inst : instances_) {
+    s.running += static_cast<int64_t>(inst->num_running());
+    s.waiting += static_cast<int64_t>(inst->num_waiting());
+    double u = inst->kv_usage();
+    usage_sum += u;
+    s.gpu_kv_usage_max = std::max(s.gpu_kv_usage_max, u);
+    s.computed_tokens += inst->computed_tokens();
+  }
+  s.gpu_kv_usage_mean = usage_sum / static_cast<double>(instances_.size());
+  // LMCache tiers, every rank of every instance (rank 0 is modelled; ranks are symmetric).
+  const double tp = geometry_.tp;
+  for (const auto& c : connectors_) {
+    s.tier_bytes[report::kTierCpu] += c->cpu_bytes() * tp;
+    s.tier_bytes[report::kTierDisk] += c->disk_bytes() * tp;
+  }
+  if (!connectors_.empty()) s.tier_bytes[report::kTierRemote] = connectors_[0]->remote_bytes() * tp;
+  s.finished = finished_;
+  if (recorder_) recorder_->on_sample(s);
+  if (!all_done())
+    sim_.schedule_after(from_seconds(s_.output.timeseries_interval_s), [this] { sample(); });
+}
+
+void Cluster::report_links() {
+  if (!recorder_) return;
+  uint64_t evictions = 0;
+  for (const auto& inst : instances_) evictions += inst->gpu_evictions();
+  recorder_->add_gpu_evictions(evictions);
+  if (!connectors_.empty()) {
+    constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+    const double ranks = static_cast<double>(geometry_.tp) * s_.cluster.instances;
+    recorder_->set_tier_capacity(report::kTierCpu, s_.lmcache.max_local_cpu_size_gb * kGiB * ranks);
+    recorder_->set_tier_capacity(report::kTierDisk,
+                                 s_.lmcache.max_local_disk_size_gb * kGiB * ranks);
+    std::array<uint64_t, report::kNumTiers> loaded{}, evicted{};
+    for (const auto& c : connectors_) {
+      const LmcacheTierStats& st = c->stats();
+      for (int t = 0; t < report::kNumTiers; ++t) {
+        loaded[t] += st.loaded_tokens[t];
+        evicted[t] += st.evictions[t];
+      }
+    }
+    for (int t = 0; t < report::kNumTiers; ++t) {
+      recorder_->set_loaded_tokens(t, loaded[t]);
+      recorder_->set_tier_evictions(t, evicted[t]);
+    }
+  }
+  SimTime span = std::max<SimTime>(sim_.now(), 1);
+  for (const auto& l : mover_.link_reports())
+    recorder_->set_link_stats(l.kind, l.bytes, static_cast<double>(l.busy_ns) / span);
+}
+
+}  // namespace kvtwin::sim::engine

@@ -1,0 +1,87 @@
+// Cluster: one whole simulation — the workload, the router, the serving instances, the shared
+// remote tier, the modeled transfer links and the run recorder, on one Simulator.
+//
+// Requests stream in: the next trace row is read only when the previous one has arrived, so
+// memory follows the requests in flight, not the trace. On arrival a request gets its token ids
+// (TokenSynthesizer) and its vLLM Request (block hashes computed once, shared by router and
+// instance), is routed, and leaves through the recorder when it finishes or is rejected (prompt
+// not shorter than max_model_len, or larger than a whole KV pool).
+//
+// A sample of queues and occupancy is taken every output.timeseries_interval_s of virtual time
+// while work remains. run() returns when every request is done and no event is left.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "model/vllm/request_block_hasher.h"
+#include "sim/engine/engine_request.h"
+#include "sim/engine/instance.h"
+#include "sim/engine/kv_cache_layout.h"
+#include "sim/engine/lmcache_connector.h"
+#include "sim/engine/router.h"
+#include "sim/hw/model_geometry.h"
+#include "sim/hw/modeled_mover.h"
+#include "sim/report/run_recorder.h"
+#include "sim/scenario/scenario.h"
+#include "sim/simulator.h"
+#include "sim/workload/token_synth.h"
+#include "sim/workload/workload.h"
+
+namespace kvtwin::sim::engine {
+
+class Cluster {
+ public:
+  Cluster(const scenario::Scenario& s, workload::Workload* workload, report::RunRecorder* recorder);
+  ~Cluster();
+
+  // Called with each request's record as it leaves (tests, sweeps).
+  void set_request_observer(std::function<void(const report::RequestRecord&)> f) {
+    observer_ = std::move(f);
+  }
+
+  // Runs to completion. `progress(requests_done)` is called now and then.
+  void run(const std::function<void(uint64_t)>& progress);
+
+  const KvCacheLayout& layout() const { return layout_; }
+  const hw::ModelGeometry& geometry() const { return geometry_; }
+  uint64_t requests_done() const { return done_; }
+  uint64_t events_executed() const { return sim_.num_executed(); }
+  SimTime now() const { return sim_.now(); }
+
+ private:
+  void pump();
+  void arrive();
+  void on_done(EngineRequest* r);
+  void sample();
+  void report_links();
+  bool all_done() const { return reading_done_ && live_.empty(); }
+
+  const scenario::Scenario& s_;
+  workload::Workload* workload_;
+  report::RunRecorder* recorder_;
+  Simulator sim_;
+  hw::ModelGeometry geometry_;
+  KvCacheLayout layout_;
+  std::unique_ptr<hw::StepModel> step_model_;
+  workload::TokenSynthesizer tokens_;
+  std::unique_ptr<model::vllm::RequestBlockHasher> hasher_;
+  hw::ModeledMover mover_;
+  Router router_;
+  std::shared_ptr<model::lmcache::KeyScopeRegistry> lmcache_registry_;
+  std::shared_ptr<model::lmcache::RemoteKvStore> lmcache_remote_;
+  std::vector<std::unique_ptr<LmcacheConnector>> connectors_;  // one per instance, or none
+  std::vector<std::unique_ptr<Instance>> instances_;
+  std::vector<Instance*> instance_ptrs_;
+  std::map<uint64_t, std::unique_ptr<EngineRequest>> live_;  // by trace index
+  workload::TraceRequest next_;
+  bool reading_done_ = false;
+  uint64_t done_ = 0;
+  uint64_t finished_ = 0;
+  std::function<void(uint64_t)> progress_;
+  std::function<void(const report::RequestRecord&)> observer_;
+};
+
+}  // namespace kvtwin::sim::engine

@@ -1,0 +1,34 @@
+// EngineRequest: one request inside a simulated serving instance — vLLM's Request (tokens, block
+// hashes, computed tokens; model/vllm) plus the scheduler's status and the metrics the run
+// reports. Owned by the Cluster from arrival to completion; the scheduler and the KV connector
+// hold raw pointers while it is live.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "model/vllm/request.h"
+#include "sim/report/run_recorder.h"
+#include "sim/time.h"
+
+namespace kvtwin::sim::engine {
+
+// vLLM's RequestStatus, reduced to what the scheduler distinguishes.
+enum class RequestStatus { kWaiting, kWaitingForRemoteKvs, kRunning, kPreempted, kFinished };
+
+struct EngineRequest {
+  std::unique_ptr<model::vllm::Request> req;
+  RequestStatus status = RequestStatus::kWaiting;
+  int instance = 0;
+  int64_t num_cached_tokens = -1;  // tokens computed at first schedule (local + external hits)
+  int64_t num_external_computed_tokens = 0;
+  int64_t num_encoder_tokens = 0;  // encoder input (encoder-decoder models)
+  bool encoder_done = false;       // encoder ran (cross-attention KV exists)
+  SimTime last_token = -1;
+  report::RequestRecord record;
+
+  const std::string& id() const { return req->request_id(); }
+  bool finished() const { return status == RequestStatus::kFinished; }
+};
+
+}  // namespace kvtwin::sim::engine

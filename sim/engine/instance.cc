@@ -1,0 +1,180 @@
+#include "sim/engine/instance.h"
+
+#include "model/check.h"
+
+namespace kvtwin::sim::engine {
+
+model::vllm::KVCacheManagerOptions kv_cache_manager_options(const scenario::Scenario& s,
+                                                            const KvCacheLayout& layout,
+                                                            bool events) {
+  model::vllm::KVCacheManagerOptions o;
+  o.kv_cache_config = layout.config;
+  o.max_model_len = s.vllm.max_model_len;
+  o.hash_block_size = layout.hash_block_size;
+  o.enable_caching = layout.enable_caching;
+  o.log_stats = false;
+  o.enable_kv_cache_events = events;
+  o.kv_events_use_int_block_hashes = true;
+  return o;
+}
+
+namespace {
+
+SchedulerConfig scheduler_config(const scenario::Scenario& s, const KvCacheLayout& layout) {
+  SchedulerConfig c;
+  c.max_num_batched_tokens = s.vllm.max_num_batched_tokens;
+  c.max_num_seqs = s.vllm.max_num_seqs;
+  c.long_prefill_token_threshold = s.vllm.long_prefill_token_threshold;
+  c.enable_chunked_prefill = s.vllm.enable_chunked_prefill;
+  c.max_model_len = s.vllm.max_model_len;
+  c.block_size = layout.attention_block_size;
+  bool has_mamba = s.model.layer_pattern.find('M') != std::string::npos;
+  c.mamba_block_aligned_split = has_mamba && s.vllm.mamba_cache_mode == "align";
+  return c;
+}
+
+}  // namespace
+
+Instance::Instance(int id, const scenario::Scenario& s, const KvCacheLayout& layout,
+                   const InstanceContext& ctx, KvConnector* connector)
+    : id_(id),
+      ctx_(ctx),
+      kv_(kv_cache_manager_options(s, layout, /*events=*/true)),
+      scheduler_(scheduler_config(s, layout), &kv_, connector) {}
+
+void Instance::add_request(EngineRequest* r) {
+  r->instance = id_;
+  r->record.instance = id_;
+  scheduler_.add_request(r);
+  kick();
+}
+
+void Instance::kick() {
+  if (!busy_) try_step();
+}
+
+int64_t Instance::queued_tokens() const {
+  int64_t n = 0;
+  for (const EngineRequest* r : scheduler_.waiting())
+    n += r->req->num_tokens() - r->req->num_computed_tokens;
+  for (const EngineRequest* r : scheduler_.running())
+    n += std::max<int64_t>(0, r->req->num_prompt_tokens() - r->req->num_computed_tokens);
+  return n;
+}
+
+void Instance::try_step() {
+  KVTWIN_CHECK(!busy_);
+  SchedulerOutput out;
+  while (true) {
+    // A schedule whose only effect was preemption schedules again at once (vLLM would run an
+    // empty step); bounded by the number of running requests.
+    size_t attempts = scheduler_.num_running() + 2;
+    for (size_t a = 0; a < attempts; ++a) {
+      out = scheduler_.schedule();
+      drain_events();
+      if (!out.empty() || out.preempted.empty()) break;
+    }
+    if (!out.empty()) break;
+    if (!reject_stuck_head()) return;  // idle until an arrival or a finished KV load
+  }
+  busy_ = true;
+  step_start_ = ctx_.sim->now();
+  std::vector<hw::StepSlice> slices;
+  slices.reserve(out.scheduled.size());
+  for (const ScheduledRequest& s : out.scheduled) {
+    const model::vllm::Request& req = *s.request->req;
+    slices.push_back(hw::StepSlice{s.num_new_tokens, s.num_computed_before,
+                                   req.num_computed_tokens >= req.num_tokens(),
+                                   s.num_encoder_tokens});
+    if (s.request->record.first_scheduled < 0) s.request->record.first_scheduled = step_start_;
+  }
+  hw::StepTime compute = ctx_.step_model->step_time(slices);
+  if (hooks_) {
+    hooks_->begin_step(out, compute, [this, out, compute](SimDuration extra) mutable {
+      run_forward(std::move(out), compute, extra);
+    });
+  } else {
+    run_forward(std::move(out), compute, 0);
+  }
+}
+
+void Instance::run_forward(SchedulerOutput out, hw::StepTime compute, SimDuration extra) {
+  ctx_.sim->schedule_after(compute.total_ns + extra, [this, out = std::move(out)]() mutable {
+    if (hooks_) {
+      hooks_->end_step(
+          out, [this, out](const std::set<EngineRequest*>& failed) { finish_step(out, failed); });
+    } else {
+      finish_step(out, {});
+    }
+  });
+}
+
+void Instance::finish_step(const SchedulerOutput& out, const std::set<EngineRequest*>& failed) {
+  SimTime now = ctx_.sim->now();
+  computed_tokens_ += static_cast<uint64_t>(out.total_num_scheduled_tokens);
+  if (ctx_.recorder)
+    ctx_.recorder->on_step(id_, step_start_, now - step_start_, out.total_num_scheduled_tokens,
+                           static_cast<int64_t>(out.scheduled.size()));
+  const workload::TokenSynthesizer* synth = ctx_.tokens;
+  auto outcome = scheduler_.update_from_output(
+      out,
+      [synth](const EngineRequest& r, int64_t i) { return synth->output_token(r.record.index, i); },
+      failed);
+  drain_events();
+  for (EngineRequest* r : outcome.sampled) {
+    if (r->record.first_token < 0) {
+      r->record.first_token = now;
+    } else if (ctx_.recorder) {
+      ctx_.recorder->on_inter_token(now - r->last_token);
+    }
+    r->last_token = now;
+  }
+  for (EngineRequest* r : outcome.finished) {
+    r->record.finish = now;
+    r->record.output_tokens = r->req->num_output_tokens();
+    ctx_.on_done(r);
+  }
+  busy_ = false;
+  try_step();
+}
+
+bool Instance::reject_stuck_head() {
+  // Nothing runs and nothing could be scheduled. Unless some request waits for a KV load (its
+  // completion kicks the instance), the head of the queue can never fit in the pool: reject it,
+  // as vLLM would otherwise stall.
+  if (scheduler_.num_running() > 0 || scheduler_.num_waiting() == 0) return false;
+  for (const EngineRequest* r : scheduler_.waiting())
+    if (r->status == RequestStatus::kWaitingForRemoteKvs) return false;
+  EngineRequest* head = scheduler_.waiting().front();
+  scheduler_.abort_waiting_head(head);
+  drain_events();
+  head->record.finish = ctx_.sim->now();
+  ctx_.on_done(head);
+  return true;
+}
+
+void Instance::drain_events() {
+  for (auto& event : kv_.take_events()) {
+    if (auto* stored = std::get_if<model::vllm::BlockStored>(&event)) {
+      if (ctx_.track_prefix_index)
+        for (const auto& h : stored->block_hashes) cached_hashes_.insert(h.int_value);
+    } else if (auto* removed = std::get_if<model::vllm::BlockRemoved>(&event)) {
+      gpu_evictions_ += removed->block_hashes.size();
+      if (ctx_.track_prefix_index)
+        for (const auto& h : removed->block_hashes) cached_hashes_.erase(h.int_value);
+    } else {
+      cached_hashes_.clear();
+    }
+  }
+}
+
+int64_t Instance::cached_prefix_blocks(const std::vector<model::vllm::BlockHash>& hashes) const {
+  int64_t n = 0;
+  for (const model::vllm::BlockHash& h : hashes) {
+    if (!cached_hashes_.count(h.low64())) break;
+    ++n;
+  }
+  return n;
+}
+
+}  // namespace kvtwin::sim::engine

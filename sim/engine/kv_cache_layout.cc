@@ -1,0 +1,162 @@
+#include "sim/engine/kv_cache_layout.h"
+
+#include <algorithm>
+#include <map>
+
+#include "sim/io/input_error.h"
+
+namespace kvtwin::sim::engine {
+namespace {
+
+using model::vllm::KVCacheGroupSpec;
+using model::vllm::KVCacheSpec;
+using model::vllm::KVCacheSpecKind;
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+struct LayerSpec {
+  std::string name;
+  KVCacheSpec spec;
+  int64_t page_bytes = 0;
+};
+
+std::string kv_dtype_name(const hw::ModelGeometry& g) {
+  return g.kv_bytes == 1 ? "fp8" : g.kv_bytes == 4 ? "float32" : "bfloat16";
+}
+
+// Step 1: one spec per layer.
+std::vector<LayerSpec> layer_specs(const scenario::Scenario& s, const hw::ModelGeometry& g,
+                                   int* attention_block_size) {
+  const int tp = g.tp;
+  const int kv_heads = g.mla ? 1 : std::max(1, s.model.num_kv_heads / tp);
+  const int head_size = g.mla ? s.model.kv_lora_rank + s.model.qk_rope_head_dim : g.head_size;
+  const int64_t attn_bytes_per_token = g.kv_bytes_per_token_per_layer;
+  int block_size = s.vllm.block_size;
+  if (g.num_mamba_layers > 0) {
+    // The attention page must hold one Mamba state: grow block_size in multiples of 16.
+    int64_t need = g.mamba_state_bytes_per_layer;
+    int64_t tokens = (need + attn_bytes_per_token - 1) / attn_bytes_per_token;
+    int64_t aligned = (tokens + 15) / 16 * 16;
+    block_size = static_cast<int>(std::max<int64_t>(block_size, aligned));
+  }
+  *attention_block_size = block_size;
+  const int64_t attn_page = int64_t{block_size} * attn_bytes_per_token;
+  std::vector<LayerSpec> out;
+  for (int i = 0; i < g.num_layers; ++i) {
+    LayerSpec l;
+    l.name = "layers." + std::to_string(i);
+    KVCacheSpec& spec = l.spec;
+    spec.block_size = block_size;
+    spec.num_kv_heads = kv_heads;
+    spec.head_size = head_size;
+    spec.dtype = kv_dtype_name(g);
+    switch (g.layers[static_cast<size_t>(i)]) {
+      case hw::LayerKind::kFull:
+        spec.kind = g.mla ? KVCacheSpecKind::kMLAAttention : KVCacheSpecKind::kFullAttention;
+        l.page_bytes = attn_page;
+        break;
+      case hw::LayerKind::kSliding:
+        spec.kind = KVCacheSpecKind::kSlidingWindow;
+        spec.sliding_window = s.model.sliding_window;
+        l.page_bytes = attn_page;
+        break;
+      case hw::LayerKind::kMamba: {
+        spec.kind = KVCacheSpecKind::kMamba;
+        spec.num_kv_heads = 0;
+        spec.head_size = 0;
+        auto mode = model::vllm::mamba_cache_mode_from_name(s.vllm.mamba_cache_mode);
+        spec.mamba_cache_mode = *mode;
+        // Without prefix caching of states ("none") one block holds the request's only state.
+        spec.block_size = spec.mamba_cache_mode == model::vllm::MambaCacheMode::kNone
+                              ? static_cast<int>(s.vllm.max_model_len)
+                              : block_size;
+        l.page_bytes = attn_page;  // padded to the attention page
+        break;
+      }
+    }
+    out.push_back(l);
+    if (g.encoder_layers > 0) {
+      LayerSpec c = l;
+      c.name = "layers." + std::to_string(i) + ".cross";
+      c.spec.kind = KVCacheSpecKind::kCrossAttention;
+      c.page_bytes = attn_page;
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+KvCacheLayout derive_kv_cache_layout(const scenario::Scenario& s, const hw::ModelGeometry& g) {
+  KvCacheLayout layout;
+  std::vector<LayerSpec> layers = layer_specs(s, g, &layout.attention_block_size);
+
+  // Step 2: groups. Layers with equal specs, in first-appearance order.
+  std::vector<std::pair<KVCacheSpec, std::vector<size_t>>> by_spec;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    auto it = std::find_if(by_spec.begin(), by_spec.end(),
+                           [&](const auto& e) { return e.first == layers[i].spec; });
+    if (it == by_spec.end())
+      by_spec.push_back({layers[i].spec, {i}});
+    else
+      it->second.push_back(i);
+  }
+  int64_t page = 0;
+  for (const LayerSpec& l : layers) page = std::max(page, l.page_bytes);
+  layout.page_bytes = page;
+  std::vector<std::vector<size_t>> grouped;
+  if (by_spec.size() == 1) {
+    grouped.push_back(by_spec[0].second);
+    layout.layers_per_group = static_cast<int>(layers.size());
+  } else {
+    size_t min_n = SIZE_MAX, max_n = 0;
+    for (const auto& e : by_spec) {
+      min_n = std::min(min_n, e.second.size());
+      max_n = std::max(max_n, e.second.size());
+    }
+    size_t group_size =
+        static_cast<double>(max_n) < 1.25 * static_cast<double>(min_n) ? max_n : min_n;
+    for (const auto& e : by_spec) {
+      size_t n = (e.second.size() + group_size - 1) / group_size;
+      for (size_t i = 0; i < n; ++i) {
+        std::vector<size_t> members;
+        for (size_t j = i; j < e.second.size(); j += n) members.push_back(e.second[j]);
+        grouped.push_back(members);
+      }
+    }
+    layout.layers_per_group = static_cast<int>(group_size);
+  }
+  int min_block = INT32_MAX;
+  for (const auto& members : grouped) {
+    KVCacheGroupSpec group;
+    for (size_t i : members) group.layer_names.push_back(layers[i].name);
+    group.kv_cache_spec = layers[members.front()].spec;
+    // Page-size unification: a smaller page's block_size grows by the ratio (only Mamba pages
+    // differ here, and they are padded instead).
+    layout.config.kv_cache_groups.push_back(group);
+    min_block = std::min(min_block, group.kv_cache_spec.block_size);
+  }
+  layout.hash_block_size = min_block;
+  layout.enable_caching = s.vllm.enable_prefix_caching &&
+                          !(g.num_mamba_layers > 0 && s.vllm.mamba_cache_mode == "none");
+  layout.block_bytes = layout.page_bytes * layout.layers_per_group;
+
+  // Step 3: number of blocks.
+  layout.available_bytes = s.gpu.memory_gb * kGiB * s.vllm.gpu_memory_utilization -
+                           g.weight_bytes_per_rank() - s.vllm.activation_reserve_gb * kGiB;
+  int64_t blocks = s.vllm.num_gpu_blocks > 0
+                       ? s.vllm.num_gpu_blocks
+                       : static_cast<int64_t>(std::max(0.0, layout.available_bytes) /
+                                              static_cast<double>(layout.block_bytes));
+  if (blocks < 2)
+    throw InputError(s.source.empty() ? "<scenario>" : s.source, 0, "vllm.gpu_memory_utilization",
+                     "no KV block fits: weights need " +
+                         std::to_string(g.weight_bytes_per_rank() / kGiB) +
+                         " GiB per GPU; raise gpu.memory_gb or gpu.tensor_parallel, or set "
+                         "vllm.num_gpu_blocks");
+  layout.config.num_blocks = static_cast<int>(std::min<int64_t>(blocks, INT32_MAX));
+  return layout;
+}
+
+}  // namespace kvtwin::sim::engine

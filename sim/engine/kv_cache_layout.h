@@ -1,0 +1,50 @@
+// KvCacheLayout: vLLM's KV-cache configuration for one instance, derived from the scenario the
+// way vLLM's worker derives it (vllm/v1/core/kv_cache_utils.py get_kv_cache_groups and
+// get_kv_cache_config_from_groups), plus the byte sizes the simulator needs.
+//
+//   1. One spec per layer (per tensor-parallel rank):
+//        F  full attention (MLA: one latent "head" of kv_lora_rank + qk_rope_head_dim)
+//        S  sliding window
+//        M  Mamba-2 state: one block holds a whole state; attention block_size grows to the
+//           smallest multiple of 16 whose page holds a state, and the Mamba page is padded to
+//           the attention page (vLLM's hybrid attention/Mamba page alignment)
+//        encoder-decoder: each decoder layer also has a cross-attention layer
+//   2. Every layer the same spec → one group. Otherwise page sizes are unified (a smaller page's
+//      block_size is multiplied up to the largest page) and layers are split into groups of equal
+//      size: group_size = the fewest layers of any spec (the most, when max < 1.25 · min); each
+//      spec's layers are dealt round-robin into ceil(n / group_size) groups.
+//   3. num_blocks = available bytes // page size // layers per group, where available bytes =
+//      memory_gb · gpu_memory_utilization − weights per GPU − activation_reserve_gb, unless
+//      vllm.num_gpu_blocks overrides it (vLLM's num_gpu_blocks_override).
+//
+// Throws InputError (citing vllm.gpu_memory_utilization) when no block fits.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/vllm/kv_cache_interface.h"
+#include "sim/hw/model_geometry.h"
+#include "sim/scenario/scenario.h"
+
+namespace kvtwin::sim::engine {
+
+struct KvCacheLayout {
+  model::vllm::KVCacheConfig config;
+  int64_t page_bytes = 0;         // bytes of one block of one layer (per rank), after unification
+  int layers_per_group = 0;       // layers sharing one block id
+  int64_t block_bytes = 0;        // page_bytes · layers_per_group: one block id's memory per rank
+  int hash_block_size = 16;       // block size of request hashing (smallest group block size)
+  int attention_block_size = 16;  // block size of the attention groups
+  double available_bytes = 0;     // KV memory per rank before division into blocks
+  // vLLM disables prefix caching for Mamba hybrids whose states are not cached
+  // (mamba_cache_mode "none"); otherwise vllm.enable_prefix_caching.
+  bool enable_caching = true;
+
+  int64_t num_blocks() const { return config.num_blocks; }
+};
+
+KvCacheLayout derive_kv_cache_layout(const scenario::Scenario& s, const hw::ModelGeometry& g);
+
+}  // namespace kvtwin::sim::engine

@@ -1,0 +1,387 @@
+#include "sim/engine/lmcache_connector.h"
+
+#include <algorithm>
+
+#include "model/check.h"
+
+namespace kvtwin::sim::engine {
+namespace lm = model::lmcache;
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+lm::KvDtype kv_dtype(const hw::ModelGeometry& g) {
+  if (g.kv_bytes == 1) return lm::KvDtype::kFp8E4m3fn;
+  if (g.kv_bytes == 4) return lm::KvDtype::kFloat;
+  return lm::KvDtype::kBfloat16;
+}
+
+int tier_of(std::string_view location) {
+  if (location == "LocalDiskBackend") return report::kTierDisk;
+  if (location == "RemoteBackend") return report::kTierRemote;
+  return report::kTierCpu;
+}
+
+lm::LMCacheEngineConfig engine_config(const scenario::Scenario& s) {
+  const scenario::LmcacheConfig& l = s.lmcache;
+  lm::LMCacheEngineConfig c;
+  c.chunk_size = l.chunk_size;
+  c.save_unfull_chunk = l.save_unfull_chunk;
+  c.python_hash_seed = std::to_string(s.run.seed);
+  c.local_cpu = l.local_cpu;
+  c.max_local_cpu_size_bytes = static_cast<uint64_t>(l.max_local_cpu_size_gb * kGiB);
+  c.local_disk = l.max_local_disk_size_gb > 0;
+  c.max_local_disk_size_bytes = static_cast<uint64_t>(l.max_local_disk_size_gb * kGiB);
+  c.remote = l.remote;
+  c.cache_policy = *lm::cache_policy_from_name(l.cache_policy);
+  c.use_layerwise = l.use_layerwise;
+  c.save_decode_cache = l.save_decode_cache;
+  c.min_retrieve_tokens = l.min_retrieve_tokens;
+  c.quirks = l.upstream_fixes ? lm::Quirks::all_fixed() : lm::Quirks::upstream();
+  return c;
+}
+
+lm::LMCacheMetadata engine_metadata(const scenario::Scenario& s, const hw::ModelGeometry& g) {
+  lm::LMCacheMetadata m;
+  m.model_name = s.model.name;
+  m.world_size = g.tp;
+  m.worker_id = 0;
+  m.num_layers = g.num_full_layers + g.num_sliding_layers;
+  m.use_mla = g.mla;
+  m.num_kv_heads = g.mla ? 1 : std::max(1, s.model.num_kv_heads / g.tp);
+  m.head_size = g.mla ? s.model.kv_lora_rank + s.model.qk_rope_head_dim : g.head_size;
+  m.kv_dtype = kv_dtype(g);
+  m.chunk_size = s.lmcache.chunk_size;
+  return m;
+}
+
+}  // namespace
+
+LmcacheConnector::LmcacheConnector(const scenario::Scenario& s, Context ctx)
+    : s_(s),
+      ctx_(std::move(ctx)),
+      config_(engine_config(s)),
+      metadata_(engine_metadata(s, *ctx_.geometry)),
+      faults_(s.run.seed, "remote_faults_" + std::to_string(ctx_.instance)) {
+  adapter_config_.vllm_block_size = ctx_.layout->attention_block_size;
+  engine_ = std::make_unique<lm::LMCacheEngine>(config_, metadata_, ctx_.shared, ctx_.registry);
+  lookup_client_ = std::make_unique<lm::LMCacheLookupClient>(
+      config_, metadata_, std::vector<lm::LMCacheEngine*>{engine_.get()});
+  scheduler_adapter_ =
+      std::make_unique<lm::LMCacheSchedulerAdapter>(config_, adapter_config_, lookup_client_.get());
+  worker_adapter_ = std::make_unique<lm::LMCacheWorkerAdapter>(engine_.get(), adapter_config_);
+  chunk_bytes_ = object_bytes(config_.chunk_size);
+}
+
+LmcacheConnector::~LmcacheConnector() = default;
+
+uint64_t LmcacheConnector::object_bytes(int64_t tokens) const {
+  return static_cast<uint64_t>(metadata_.shape_bytes(metadata_.get_shape(tokens)));
+}
+
+lm::VllmRequest& LmcacheConnector::mirror(const EngineRequest& r) {
+  auto& m = mirrors_[r.id()];
+  if (!m) {
+    m = std::make_unique<lm::VllmRequest>();
+    m->request_id = r.id();
+    auto prompt =
+        r.req->all_token_ids().subspan(0, static_cast<size_t>(r.req->num_prompt_tokens()));
+    m->prompt_token_ids.assign(prompt.begin(), prompt.end());
+  }
+  return *m;
+}
+
+// Brings the adapter's view of a request up to date: tokens appended since, computed tokens.
+void LmcacheConnector::sync(const EngineRequest& r, int64_t num_computed_tokens) {
+  lm::VllmRequest& m = mirror(r);
+  auto all = r.req->all_token_ids();
+  if (m.all_token_ids.size() < all.size())
+    m.all_token_ids.insert(m.all_token_ids.end(), all.begin() + m.all_token_ids.size(), all.end());
+  m.num_computed_tokens = num_computed_tokens;
+}
+
+std::optional<KvConnector::Match> LmcacheConnector::get_num_new_matched_tokens(
+    EngineRequest& r, int64_t num_local_computed) {
+  live_[r.id()] = &r;
+  sync(r, r.req->num_computed_tokens);
+  auto result = scheduler_adapter_->get_num_new_matched_tokens(mirror(r), num_local_computed);
+  engine_->end_of_operation();
+  if (!result.ret) return std::nullopt;
+  return Match{*result.ret, false};
+}
+
+void LmcacheConnector::update_state_after_alloc(EngineRequest& r,
+                                                const model::vllm::KVCacheBlocks& /*blocks*/,
+                                                int64_t num_external_tokens) {
+  scheduler_adapter_->update_state_after_alloc(mirror(r), num_external_tokens);
+}
+
+void LmcacheConnector::build_connector_meta(const SchedulerOutput& output) {
+  lm::SchedulerOutput o;
+  o.finished_req_ids = std::move(finished_since_meta_);
+  finished_since_meta_.clear();
+  std::unordered_map<std::string, const lm::VllmRequest*> requests;
+  for (const ScheduledRequest& s : output.scheduled) {
+    const EngineRequest& r = *s.request;
+    sync(r, s.num_computed_before);
+    requests[r.id()] = &mirror(r);
+    o.num_scheduled_tokens[r.id()] = s.num_new_tokens;
+    bool first = seen_.insert(r.id()).second;
+    auto blocks = instance_->kv().get_block_ids(r.id())[0];
+    std::vector<int64_t> ids(blocks.begin(), blocks.end());
+    if (first) {
+      o.scheduled_new_reqs.push_back(
+          lm::NewRequestData{r.id(), std::move(ids), s.num_computed_before});
+    } else if (s.is_new) {  // resumed after preemption: every block is new to the worker
+      o.scheduled_cached_reqs.push_back(
+          lm::CachedRequestData{r.id(), std::move(ids), s.num_computed_before, true});
+    } else {
+      std::vector<int64_t> fresh(s.new_block_ids.begin(), s.new_block_ids.end());
+      o.scheduled_cached_reqs.push_back(
+          lm::CachedRequestData{r.id(), std::optional<std::vector<int64_t>>(std::move(fresh)),
+                                s.num_computed_before, false});
+    }
+  }
+  meta_ = scheduler_adapter_->build_connector_meta(o, requests);
+}
+
+void LmcacheConnector::request_finished(EngineRequest& r) {
+  finished_since_meta_.push_back(r.id());
+  live_.erase(r.id());
+  mirrors_.erase(r.id());
+  seen_.erase(r.id());
+  lookup_client_->clear_lookup_status(r.id());
+}
+
+// Deletes, with probability links.remote_get_failure_rate, the remote copy of each chunk a
+// request pinned in the remote tier: the Redis GET that follows finds nothing, LMCache's retrieve
+// fails from that chunk on, and vLLM recomputes the tokens (upstream's failure path).
+void LmcacheConnector::inject_remote_faults() {
+  double p = s_.links.remote_get_failure_rate;
+  if (p <= 0 || !config_.remote) return;
+  for (const lm::ReqMeta& m : meta_.requests) {
+    if (!m.load_spec || !m.load_spec->can_load) continue;
+    const lm::PinMap* pins = engine_->lookup_pins_of(m.req_id);
+    if (!pins) continue;
+    for (const auto& [tier, keys] : *pins) {
+      if (tier != "RemoteBackend") continue;
+      for (const lm::CacheEngineKey& k : keys)
+        if (faults_.next_double() < p) ctx_.shared.remote->delete_kv_bytes(k.to_string());
+    }
+  }
+}
+
+void LmcacheConnector::begin_step(const SchedulerOutput& /*out*/, const hw::StepTime& compute,
+                                  std::function<void(SimDuration)> ready) {
+  failed_.clear();
+  per_layer_ns_ = compute.per_layer_ns;
+  inject_remote_faults();
+  if (!config_.use_layerwise) {
+    load_bulk(std::move(ready));
+    return;
+  }
+  // Layerwise: run the generators' logic for the whole step now; charge time as transfers that
+  // overlap with the forward pass.
+  lm::WorkerLog log;
+  worker_adapter_->start_load_kv(meta_, &log);
+  for (int l = 0; l < engine_->num_layers(); ++l) {
+    worker_adapter_->wait_for_layer_load(&log);
+    worker_adapter_->save_kv_layer(meta_, &log);
+  }
+  engine_->end_of_operation();
+  std::map<int, uint64_t> by_tier;
+  uint64_t to_gpu = 0;
+  for (const lm::LoadedChunk& c : log.loaded) {
+    int t = tier_of(c.location);
+    uint64_t b = object_bytes(c.end - c.start);
+    stats_.loaded_tokens[t] += static_cast<uint64_t>(c.end - c.start);
+    if (t != report::kTierCpu) by_tier[t] += b;
+    to_gpu += b;
+  }
+  uint64_t stored = 0;
+  for (const lm::TokenRange& r : log.stored) stored += object_bytes(r.end - r.start);
+  stats_.stored_chunks += log.stored.size();
+  auto invalid = worker_adapter_->get_block_ids_with_load_errors();
+  if (!invalid.empty())
+    failed_ = instance_->scheduler().handle_invalid_blocks(
+        std::set<model::vllm::BlockId>(invalid.begin(), invalid.end()));
+  loads_done_ = -1;
+  pending_ = 0;
+  if (to_gpu > 0) {
+    ++pending_;
+    start_fetches(by_tier, to_gpu, [this] {
+      loads_done_ = ctx_.sim->now();
+      if (--pending_ == 0 && on_idle_) on_idle_();
+    });
+  } else {
+    loads_done_ = ctx_.sim->now();
+  }
+  if (stored > 0) {
+    ++pending_;
+    ctx_.sim->schedule_after(per_layer_ns_, [this, stored] {
+      Transfer t{Location::kGpu, Location::kCpu, ctx_.instance, "store", {}};
+      t.objects.push_back(KvObject{"stored chunks", stored, -1, {}});
+      ctx_.mover->start(std::move(t), [this](const TransferResult&) {
+        if (--pending_ == 0 && on_idle_) on_idle_();
+      });
+    });
+  }
+  ready(0);
+}
+
+void LmcacheConnector::load_bulk(std::function<void(SimDuration)> ready) {
+  // One retrieve per request (upstream's loop over the metadata), so the tiers that served each
+  // request can be attributed to it.
+  std::map<int, uint64_t> by_tier;
+  uint64_t to_gpu = 0;
+  for (const lm::ReqMeta& m : meta_.requests) {
+    if (!m.load_spec) continue;
+    lm::ConnectorMetadata one;
+    one.requests.push_back(m);
+    lm::WorkerLog log;
+    worker_adapter_->start_load_kv(one, &log);
+    engine_->end_of_operation();
+    auto it = live_.find(m.req_id);
+    for (const lm::LoadedChunk& c : log.loaded) {
+      int t = tier_of(c.location);
+      int64_t tokens = c.end - c.start;
+      uint64_t b = object_bytes(tokens);
+      stats_.loaded_tokens[t] += static_cast<uint64_t>(tokens);
+      if (it != live_.end()) it->second->record.loaded_tokens[t] += tokens;
+      if (t != report::kTierCpu) by_tier[t] += b;
+      to_gpu += b;
+    }
+  }
+  auto invalid = worker_adapter_->get_block_ids_with_load_errors();
+  if (!invalid.empty())
+    failed_ = instance_->scheduler().handle_invalid_blocks(
+        std::set<model::vllm::BlockId>(invalid.begin(), invalid.end()));
+  if (to_gpu == 0) {
+    ready(0);
+    return;
+  }
+  start_fetches(by_tier, to_gpu, [ready = std::move(ready)] { ready(0); });
+}
+
+// Tier → CPU fetches (disk and remote in parallel), then one CPU → GPU copy of everything.
+void LmcacheConnector::start_fetches(const std::map<int, uint64_t>& bytes_by_tier,
+                                     uint64_t to_gpu_bytes, std::function<void()> done) {
+  auto h2d = [this, to_gpu_bytes, done = std::move(done)] {
+    Transfer t{Location::kCpu, Location::kGpu, ctx_.instance, "retrieve", {}};
+    t.objects.push_back(KvObject{"loaded chunks", to_gpu_bytes, -1, {}});
+    ctx_.mover->start(std::move(t), [done](const TransferResult&) { done(); });
+  };
+  if (bytes_by_tier.empty()) {
+    h2d();
+    return;
+  }
+  auto remaining = std::make_shared<int>(static_cast<int>(bytes_by_tier.size()));
+  auto after = std::make_shared<std::function<void()>>(std::move(h2d));
+  for (const auto& [tier, bytes] : bytes_by_tier) {
+    Location src = tier == report::kTierDisk ? Location::kDisk : Location::kRemote;
+    Transfer t{src, Location::kCpu, ctx_.instance, "fetch", {}};
+    t.objects.push_back(
+        KvObject{"fetched chunks", bytes * static_cast<uint64_t>(ctx_.geometry->tp), -1, {}});
+    ctx_.mover->start(std::move(t), [remaining, after](const TransferResult&) {
+      if (--*remaining == 0) (*after)();
+    });
+  }
+}
+
+void LmcacheConnector::end_step(const SchedulerOutput& /*out*/,
+                                std::function<void(const std::set<EngineRequest*>&)> done) {
+  if (config_.use_layerwise) {
+    lm::WorkerLog log;
+    worker_adapter_->wait_for_save(meta_, &log);
+    engine_->end_of_operation();
+    start_writes();
+    drain_evictions();
+    // The last layer computes after its load; stores run until they finish.
+    auto finish = [this, done] {
+      SimTime earliest = loads_done_ + per_layer_ns_;
+      SimTime now = ctx_.sim->now();
+      auto fin = [this, done] { done(failed_); };
+      if (earliest > now)
+        ctx_.sim->schedule_at(earliest, fin);
+      else
+        ctx_.sim->schedule_after(0, fin);
+    };
+    if (pending_ == 0) {
+      finish();
+    } else {
+      on_idle_ = [this, finish] {
+        on_idle_ = nullptr;
+        finish();
+      };
+    }
+    return;
+  }
+  lm::WorkerLog log;
+  worker_adapter_->wait_for_save(meta_, &log);
+  engine_->end_of_operation();
+  uint64_t stored = 0;
+  for (const lm::TokenRange& r : log.stored) stored += object_bytes(r.end - r.start);
+  stats_.stored_chunks += log.stored.size();
+  drain_evictions();
+  if (stored == 0) {
+    start_writes();
+    ctx_.sim->schedule_after(0, [this, done] { done(failed_); });
+    return;
+  }
+  Transfer t{Location::kGpu, Location::kCpu, ctx_.instance, "store", {}};
+  t.objects.push_back(KvObject{"stored chunks", stored, -1, {}});
+  ctx_.mover->start(std::move(t), [this, done](const TransferResult&) {
+    start_writes();  // queued by batched_put; they run after the copy, off the critical path
+    done(failed_);
+  });
+}
+
+// Starts a transfer for every disk / remote write the model queued and not yet started; each
+// completes its write in the model when its bytes have moved.
+void LmcacheConnector::start_writes() {
+  for (const lm::PendingWrite& w : engine_->storage_manager().pending_writes()) {
+    if (!started_writes_.insert(w.id).second) continue;
+    Location dst = w.tier == lm::Tier::kDisk ? Location::kDisk : Location::kRemote;
+    Transfer t{Location::kCpu, dst, ctx_.instance, "write", {}};
+    t.objects.push_back(
+        KvObject{"write", w.bytes * static_cast<uint64_t>(ctx_.geometry->tp), -1, {}});
+    uint64_t id = w.id;
+    ctx_.mover->start(std::move(t), [this, id](const TransferResult&) {
+      engine_->storage_manager().complete_write(id);
+      engine_->end_of_operation();
+      started_writes_.erase(id);
+      drain_evictions();
+    });
+  }
+}
+
+void LmcacheConnector::drain_evictions() {
+  auto& events = engine_->storage_manager().events();
+  for (const auto& r : events.removed)
+    stats_.evictions[r.tier == lm::Tier::kDisk     ? report::kTierDisk
+                     : r.tier == lm::Tier::kRemote ? report::kTierRemote
+                                                   : report::kTierCpu] += 1;
+  events.clear();
+}
+
+double LmcacheConnector::cpu_bytes() const {
+  return static_cast<double>(engine_->storage_manager().allocator().total_allocated_size());
+}
+
+double LmcacheConnector::disk_bytes() const {
+  const lm::LocalDiskBackend* d = engine_->storage_manager().local_disk();
+  return d ? static_cast<double>(d->current_cache_size()) : 0;
+}
+
+double LmcacheConnector::remote_bytes() const {
+  if (!config_.remote) return 0;
+  return static_cast<double>(ctx_.shared.remote->entries().size()) *
+         static_cast<double>(chunk_bytes_);
+}
+
+const LmcacheTierStats& LmcacheConnector::stats() {
+  drain_evictions();
+  return stats_;
+}
+
+}  // namespace kvtwin::sim::engine

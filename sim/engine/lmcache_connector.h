@@ -1,0 +1,137 @@
+// LmcacheConnector: LMCache inside one simulated vLLM instance — the scheduler side
+// (KvConnector) and the worker side (StepHooks) of LMCache's vLLM v1 connector, driving
+// model/lmcache's adapters, engine and tiers, and charging every byte to the transfer links.
+//
+// One LMCacheEngine models rank 0 of the instance's tensor-parallel group: ranks are symmetric
+// (same tokens, same chunk keys, same object sizes per rank), so their decisions agree. Tier
+// sizes (lmcache.max_local_*_size_gb) are per rank, as LMCache configures them per worker. PCIe
+// is per GPU, so one rank's bytes are the step's critical path; node-wide links (disk, NIC,
+// remote store) carry every rank's bytes (×tensor_parallel).
+//
+// Per step, bulk mode (use_layerwise = false), as vLLM's model runner calls the connector:
+//
+//   begin_step   start_load_kv: per request with a LoadSpec, retrieve (chunk-granular) →
+//                  disk/remote chunks: tier → CPU transfers (in parallel), then one CPU → GPU
+//                  transfer of every loaded chunk; the forward pass waits for it;
+//                load errors → Scheduler::handle_invalid_blocks (recompute those tokens)
+//   forward      step model time
+//   end_step     wait_for_save: store → one GPU → CPU transfer of the stored chunks (blocks the
+//                  step, as LMCache's synchronous copy does); the disk / remote writes it queued
+//                  run asynchronously afterwards, each completing its write in the model
+//                  (a key becomes visible to lookups only then)
+//
+// Layerwise mode: loads start with the step and stores one layer after it; the forward pass runs
+// concurrently, and the step ends when the compute, the last layer's load + one layer of compute,
+// and the stores have all finished.
+//
+// Threading: the simulation thread only.
+#pragma once
+
+#include <array>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "model/lmcache/cache_engine.h"
+#include "model/lmcache/lookup_client.h"
+#include "model/lmcache/vllm_scheduler_adapter.h"
+#include "model/lmcache/vllm_worker_adapter.h"
+#include "sim/engine/instance.h"
+#include "sim/engine/kv_connector.h"
+#include "sim/mover.h"
+#include "sim/random.h"
+
+namespace kvtwin::sim::engine {
+
+struct LmcacheTierStats {
+  std::array<uint64_t, report::kNumTiers> loaded_tokens{};
+  std::array<uint64_t, report::kNumTiers> evictions{};
+  uint64_t stored_chunks = 0;
+};
+
+class LmcacheConnector final : public KvConnector, public StepHooks {
+ public:
+  struct Context {
+    Simulator* sim = nullptr;
+    Mover* mover = nullptr;
+    int instance = 0;
+    const hw::ModelGeometry* geometry = nullptr;
+    const KvCacheLayout* layout = nullptr;
+    model::lmcache::SharedStorage shared;  // disk directory (per instance) + remote (shared)
+    std::shared_ptr<model::lmcache::KeyScopeRegistry> registry;
+  };
+  LmcacheConnector(const scenario::Scenario& s, Context ctx);
+  ~LmcacheConnector() override;
+
+  // The instance whose scheduler this connector serves (set once, before any request).
+  void attach(Instance* instance) { instance_ = instance; }
+
+  // KvConnector.
+  std::optional<Match> get_num_new_matched_tokens(EngineRequest& r,
+                                                  int64_t num_local_computed) override;
+  void update_state_after_alloc(EngineRequest& r, const model::vllm::KVCacheBlocks& blocks,
+                                int64_t num_external_tokens) override;
+  void build_connector_meta(const SchedulerOutput& output) override;
+  void request_finished(EngineRequest& r) override;
+
+  // StepHooks.
+  void begin_step(const SchedulerOutput& out, const hw::StepTime& compute,
+                  std::function<void(SimDuration)> ready) override;
+  void end_step(const SchedulerOutput& out,
+                std::function<void(const std::set<EngineRequest*>&)> done) override;
+
+  // Occupancy (bytes, per rank) and counters.
+  double cpu_bytes() const;
+  double disk_bytes() const;
+  double remote_bytes() const;
+  const LmcacheTierStats& stats();
+  uint64_t chunk_bytes() const { return chunk_bytes_; }
+  model::lmcache::LMCacheEngine& engine() { return *engine_; }
+
+ private:
+  model::lmcache::VllmRequest& mirror(const EngineRequest& r);
+  void sync(const EngineRequest& r, int64_t num_computed_tokens);
+  void load_bulk(std::function<void(SimDuration)> ready);
+  void start_fetches(const std::map<int, uint64_t>& bytes_by_tier, uint64_t to_gpu_bytes,
+                     std::function<void()> done);
+  void start_writes();
+  void drain_evictions();
+  uint64_t object_bytes(int64_t tokens) const;
+  void inject_remote_faults();
+
+  const scenario::Scenario& s_;
+  Context ctx_;
+  Instance* instance_ = nullptr;
+  model::lmcache::LMCacheEngineConfig config_;
+  model::lmcache::LMCacheMetadata metadata_;
+  model::lmcache::AdapterConfig adapter_config_;
+  std::unique_ptr<model::lmcache::LMCacheEngine> engine_;
+  std::unique_ptr<model::lmcache::LMCacheLookupClient> lookup_client_;
+  std::unique_ptr<model::lmcache::LMCacheSchedulerAdapter> scheduler_adapter_;
+  std::unique_ptr<model::lmcache::LMCacheWorkerAdapter> worker_adapter_;
+
+  // vLLM requests as the adapters see them, by request id.
+  std::unordered_map<std::string, std::unique_ptr<model::lmcache::VllmRequest>> mirrors_;
+  std::unordered_map<std::string, EngineRequest*> live_;
+  std::set<std::string> seen_;  // scheduled at least once (new vs cached request data)
+  std::vector<std::string> finished_since_meta_;
+  model::lmcache::ConnectorMetadata meta_;
+
+  // The step in flight.
+  std::set<EngineRequest*> failed_;
+  SimTime loads_done_ = -1;  // layerwise: when the loads finished
+  int pending_ = 0;          // layerwise: transfers still running
+  std::function<void()> on_idle_;
+  SimDuration per_layer_ns_ = 0;
+
+  std::set<uint64_t> started_writes_;  // disk / remote writes whose transfer is under way
+
+  uint64_t chunk_bytes_ = 0;
+  LmcacheTierStats stats_;
+  Rng faults_;
+};
+
+}  // namespace kvtwin::sim::engine

@@ -1,0 +1,298 @@
+#include "sim/engine/scheduler.h"
+
+#include <algorithm>
+
+#include "model/check.h"
+
+namespace kvtwin::sim::engine {
+
+using model::vllm::AllocateSlotsArgs;
+using model::vllm::KVCacheBlocks;
+
+Scheduler::Scheduler(const SchedulerConfig& config, model::vllm::KVCacheManager* kv,
+                     KvConnector* connector)
+    : config_(config), kv_(kv), connector_(connector) {}
+
+void Scheduler::add_request(EngineRequest* r) {
+  r->status = RequestStatus::kWaiting;
+  waiting_.push_back(r);
+}
+
+SchedulerOutput Scheduler::schedule() {
+  SchedulerOutput out;
+  int64_t budget = config_.max_num_batched_tokens;
+  kv_->new_step_starts();
+  schedule_running(&out, &budget);
+  if (out.preempted.empty()) schedule_waiting(&out, &budget);
+  KVTWIN_CHECK_GE(budget, 0);
+  KVTWIN_CHECK_LE(static_cast<int64_t>(running_.size()), config_.max_num_seqs);
+  for (const ScheduledRequest& s : out.scheduled)
+    out.total_num_scheduled_tokens += s.num_new_tokens;
+  // As upstream: the connector's metadata sees the counts before _update_after_schedule.
+  if (connector_) connector_->build_connector_meta(out);
+  for (ScheduledRequest& s : out.scheduled) {
+    s.request->req->num_computed_tokens += s.num_new_tokens;  // _update_after_schedule
+    if (s.num_encoder_tokens > 0) s.request->encoder_done = true;
+  }
+  return out;
+}
+
+void Scheduler::schedule_running(SchedulerOutput* out, int64_t* budget) {
+  size_t index = 0;
+  while (index < running_.size() && *budget > 0) {
+    EngineRequest* r = running_[index];
+    model::vllm::Request& req = *r->req;
+    int64_t n = req.num_tokens() - req.num_computed_tokens;
+    if (config_.long_prefill_token_threshold > 0 && n > config_.long_prefill_token_threshold)
+      n = config_.long_prefill_token_threshold;
+    n = std::min(n, *budget);
+    n = std::min(n, config_.max_model_len - 1 - req.num_computed_tokens);
+    if (config_.mamba_block_aligned_split) n = mamba_block_aligned_split(*r, n, 0);
+    if (n <= 0) {
+      ++index;
+      continue;
+    }
+    std::optional<KVCacheBlocks> blocks;
+    while (true) {
+      blocks = kv_->allocate_slots(req, AllocateSlotsArgs{.num_new_tokens = n});
+      if (blocks) break;
+      EngineRequest* victim = running_.back();
+      running_.pop_back();
+      preempt(victim);
+      out->preempted.push_back(victim);
+      if (victim == r) break;
+    }
+    if (!blocks) break;
+    ScheduledRequest sr{r, n, req.num_computed_tokens, 0, false, {}};
+    if (connector_ && blocks->num_groups() > 0)
+      sr.new_block_ids.assign((*blocks)[0].begin(), (*blocks)[0].end());
+    out->scheduled.push_back(std::move(sr));
+    *budget -= n;
+    ++index;
+  }
+}
+
+void Scheduler::schedule_waiting(SchedulerOutput* out, int64_t* budget) {
+  std::vector<EngineRequest*> skipped;  // in encounter order
+  auto skip_head = [&] {
+    skipped.push_back(waiting_.front());
+    waiting_.pop_front();
+  };
+  while (!waiting_.empty() && *budget > 0) {
+    if (static_cast<int64_t>(running_.size()) == config_.max_num_seqs) break;
+    EngineRequest* r = waiting_.front();
+    model::vllm::Request& req = *r->req;
+    if (r->status == RequestStatus::kWaitingForRemoteKvs) {
+      if (!update_waiting_for_remote_kv(r)) {
+        skip_head();
+        continue;
+      }
+      r->status = req.num_preemptions > 0 ? RequestStatus::kPreempted : RequestStatus::kWaiting;
+    }
+    int64_t num_external = 0;
+    bool load_async = false;
+    KVCacheBlocks local_hits = kv_->empty_kv_cache_blocks();
+    int64_t num_local = 0;
+    int64_t num_computed;
+    if (req.num_computed_tokens == 0) {
+      auto computed = kv_->get_computed_blocks(req);
+      local_hits = std::move(computed.blocks);
+      num_local = computed.num_computed_tokens;
+      if (connector_) {
+        auto match = connector_->get_num_new_matched_tokens(*r, num_local);
+        if (!match) {
+          skip_head();
+          continue;
+        }
+        num_external = match->num_tokens;
+        load_async = match->load_async;
+        r->num_external_computed_tokens = num_external;
+      }
+      num_computed = num_local + num_external;
+      if (req.num_preemptions == 0 && r->record.first_scheduled < 0) {
+        r->record.gpu_hit_tokens = num_local;  // the hits of the request's first admission
+        r->record.lmcache_hit_tokens = num_external;
+      }
+    } else {
+      num_computed = req.num_computed_tokens;
+    }
+    int64_t n = 0;
+    int64_t num_encoder = 0;
+    if (!load_async) {
+      n = req.num_tokens() - num_computed;
+      if (config_.long_prefill_token_threshold > 0 && n > config_.long_prefill_token_threshold)
+        n = config_.long_prefill_token_threshold;
+      if (!config_.enable_chunked_prefill && n > *budget) break;
+      n = std::min(n, *budget);
+      KVTWIN_CHECK(n > 0) << "nothing to compute for a waiting request";
+      // Encoder input runs with the first chunk (its budget is the token budget).
+      if (r->num_encoder_tokens > 0 && !r->encoder_done) {
+        if (r->num_encoder_tokens > config_.max_num_batched_tokens) break;
+        num_encoder = r->num_encoder_tokens;
+      }
+    }
+    if (config_.mamba_block_aligned_split) {
+      n = mamba_block_aligned_split(*r, n, num_local);
+      if (n == 0 && !load_async) break;
+    }
+    auto blocks =
+        kv_->allocate_slots(req, AllocateSlotsArgs{.num_new_tokens = n,
+                                                   .num_new_computed_tokens = num_local,
+                                                   .new_computed_blocks = &local_hits,
+                                                   .num_lookahead_tokens = 0,
+                                                   .num_external_computed_tokens = num_external,
+                                                   .delay_cache_blocks = load_async,
+                                                   .num_encoder_tokens = num_encoder});
+    if (!blocks) break;
+    if (connector_)
+      connector_->update_state_after_alloc(*r, kv_->get_blocks(r->id()), num_external);
+    waiting_.pop_front();
+    if (load_async) {
+      skipped.push_back(r);
+      r->status = RequestStatus::kWaitingForRemoteKvs;
+      continue;
+    }
+    running_.push_back(r);
+    bool is_new = true;
+    out->scheduled.push_back(ScheduledRequest{r, n, num_computed, num_encoder, is_new, {}});
+    *budget -= n;
+    r->status = RequestStatus::kRunning;
+    req.num_computed_tokens = num_computed;
+    if (r->num_cached_tokens < 0) r->num_cached_tokens = num_computed;
+  }
+  // Back to the front, in their original order.
+  waiting_.insert(waiting_.begin(), skipped.begin(), skipped.end());
+}
+
+bool Scheduler::update_waiting_for_remote_kv(EngineRequest* r) {
+  KVTWIN_CHECK(connector_ != nullptr);
+  if (!finished_recving_.count(r)) return false;
+  model::vllm::Request& req = *r->req;
+  if (failed_recving_.erase(r) > 0) {
+    if (req.num_computed_tokens > 0)
+      kv_->cache_blocks(req, req.num_computed_tokens);
+    else
+      kv_->free(req);
+  } else {
+    auto ids = kv_->get_block_ids(r->id());
+    int64_t computed = static_cast<int64_t>(ids[0].size()) * config_.block_size;
+    computed = std::min(computed, req.num_tokens());
+    if (computed == req.num_tokens()) computed -= 1;
+    kv_->cache_blocks(req, computed);
+    req.num_computed_tokens = computed;
+  }
+  finished_recving_.erase(r);
+  return true;
+}
+
+void Scheduler::preempt(EngineRequest* r) {
+  KVTWIN_CHECK(r->status == RequestStatus::kRunning) << "only running requests are preempted";
+  kv_->free(*r->req);
+  r->status = RequestStatus::kPreempted;
+  r->req->num_computed_tokens = 0;
+  r->req->num_preemptions += 1;
+  r->record.preemptions += 1;
+  ++num_preemptions_;
+  waiting_.push_front(r);
+}
+
+int64_t Scheduler::mamba_block_aligned_split(const EngineRequest& r, int64_t num_new_tokens,
+                                             int64_t num_new_local_computed) const {
+  const model::vllm::Request& req = *r.req;
+  int64_t computed = req.num_computed_tokens + num_new_local_computed;
+  if (computed < std::max(req.num_prompt_tokens(), req.num_tokens() - 1)) {
+    int64_t bs = config_.block_size;
+    int64_t last_cache_position = req.num_tokens() - req.num_tokens() % bs;
+    int64_t after = computed + num_new_tokens;
+    if (after < last_cache_position)
+      num_new_tokens = num_new_tokens / bs * bs;
+    else if (computed < last_cache_position && last_cache_position < after)
+      num_new_tokens = last_cache_position - computed;
+  }
+  return num_new_tokens;
+}
+
+Scheduler::StepOutcome Scheduler::update_from_output(const SchedulerOutput& out,
+                                                     const TokenFn& token,
+                                                     const std::set<EngineRequest*>& skip) {
+  StepOutcome outcome;
+  for (const ScheduledRequest& s : out.scheduled) {
+    EngineRequest* r = s.request;
+    if (r->finished() || skip.count(r)) continue;
+    model::vllm::Request& req = *r->req;
+    if (req.num_computed_tokens < req.num_tokens()) continue;  // still in a prefill chunk
+    model::vllm::TokenId t = token(*r, req.num_output_tokens());
+    req.append_output_token_ids(std::span<const model::vllm::TokenId>(&t, 1));
+    outcome.sampled.push_back(r);
+    if (req.num_tokens() >= config_.max_model_len || req.num_output_tokens() >= req.max_tokens()) {
+      if (connector_) connector_->request_finished(*r);
+      kv_->free(req);
+      r->status = RequestStatus::kFinished;
+      outcome.finished.push_back(r);
+    }
+  }
+  if (!outcome.finished.empty())
+    running_.erase(std::remove_if(running_.begin(), running_.end(),
+                                  [](EngineRequest* r) { return r->finished(); }),
+                   running_.end());
+  return outcome;
+}
+
+std::set<EngineRequest*> Scheduler::update_requests_with_invalid_blocks(
+    const std::vector<EngineRequest*>& requests, const std::set<model::vllm::BlockId>& invalid,
+    bool sync) {
+  std::set<EngineRequest*> affected;
+  std::set<model::vllm::BlockId> marked;
+  const int64_t bs = config_.block_size;
+  for (EngineRequest* r : requests) {
+    model::vllm::Request& req = *r->req;
+    auto ids = kv_->get_block_ids(r->id());
+    const std::vector<model::vllm::BlockId>& blocks = ids[0];
+    int64_t computed = sync ? r->num_cached_tokens
+                            : (failed_recving_.count(r) ? req.num_computed_tokens
+                                                        : static_cast<int64_t>(blocks.size()) * bs);
+    int64_t num_blocks = (computed + bs - 1) / bs;
+    bool is_affected = false, marked_here = false;
+    for (int64_t i = 0; i < num_blocks && i < static_cast<int64_t>(blocks.size()); ++i) {
+      model::vllm::BlockId b = blocks[static_cast<size_t>(i)];
+      if (!invalid.count(b)) continue;
+      is_affected = true;
+      if (marked.count(b)) continue;
+      marked.insert(b);
+      if (marked_here) continue;
+      marked_here = true;
+      req.num_computed_tokens = i * bs;
+      int64_t lost = computed - req.num_computed_tokens;
+      r->num_external_computed_tokens -= lost;
+      r->record.failed_load_tokens += lost;
+    }
+    if (is_affected) {
+      if (!marked_here) req.num_computed_tokens = r->num_cached_tokens;
+      affected.insert(r);
+    }
+  }
+  return affected;
+}
+
+std::set<EngineRequest*> Scheduler::handle_invalid_blocks(
+    const std::set<model::vllm::BlockId>& invalid) {
+  std::vector<EngineRequest*> async_reqs;
+  for (EngineRequest* r : waiting_)
+    if (r->status == RequestStatus::kWaitingForRemoteKvs) async_reqs.push_back(r);
+  std::set<EngineRequest*> async_failed = update_requests_with_invalid_blocks(async_reqs, invalid,
+                                                                              /*sync=*/false);
+  failed_recving_.insert(async_failed.begin(), async_failed.end());
+  // Recompute policy: the invalid blocks stay cached and are recomputed in place.
+  return update_requests_with_invalid_blocks(running_, invalid, /*sync=*/true);
+}
+
+void Scheduler::abort_waiting_head(EngineRequest* r) {
+  KVTWIN_CHECK(!waiting_.empty() && waiting_.front() == r);
+  waiting_.pop_front();
+  if (connector_) connector_->request_finished(*r);
+  kv_->free(*r->req);
+  r->status = RequestStatus::kFinished;
+  r->record.rejected = true;
+}
+
+}  // namespace kvtwin::sim::engine

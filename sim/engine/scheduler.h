@@ -1,0 +1,127 @@
+// Scheduler: vLLM v0.17.0's v1 scheduler (vllm/v1/core/sched/scheduler.py), FCFS policy, for one
+// serving instance. Every allocation and prefix hit goes through model/vllm's KVCacheManager.
+//
+// schedule() — one engine step's batch, in upstream's order:
+//   new_step_starts()
+//   1. RUNNING requests, in queue order, while tokens remain in the budget:
+//        n = num_tokens − num_computed_tokens, capped by long_prefill_token_threshold, the budget
+//            and max_model_len − 1 − num_computed_tokens (Mamba "align": block-aligned split);
+//        allocate_slots(n); on failure preempt the LAST running request (recompute: free its
+//        blocks, num_computed_tokens = 0, to the FRONT of the waiting queue) and retry; a request
+//        that preempts itself is not scheduled and ends the loop.
+//   2. WAITING requests, only if nothing was preempted in this step, while the budget lasts and
+//      fewer than max_num_seqs run:
+//        WAITING_FOR_REMOTE_KVS: ready → cache its loaded blocks and continue, else skip it;
+//        num_computed_tokens == 0: local hits = get_computed_blocks(); the KV connector adds
+//          external hits (nullopt → skip; async → allocate with delay_cache_blocks and park it
+//          in WAITING_FOR_REMOTE_KVS);
+//        without chunked prefill a prompt larger than the budget ends the loop;
+//        allocate_slots(n, local hits, external tokens, encoder tokens); failure ends the loop.
+//      Skipped requests go back to the front of the queue in their original order.
+//   3. num_computed_tokens += scheduled tokens for every scheduled request.
+//
+// update_from_output() — after the forward pass: every scheduled request that is not still in a
+// prefill chunk samples one token (appended to its vLLM Request, which hashes completed blocks);
+// it stops at max_tokens or max_model_len, and a stopped request is freed (connector first).
+//
+// Not modelled: speculative decoding, LoRA limits, structured output, pipeline parallelism,
+// async scheduling, priorities (FCFS only), streaming input.
+//
+// Threading: single-threaded, owned by one Instance.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <set>
+#include <vector>
+
+#include "model/vllm/kv_cache_manager.h"
+#include "sim/engine/engine_request.h"
+#include "sim/engine/kv_connector.h"
+
+namespace kvtwin::sim::engine {
+
+struct SchedulerConfig {
+  int64_t max_num_batched_tokens = 8192;
+  int64_t max_num_seqs = 256;
+  int64_t long_prefill_token_threshold = 0;
+  bool enable_chunked_prefill = true;
+  int64_t max_model_len = 131072;
+  int block_size = 16;                     // the attention block size (Mamba split, invalid blocks)
+  bool mamba_block_aligned_split = false;  // Mamba layers with mamba_cache_mode "align"
+};
+
+struct ScheduledRequest {
+  EngineRequest* request = nullptr;
+  int64_t num_new_tokens = 0;
+  int64_t num_computed_before = 0;  // num_computed_tokens when scheduled (context of the slice)
+  int64_t num_encoder_tokens = 0;   // encoder input run in this step
+  bool is_new = false;              // first schedule or resumed after preemption
+  std::vector<model::vllm::BlockId> new_block_ids;  // running requests: blocks added (group 0)
+};
+
+struct SchedulerOutput {
+  std::vector<ScheduledRequest> scheduled;  // running requests first, then new / resumed
+  std::vector<EngineRequest*> preempted;
+  int64_t total_num_scheduled_tokens = 0;
+  bool empty() const { return scheduled.empty(); }
+};
+
+class Scheduler {
+ public:
+  Scheduler(const SchedulerConfig& config, model::vllm::KVCacheManager* kv, KvConnector* connector);
+
+  void add_request(EngineRequest* r);
+  SchedulerOutput schedule();
+
+  // The token each sampling request generates: (request, index of the output token) → token id.
+  using TokenFn = std::function<model::vllm::TokenId(const EngineRequest&, int64_t)>;
+  struct StepOutcome {
+    std::vector<EngineRequest*> sampled;   // produced a token this step
+    std::vector<EngineRequest*> finished;  // stopped and freed (a subset of sampled)
+  };
+  // `skip`: requests whose loads failed this step (they sample nothing and recompute).
+  StepOutcome update_from_output(const SchedulerOutput& out, const TokenFn& token,
+                                 const std::set<EngineRequest*>& skip = {});
+
+  // KV connector feedback (vLLM's finished_recving / invalid block ids).
+  void finish_recving(EngineRequest* r) { finished_recving_.insert(r); }
+  // Requests whose externally loaded blocks failed: num_computed_tokens drops to the first
+  // failed block (sync loads: running requests; async: waiting ones). Returns the running
+  // requests affected (to skip in update_from_output).
+  std::set<EngineRequest*> handle_invalid_blocks(const std::set<model::vllm::BlockId>& invalid);
+
+  // Removes a waiting request that can never be scheduled (larger than the whole pool).
+  // REQUIRES: r is at the head of the waiting queue and holds no blocks.
+  void abort_waiting_head(EngineRequest* r);
+
+  size_t num_waiting() const { return waiting_.size(); }
+  size_t num_running() const { return running_.size(); }
+  bool has_unfinished() const { return !waiting_.empty() || !running_.empty(); }
+  const std::deque<EngineRequest*>& waiting() const { return waiting_; }
+  const std::vector<EngineRequest*>& running() const { return running_; }
+  uint64_t num_preemptions() const { return num_preemptions_; }
+
+ private:
+  void schedule_running(SchedulerOutput* out, int64_t* budget);
+  void schedule_waiting(SchedulerOutput* out, int64_t* budget);
+  bool update_waiting_for_remote_kv(EngineRequest* r);
+  void preempt(EngineRequest* r);
+  int64_t mamba_block_aligned_split(const EngineRequest& r, int64_t num_new_tokens,
+                                    int64_t num_new_local_computed) const;
+  std::set<EngineRequest*> update_requests_with_invalid_blocks(
+      const std::vector<EngineRequest*>& requests, const std::set<model::vllm::BlockId>& invalid,
+      bool sync);
+
+  SchedulerConfig config_;
+  model::vllm::KVCacheManager* kv_;
+  KvConnector* connector_;
+  std::deque<EngineRequest*> waiting_;
+  std::vector<EngineRequest*> running_;
+  std::set<EngineRequest*> finished_recving_;
+  std::set<EngineRequest*> failed_recving_;
+  uint64_t num_preemptions_ = 0;
+};
+
+}  // namespace kvtwin::sim::engine

@@ -1,0 +1,151 @@
+#include "sim/engine/cluster.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "sim/cli/run_command.h"
+#include "sim/scenario/scenario_loader.h"
+#include "tests/support/paths.h"
+
+namespace kvtwin::sim::engine {
+namespace {
+
+// A profile whose fit is exactly step_us = 1000 + 1 · num_new_tokens.
+std::string write_profile(const std::string& dir) {
+  std::string path = dir + "/profile.csv";
+  std::ofstream out(path);
+  out << "num_new_tokens,num_seqs,context_tokens,step_us\n";
+  for (int t : {1, 10, 100, 1000})
+    for (int s : {1, 2, 4})
+      for (int c : {0, 5000}) out << t << "," << s << "," << c << "," << 1000 + t << "\n";
+  return path;
+}
+
+struct Result {
+  std::map<uint64_t, report::RequestRecord> records;
+  report::Summary summary;
+};
+
+Result run(const scenario::Scenario& s, const std::string& trace) {
+  workload::Workload w(workload::open_trace_bytes("<t>", trace, workload::TraceFormat::kAuto),
+                       workload::WorkloadOptions{});
+  report::RunRecorder rec(s, "<t>", "");
+  Cluster c(s, &w, &rec);
+  Result r;
+  c.set_request_observer([&](const report::RequestRecord& x) { r.records[x.index] = x; });
+  c.run(nullptr);
+  r.summary = rec.finish(c.now());
+  return r;
+}
+
+scenario::Scenario tiny(const std::string& dir, const std::vector<std::string>& sets = {}) {
+  write_profile(dir);
+  scenario::Scenario s = scenario::load_scenario_text(
+      "[step]\nmodel = \"profile\"\nprofile = \"profile.csv\"\n"
+      "[vllm]\nblock_size = 16\nnum_gpu_blocks = 20\nmax_num_batched_tokens = 64\n"
+      "max_num_seqs = 2\n",
+      "tiny.toml", dir);
+  for (const std::string& set : sets) scenario::apply_override(&s, set);
+  scenario::validate(s);
+  return s;
+}
+
+constexpr SimTime kUs = 1000;
+
+// Hand-computed (step = 1000 µs + 1 µs per scheduled token):
+//   step 1 [0, 1064]      r0 prefill 64                        → r0 token 1 at 1064 µs
+//   step 2 [1064, 2081]   r0 decode 1 + r1 prefill 16 (48 hit) → r0 done, r1 token 1 at 2081 µs
+//                         r2 waits: two requests already run (max_num_seqs = 2)
+//   step 3 [2081, 3145]   r1 decode 1 + r2 chunk 63 (budget)   → r1 done at 3145 µs
+//   step 4 [3145, 4146]   r2 last prompt token                 → r2 token 1, done at 4146 µs
+TEST(Cluster, SmallTraceMatchesAHandComputedSchedule) {
+  std::string dir = kvtwin::testing::scratch_dir();
+  std::string trace =
+      "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
+      "0,64,2,16,1 2 3 4\n"
+      "0,64,2,16,1 2 3 5\n"
+      "0,64,1,16,9 8 7 6\n";
+  Result r = run(tiny(dir), trace);
+  ASSERT_EQ(r.records.size(), 3u);
+  const auto& r0 = r.records.at(0);
+  const auto& r1 = r.records.at(1);
+  const auto& r2 = r.records.at(2);
+  EXPECT_EQ(r0.first_token, 1064 * kUs);
+  EXPECT_EQ(r0.finish, 2081 * kUs);
+  EXPECT_EQ(r0.gpu_hit_tokens, 0);
+  EXPECT_EQ(r1.first_scheduled, 1064 * kUs);
+  EXPECT_EQ(r1.gpu_hit_tokens, 48);
+  EXPECT_EQ(r1.first_token, 2081 * kUs);
+  EXPECT_EQ(r1.finish, 3145 * kUs);
+  EXPECT_EQ(r2.first_scheduled, 2081 * kUs);
+  EXPECT_EQ(r2.first_token, 4146 * kUs);
+  EXPECT_EQ(r2.finish, 4146 * kUs);
+  EXPECT_EQ(r2.output_tokens, 1);
+  EXPECT_EQ(r.summary.steps, 4u);
+  EXPECT_EQ(r.summary.preemptions, 0u);
+  EXPECT_DOUBLE_EQ(r.summary.gpu_hit_rate, 48.0 / 192.0);
+}
+
+TEST(Cluster, PromptsTooLongForTheModelAreRejected) {
+  std::string dir = kvtwin::testing::scratch_dir();
+  Result r = run(tiny(dir, {"vllm.max_model_len=100"}),
+                 "arrival_s,prompt_tokens,output_tokens\n0,100,2\n0,10,2\n");
+  EXPECT_TRUE(r.records.at(0).rejected);
+  EXPECT_FALSE(r.records.at(1).rejected);
+  EXPECT_EQ(r.summary.rejected, 1u);
+}
+
+TEST(Cluster, RequestsLargerThanThePoolAreRejectedInsteadOfStalling) {
+  std::string dir = kvtwin::testing::scratch_dir();
+  // 19 usable blocks of 16 tokens hold 304 tokens; a 400-token prompt can never fit.
+  Result r = run(tiny(dir), "arrival_s,prompt_tokens,output_tokens\n0,400,2\n1,10,2\n");
+  EXPECT_TRUE(r.records.at(0).rejected);
+  EXPECT_FALSE(r.records.at(1).rejected);
+}
+
+TEST(Cluster, ShortPoolPreemptsTheLastRunningRequest) {
+  std::string dir = kvtwin::testing::scratch_dir();
+  // Two 128-token prompts (8 blocks each) decoding 60 tokens need 12 blocks each by the end:
+  // 19 blocks cannot hold both, so the later one is preempted and recomputed.
+  Result r = run(tiny(dir, {"vllm.max_num_batched_tokens=256"}),
+                 "arrival_s,prompt_tokens,output_tokens\n0,128,60\n0,128,60\n");
+  EXPECT_GE(r.summary.preemptions, 1u);
+  EXPECT_EQ(r.records.at(0).preemptions, 0);
+  EXPECT_GE(r.records.at(1).preemptions, 1);
+  EXPECT_EQ(r.records.at(1).output_tokens, 60);
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Same scenario, same seed → byte-identical run directories.
+TEST(Cluster, TwoRunsWriteIdenticalBytes) {
+  std::string dir = kvtwin::testing::scratch_dir();
+  scenario::Scenario s = scenario::load_default_scenario();
+  scenario::apply_override(&s, "workload.max_requests=150");
+  scenario::apply_override(&s, "output.timeseries_interval_s=0.5");
+  scenario::validate(s);
+  cli::simulate(s, "", dir + "/a", true, nullptr);
+  cli::simulate(s, "", dir + "/b", true, nullptr);
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir + "/a"))
+    if (e.is_regular_file())
+      files.push_back(std::filesystem::relative(e.path(), dir + "/a").string());
+  EXPECT_GE(files.size(), 6u);
+  for (const std::string& f : files) {
+    std::string a = slurp(dir + "/a/" + f), b = slurp(dir + "/b/" + f);
+    EXPECT_FALSE(a.empty()) << f;
+    EXPECT_TRUE(a == b) << f << " differs between two runs";
+  }
+}
+
+}  // namespace
+}  // namespace kvtwin::sim::engine
