@@ -39,7 +39,7 @@ Instance::Instance(int id, const scenario::Scenario& s, const KvCacheLayout& lay
                    const InstanceContext& ctx, KvConnector* connector)
     : id_(id),
       ctx_(ctx),
-      kv_(kv_cache_manager_options(s, layout, /*events=*/true)),
+      kv_(kv_cache_manager_options(s, layout, /*events=*/ctx.track_prefix_index)),
       scheduler_(scheduler_config(s, layout), &kv_, connector) {}
 
 void Instance::add_request(EngineRequest* r) {

@@ -127,14 +127,15 @@ void LmcacheConnector::build_connector_meta(const SchedulerOutput& output) {
     requests[r.id()] = &mirror(r);
     o.num_scheduled_tokens[r.id()] = s.num_new_tokens;
     bool first = seen_.insert(r.id()).second;
-    auto blocks = instance_->kv().get_block_ids(r.id())[0];
-    std::vector<int64_t> ids(blocks.begin(), blocks.end());
-    if (first) {
-      o.scheduled_new_reqs.push_back(
-          lm::NewRequestData{r.id(), std::move(ids), s.num_computed_before});
-    } else if (s.is_new) {  // resumed after preemption: every block is new to the worker
-      o.scheduled_cached_reqs.push_back(
-          lm::CachedRequestData{r.id(), std::move(ids), s.num_computed_before, true});
+    if (first || s.is_new) {  // new, or resumed after preemption: every block is new to it
+      const auto blocks = instance_->kv().get_blocks(r.id());
+      std::vector<int64_t> ids(blocks[0].begin(), blocks[0].end());
+      if (first)
+        o.scheduled_new_reqs.push_back(
+            lm::NewRequestData{r.id(), std::move(ids), s.num_computed_before});
+      else
+        o.scheduled_cached_reqs.push_back(
+            lm::CachedRequestData{r.id(), std::move(ids), s.num_computed_before, true});
     } else {
       std::vector<int64_t> fresh(s.new_block_ids.begin(), s.new_block_ids.end());
       o.scheduled_cached_reqs.push_back(

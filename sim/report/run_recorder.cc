@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -286,7 +287,11 @@ std::string RunRecorder::summary_json(const Summary& s) {
   j.field("prompt_tokens", s.prompt_tokens);
   j.field("hit_tokens", s.gpu_hit_tokens);
   j.field("hit_rate", s.gpu_hit_rate);
-  j.field("evictions", s.gpu_evictions);
+  j.key("evictions");
+  if (s.gpu_evictions < 0)
+    j.value(std::nan(""));  // null: not tracked
+  else
+    j.value(s.gpu_evictions);
   j.field("kv_usage_peak", s.gpu_kv_usage_peak);
   j.field("kv_usage_mean", s.gpu_kv_usage_mean);
   j.end_object();
@@ -397,9 +402,23 @@ int run_gnuplot(const std::string& dir, const std::string& script) {
 void RunRecorder::write_plots() {
   std::filesystem::create_directories(out_dir_ + "/plots");
   const Summary& s = summary_;
+  // CDFs from the sorted samples (finish() sorted them): "value fraction" per line.
+  auto write_cdf = [&](const char* name, const std::vector<double>& v, double scale) {
+    std::string text;
+    char line[64];
+    for (size_t i = 0; i < v.size(); ++i) {
+      std::snprintf(line, sizeof line, "%.6f %.6f\n", v[i] * scale,
+                    static_cast<double>(i + 1) / static_cast<double>(v.size()));
+      text += line;
+    }
+    write_text(out_dir_ + "/plots/" + name, text);
+  };
+  write_cdf("ttft_cdf.dat", ttft_ms_, 1e-3);
+  write_cdf("tpot_cdf.dat", tpot_ms_, 1.0);
+  write_cdf("e2e_cdf.dat", e2e_ms_, 1e-3);
   std::string gp =
       "set terminal svg size 1200,400 dynamic font 'sans,11'\n"
-      "set datafile separator ','\n"
+      "set termoption noenhanced\n"
       "set grid\n"
       "set key bottom right\n"
       "set ylabel 'fraction of requests'\n"
@@ -407,19 +426,19 @@ void RunRecorder::write_plots() {
       "set output 'plots/latency_cdf.svg'\n"
       "set multiplot layout 1,3 title '" +
       s.scenario_name + ": latency CDFs'\n";
-  auto cdf = [&](const char* label, int col, uint64_t n) {
+  auto cdf = [&](const char* label, const char* unit, const char* file, uint64_t n) {
     if (n == 0) return;
-    gp += "set xlabel '" + std::string(label) + " (ms)'\n";
-    gp += "plot 'requests.csv' every ::1 using (strcol(" + std::to_string(col) +
-          ") eq '' ? NaN : column(" + std::to_string(col) + ")):(1.0/" + std::to_string(n) +
-          ") smooth cumulative with lines lw 2 title '" + label + "'\n";
+    gp += "set xlabel '" + std::string(label) + " (" + unit + ")'\n";
+    gp +=
+        "plot 'plots/" + std::string(file) + "' using 1:2 with lines lw 2 title '" + label + "'\n";
   };
-  cdf("TTFT", 7, s.ttft.count);
-  cdf("TPOT", 8, s.tpot.count);
-  cdf("E2E", 9, s.e2e.count);
+  cdf("TTFT", "s", "ttft_cdf.dat", s.ttft.count);
+  cdf("TPOT", "ms", "tpot_cdf.dat", s.tpot.count);
+  cdf("E2E", "s", "e2e_cdf.dat", s.e2e.count);
   gp += "unset multiplot\n";
   gp +=
       "set terminal svg size 1200,400 dynamic font 'sans,11'\n"
+      "set datafile separator ','\n"
       "set output 'plots/occupancy.svg'\n"
       "set key top left\n"
       "set yrange [*:*]\n"

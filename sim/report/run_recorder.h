@@ -97,7 +97,7 @@ struct Summary {
   std::array<double, kNumTiers> tier_hit_rate{};
   uint64_t failed_load_tokens = 0;
   uint64_t preemptions = 0;
-  uint64_t gpu_evictions = 0;
+  int64_t gpu_evictions = -1;  // -1: not tracked (vLLM KV events off)
   std::array<uint64_t, kNumTiers> tier_evictions{};
   // Occupancy.
   double gpu_kv_usage_peak = 0, gpu_kv_usage_mean = 0;
@@ -126,7 +126,7 @@ class RunRecorder {
   void on_step(int instance, SimTime start, SimDuration duration, int64_t num_tokens,
                int64_t num_reqs);
   void on_transfer(const Transfer& t, const TransferResult& r);
-  void add_gpu_evictions(uint64_t n) { summary_.gpu_evictions += n; }
+  void set_gpu_evictions(int64_t n) { summary_.gpu_evictions = n; }
   void set_tier_evictions(int tier, uint64_t n) { summary_.tier_evictions[tier] = n; }
   void set_tier_capacity(int tier, double bytes) { summary_.tier_capacity_bytes[tier] = bytes; }
   // Tokens loaded per tier over the run (the connector's own count; overrides the sum of the
