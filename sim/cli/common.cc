@@ -2,8 +2,11 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <mutex>
+#include <thread>
 
 #include "sim/embedded/embedded.h"
 #include "sim/io/input_error.h"
@@ -52,6 +55,28 @@ std::unique_ptr<workload::TraceReader> open_scenario_trace(const scenario::Scena
     return workload::open_trace_bytes(std::string(embedded::kDefaultTraceName),
                                       embedded::default_trace(), format);
   return workload::open_trace(scenario_trace_name(s, trace_override), format);
+}
+
+void parallel_for(size_t n, int jobs, const std::function<void(size_t)>& fn) {
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  std::exception_ptr error;
+  auto worker = [&] {
+    for (size_t i = next++; i < n; i = next++) {
+      try {
+        fn(i);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!error) error = std::current_exception();
+        next = n;  // stop handing out work
+      }
+    }
+  };
+  size_t threads = std::max<size_t>(1, std::min<size_t>(static_cast<size_t>(std::max(jobs, 1)), n));
+  std::vector<std::thread> pool;
+  for (size_t t = 0; t < threads; ++t) pool.emplace_back(worker);
+  for (std::thread& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
 }
 
 Progress::Progress(std::string label, bool quiet)

@@ -2,6 +2,7 @@
 // scenario's workload (its trace file, or the embedded default), and a progress bar.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,6 +26,11 @@ std::unique_ptr<workload::TraceReader> open_scenario_trace(const scenario::Scena
                                                            const std::string& trace_override);
 // A printable name of the trace open_scenario_trace opens.
 std::string scenario_trace_name(const scenario::Scenario& s, const std::string& trace_override);
+
+// Runs fn(0..n-1) on up to `jobs` threads (each index once). The first exception thrown by any
+// call is rethrown here after every thread has stopped; results stay deterministic as long as
+// fn(i) writes only its own slot.
+void parallel_for(size_t n, int jobs, const std::function<void(size_t)>& fn);
 
 // A progress bar on stderr: drawn only when stderr is a terminal, `quiet` is false and the work
 // has run for more than a second; redrawn at most 10 times a second.

@@ -12,7 +12,9 @@
 #include "model/check.h"
 #include "sim/calibrate/calibrate_command.h"
 
+#include "sim/cli/cache_replay_command.h"
 #include "sim/cli/run_command.h"
+#include "sim/cli/sweep_command.h"
 #include "sim/cli/trace_command.h"
 #include "sim/golden/golden_command.h"
 #include "sim/io/input_error.h"
@@ -120,6 +122,44 @@ int dispatch(int argc, char** argv) {
   run_cmd->add_option("--set", run.sets, "override a scenario field: key=value (repeatable)");
   run_cmd->add_flag("-q,--quiet", run.quiet, "no progress bar, no summary on stdout");
   run_cmd->callback([&] { exit_code = kvtwin::sim::cli::run_run(run); });
+
+  // kvtwin sweep
+  kvtwin::sim::cli::SweepOptions sweep;
+  CLI::App* sweep_cmd = app.add_subcommand(
+      "sweep",
+      "Run the cartesian grid of --vary values in parallel; one table and plots of hit "
+      "rate, TTFT and throughput against the varied keys");
+  sweep_cmd->add_option("--scenario", sweep.scenario, "scenario TOML (default: embedded default)");
+  sweep_cmd->add_option("--trace", sweep.trace, "trace file, overrides workload.trace");
+  sweep_cmd->add_option("--vary", sweep.vary, "key=v1,v2,... (repeatable; the first is the x axis)")
+      ->required();
+  sweep_cmd->add_option("--set", sweep.sets, "override a scenario field: key=value (repeatable)");
+  sweep_cmd->add_option("-j,--jobs", sweep.jobs, "points simulated in parallel")
+      ->check(CLI::Range(1, 1024));
+  sweep_cmd->add_option("--out", sweep.out, "directory for sweep.csv, per-point summaries, plots");
+  sweep_cmd->add_flag("-q,--quiet", sweep.quiet, "no progress bar, no table on stdout");
+  sweep_cmd->callback([&] { exit_code = kvtwin::sim::cli::run_sweep(sweep); });
+
+  // kvtwin cache-replay
+  kvtwin::sim::cli::CacheReplayOptions replay;
+  CLI::App* replay_cmd =
+      app.add_subcommand("cache-replay",
+                         "The cache layers alone on a trace in request order (no timing): hit rate "
+                         "against the capacity of one tier");
+  replay_cmd->add_option("--scenario", replay.scenario,
+                         "scenario TOML (default: embedded default)");
+  replay_cmd->add_option("--trace", replay.trace, "trace file, overrides workload.trace");
+  replay_cmd->add_option("--set", replay.sets, "override a scenario field: key=value (repeatable)");
+  replay_cmd->add_option("--tier", replay.tier, "tier whose capacity varies: gpu | cpu | disk");
+  replay_cmd
+      ->add_option("--capacity-gb", replay.capacity_gb,
+                   "capacities per rank in GiB (repeatable or comma-separated)")
+      ->delimiter(',');
+  replay_cmd->add_option("-j,--jobs", replay.jobs, "capacities replayed in parallel")
+      ->check(CLI::Range(1, 1024));
+  replay_cmd->add_option("--csv", replay.csv, "also write the table as CSV");
+  replay_cmd->add_flag("-q,--quiet", replay.quiet, "no table on stdout");
+  replay_cmd->callback([&] { exit_code = kvtwin::sim::cli::run_cache_replay(replay); });
 
   // kvtwin trace stats | convert
   CLI::App* trace_cmd = app.add_subcommand("trace", "Trace tools: reuse statistics, conversion");

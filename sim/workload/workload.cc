@@ -55,6 +55,9 @@ bool Workload::next(TraceRequest* out) {
       out->block_ids.push_back(synthetic_id(options_.seed, g, static_cast<uint64_t>(i)));
     if (n == 0) out->block_size = 0;
   }
+  if (options_.spacing_s > 0)
+    out->arrival = from_seconds(options_.spacing_s) * static_cast<SimTime>(emitted_);
+  if (options_.output_tokens > 0) out->output_tokens = options_.output_tokens;
   ++emitted_;
   return true;
 }

@@ -28,6 +28,10 @@ struct WorkloadOptions {
   double prefix_zipf = 1.0;
   int prefix_block_size = 16;
   uint64_t seed = 0;
+  // Cache replay (kvtwin cache-replay): request i arrives at i · spacing_s regardless of the
+  // trace's times, and generates output_tokens tokens (0 = the trace's value).
+  double spacing_s = 0;
+  int64_t output_tokens = 0;
 };
 
 class Workload {

@@ -1,0 +1,132 @@
+#include "sim/cli/cache_replay_command.h"
+
+#include <cstdio>
+
+#include "sim/cli/common.h"
+#include "sim/engine/cluster.h"
+#include "sim/io/input_error.h"
+#include "sim/scenario/scenario_loader.h"
+
+namespace kvtwin::sim::cli {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+using Point = CacheReplayPoint;
+
+// The scenario of one point: one instance, one request at a time, no outputs beyond one token.
+scenario::Scenario point_scenario(const scenario::Scenario& base, const std::string& tier,
+                                  double gb) {
+  scenario::Scenario s = base;
+  s.cluster.instances = 1;
+  s.vllm.max_num_seqs = 1;
+  s.vllm.max_num_batched_tokens =
+      static_cast<int>(std::min<int64_t>(s.vllm.max_model_len, 1 << 24));
+  s.output.chrome_trace = false;
+  s.output.plots = false;
+  s.output.timeseries_interval_s = 1e6;
+  if (tier == "cpu") s.lmcache.max_local_cpu_size_gb = gb;
+  if (tier == "disk") s.lmcache.max_local_disk_size_gb = gb;
+  if (tier == "gpu") {
+    hw::ModelGeometry g = hw::derive_geometry(s);
+    engine::KvCacheLayout layout = engine::derive_kv_cache_layout(s, g);
+    s.vllm.num_gpu_blocks =
+        std::max<int64_t>(2, static_cast<int64_t>(gb * kGiB / layout.block_bytes));
+  }
+  return s;
+}
+
+Point replay(const scenario::Scenario& base, const std::string& trace, const std::string& tier,
+             double gb) {
+  Point p;
+  p.capacity_gb = gb;
+  scenario::Scenario s = point_scenario(base, tier, gb);
+  hw::ModelGeometry g = hw::derive_geometry(s);
+  engine::KvCacheLayout layout = engine::derive_kv_cache_layout(s, g);
+  double bytes_per_token =
+      tier == "gpu" ? static_cast<double>(layout.block_bytes) / layout.attention_block_size
+                    : static_cast<double>(g.kv_bytes_per_token);
+  p.capacity_tokens = static_cast<int64_t>(gb * kGiB / bytes_per_token);
+  workload::WorkloadOptions o = workload_options(s);
+  o.spacing_s = 1000;  // every request (and its disk / remote writes) finishes before the next
+  o.output_tokens = 1;
+  workload::Workload w(open_scenario_trace(s, trace), o);
+  report::RunRecorder rec(s, scenario_trace_name(s, trace), "");
+  engine::Cluster cluster(s, &w, &rec);
+  cluster.run(nullptr);
+  p.summary = rec.finish(cluster.now());
+  return p;
+}
+
+std::string table(const std::vector<Point>& points, const std::string& tier, bool csv) {
+  std::string out;
+  char buf[256];
+  if (csv)
+    out +=
+        "tier,capacity_gb,capacity_tokens,requests,gpu_hit_rate,lmcache_hit_rate,cpu_hit_rate,"
+        "disk_hit_rate,remote_hit_rate,total_hit_rate\n";
+  else
+    out +=
+        "tier   capacity GiB   capacity tokens   GPU hit   LMCache hit (cpu / disk / remote)"
+        "    total\n";
+  for (const Point& p : points) {
+    const report::Summary& s = p.summary;
+    double total = s.gpu_hit_rate + s.lmcache_hit_rate;
+    if (csv)
+      std::snprintf(buf, sizeof buf, "%s,%.6g,%lld,%llu,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n",
+                    tier.c_str(), p.capacity_gb, static_cast<long long>(p.capacity_tokens),
+                    static_cast<unsigned long long>(s.requests), s.gpu_hit_rate, s.lmcache_hit_rate,
+                    s.tier_hit_rate[0], s.tier_hit_rate[1], s.tier_hit_rate[2], total);
+    else
+      std::snprintf(buf, sizeof buf,
+                    "%-6s %12.3g %17lld %8.2f%%   %7.2f%% (%.2f%% / %.2f%% / %.2f%%)   %6.2f%%\n",
+                    tier.c_str(), p.capacity_gb, static_cast<long long>(p.capacity_tokens),
+                    100 * s.gpu_hit_rate, 100 * s.lmcache_hit_rate, 100 * s.tier_hit_rate[0],
+                    100 * s.tier_hit_rate[1], 100 * s.tier_hit_rate[2], 100 * total);
+    out += buf;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<CacheReplayPoint> cache_replay(const CacheReplayOptions& o) {
+  if (o.tier != "gpu" && o.tier != "cpu" && o.tier != "disk")
+    throw InputError("--tier", 0, o.tier, "expected gpu, cpu or disk");
+  scenario::Scenario base = load_scenario(o.scenario, o.sets);
+  if (o.tier != "gpu" && !base.lmcache.enabled)
+    throw InputError("--tier", 0, o.tier, "varying an LMCache tier needs lmcache.enabled = true");
+  std::vector<double> caps = o.capacity_gb;
+  if (caps.empty()) {
+    double now = o.tier == "cpu"    ? base.lmcache.max_local_cpu_size_gb
+                 : o.tier == "disk" ? base.lmcache.max_local_disk_size_gb
+                                    : 0;
+    if (o.tier == "gpu") {
+      hw::ModelGeometry g = hw::derive_geometry(base);
+      now = static_cast<double>(engine::derive_kv_cache_layout(base, g).num_blocks()) *
+            engine::derive_kv_cache_layout(base, g).block_bytes / kGiB;
+    }
+    caps = {now};
+  }
+  for (double c : caps)
+    if (!(c > 0)) throw InputError("--capacity-gb", 0, std::to_string(c), "must be > 0");
+  std::vector<Point> points(caps.size());
+  parallel_for(caps.size(), o.jobs,
+               [&](size_t i) { points[i] = replay(base, o.trace, o.tier, caps[i]); });
+  return points;
+}
+
+int run_cache_replay(const CacheReplayOptions& o) {
+  std::vector<Point> points = cache_replay(o);
+  if (!o.quiet) std::fputs(table(points, o.tier, false).c_str(), stdout);
+  if (!o.csv.empty()) {
+    std::FILE* f = std::fopen(o.csv.c_str(), "wb");
+    if (!f) throw InputError(o.csv, 0, "--csv", "cannot create file");
+    std::string text = table(points, o.tier, true);
+    std::fwrite(text.data(), 1, text.size(), f);
+    std::fclose(f);
+  }
+  return 0;
+}
+
+}  // namespace kvtwin::sim::cli

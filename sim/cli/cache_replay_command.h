@@ -1,0 +1,44 @@
+// `kvtwin cache-replay`: the cache layers alone, in request order, without timing — the hit rate
+// against capacity that planners ask first.
+//
+// Each request is served alone and completely before the next one arrives: vLLM's prefix cache
+// (get_computed_blocks, allocate_slots, cache, free: the same model/vllm code as `kvtwin run`),
+// then LMCache's lookup, retrieve of the hit chunks and store of the prompt through the same
+// connector, every disk / remote write finished before the next request. Only prompts are
+// cached: each request generates one token (outputs are not part of any trace's prefix ids).
+// One instance (cluster.instances is ignored).
+//
+// The capacity of one tier varies over --capacity-gb (per rank, GiB): gpu sets vllm.num_gpu_blocks
+// to that many bytes of KV blocks, cpu / disk set lmcache.max_local_{cpu,disk}_size_gb. The
+// points run in parallel (--jobs), each deterministic; the table is printed in input order.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sim/report/run_recorder.h"
+
+namespace kvtwin::sim::cli {
+
+struct CacheReplayOptions {
+  std::string scenario;
+  std::string trace;
+  std::vector<std::string> sets;
+  std::string tier = "gpu";  // gpu | cpu | disk
+  std::vector<double> capacity_gb;
+  int jobs = 1;
+  std::string csv;  // also write the table as CSV here
+  bool quiet = false;
+};
+
+struct CacheReplayPoint {
+  double capacity_gb = 0;
+  int64_t capacity_tokens = 0;
+  report::Summary summary;
+};
+// The replays behind run_cache_replay, one per capacity, in input order.
+std::vector<CacheReplayPoint> cache_replay(const CacheReplayOptions& options);
+
+int run_cache_replay(const CacheReplayOptions& options);
+
+}  // namespace kvtwin::sim::cli

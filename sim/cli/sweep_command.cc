@@ -1,0 +1,215 @@
+#include "sim/cli/sweep_command.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <mutex>
+
+#include "sim/cli/common.h"
+#include "sim/cli/run_command.h"
+#include "sim/io/input_error.h"
+#include "sim/report/run_recorder.h"
+#include "sim/scenario/scenario_loader.h"
+
+namespace kvtwin::sim::cli {
+namespace {
+
+struct Axis {
+  std::string key;
+  std::vector<std::string> values;
+};
+
+Axis parse_axis(const std::string& vary) {
+  size_t eq = vary.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == vary.size())
+    throw InputError("--vary", 0, vary, "expected key=v1,v2,...");
+  Axis a;
+  a.key = vary.substr(0, eq);
+  std::string rest = vary.substr(eq + 1);
+  size_t start = 0;
+  while (true) {
+    size_t comma = rest.find(',', start);
+    std::string v =
+        rest.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (v.empty()) throw InputError("--vary", 0, a.key, "empty value in the list");
+    a.values.push_back(v);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return a;
+}
+
+struct Point {
+  std::vector<std::string> values;  // one per axis
+  report::Summary summary;
+};
+
+std::string csv_line(const std::vector<Axis>& axes, const Point* p) {
+  std::string out;
+  char buf[512];
+  if (!p) {
+    for (const Axis& a : axes) out += a.key + ",";
+    return out +
+           "requests,finished,gpu_hit_rate,lmcache_hit_rate,total_hit_rate,ttft_p50_ms,"
+           "ttft_p99_ms,tpot_p50_ms,e2e_p50_ms,output_tokens_per_s,requests_per_s,goodput,"
+           "preemptions\n";
+  }
+  for (const std::string& v : p->values) out += v + ",";
+  const report::Summary& s = p->summary;
+  std::snprintf(
+      buf, sizeof buf, "%llu,%llu,%.6f,%.6f,%.6f,%.3f,%.3f,%.3f,%.3f,%.3f,%.6f,%.6f,%llu\n",
+      static_cast<unsigned long long>(s.requests), static_cast<unsigned long long>(s.finished),
+      s.gpu_hit_rate, s.lmcache_hit_rate, s.gpu_hit_rate + s.lmcache_hit_rate, s.ttft.p50,
+      s.ttft.p99, s.tpot.p50, s.e2e.p50, s.output_token_throughput, s.request_throughput, s.goodput,
+      static_cast<unsigned long long>(s.preemptions));
+  return out + buf;
+}
+
+std::string screen_table(const std::vector<Axis>& axes, const std::vector<Point>& points) {
+  std::vector<size_t> width;
+  for (const Axis& a : axes) {
+    size_t w = a.key.size();
+    for (const std::string& v : a.values) w = std::max(w, v.size());
+    width.push_back(w);
+  }
+  std::string out;
+  char buf[256];
+  for (size_t i = 0; i < axes.size(); ++i) {
+    std::snprintf(buf, sizeof buf, "%-*s  ", static_cast<int>(width[i]), axes[i].key.c_str());
+    out += buf;
+  }
+  out += "   hit rate   TTFT p50 ms   TTFT p99 ms   out tok/s   goodput req/s\n";
+  for (const Point& p : points) {
+    for (size_t i = 0; i < axes.size(); ++i) {
+      std::snprintf(buf, sizeof buf, "%-*s  ", static_cast<int>(width[i]), p.values[i].c_str());
+      out += buf;
+    }
+    const report::Summary& s = p.summary;
+    std::snprintf(buf, sizeof buf, "%10.2f%% %13.1f %13.1f %11.0f %15.3f\n",
+                  100 * (s.gpu_hit_rate + s.lmcache_hit_rate), s.ttft.p50, s.ttft.p99,
+                  s.output_token_throughput, s.goodput);
+    out += buf;
+  }
+  return out;
+}
+
+bool numeric(const Axis& a) {
+  for (const std::string& v : a.values) {
+    char* end = nullptr;
+    std::strtod(v.c_str(), &end);
+    if (end == v.c_str() || *end != '\0') return false;
+  }
+  return true;
+}
+
+void write_plots(const std::string& dir, const std::vector<Axis>& axes,
+                 const std::vector<Point>& points) {
+  // x = the first axis (outermost in grid order), so data row r is x value r / series and
+  // series r % series: series s takes every `series`-th row from row s.
+  const Axis& x = axes[0];
+  const size_t series = points.size() / x.values.size();
+  const int nkeys = static_cast<int>(axes.size());
+  std::string data;  // sweep.csv without its header
+  for (const Point& p : points) data += csv_line(axes, &p);
+  std::filesystem::create_directories(dir + "/plots");
+  std::FILE* f = std::fopen((dir + "/plots/sweep.dat").c_str(), "wb");
+  if (!f) return;
+  std::fwrite(data.data(), 1, data.size(), f);
+  std::fclose(f);
+  std::string gp =
+      "set terminal svg size 1500,420 dynamic font 'sans,11'\n"
+      "set datafile separator ','\n"
+      "set termoption noenhanced\n"
+      "set grid\nset key below\n"
+      "set output 'plots/sweep.svg'\n"
+      "set multiplot layout 1,3 title 'kvtwin sweep'\n"
+      "set xlabel '" +
+      x.key + "'\n";
+  const std::string xspec = numeric(x) ? "1" : "0";
+  const std::string xtic = numeric(x) ? "" : ":xtic(1)";
+  struct Metric {
+    const char* label;
+    int col;
+  } metrics[] = {{"hit rate (GPU + LMCache)", nkeys + 5},
+                 {"TTFT p50 (ms)", nkeys + 6},
+                 {"output tokens/s", nkeys + 10}};
+  for (const Metric& m : metrics) {
+    gp += "set ylabel '" + std::string(m.label) + "'\nplot ";
+    for (size_t s = 0; s < series; ++s) {
+      std::string title;
+      for (size_t k = 1; k < axes.size(); ++k)
+        title += (k > 1 ? ", " : "") + axes[k].key + "=" + points[s].values[k];
+      if (title.empty()) title = m.label;
+      gp += std::string(s ? ", " : "") + "'plots/sweep.dat' every " + std::to_string(series) +
+            "::" + std::to_string(s) + " using " + xspec + ":" + std::to_string(m.col) + xtic +
+            " with linespoints lw 2 title '" + title + "'";
+    }
+    gp += "\n";
+  }
+  gp += "unset multiplot\n";
+  f = std::fopen((dir + "/plots/sweep.gp").c_str(), "wb");
+  if (!f) return;
+  std::fwrite(gp.data(), 1, gp.size(), f);
+  std::fclose(f);
+  int rc = report::run_gnuplot(dir, "plots/sweep.gp");
+  if (rc != 0 && rc != 127)
+    std::fprintf(stderr, "kvtwin: warning: gnuplot failed; see %s/plots/sweep.gp\n", dir.c_str());
+}
+
+}  // namespace
+
+int run_sweep(const SweepOptions& o) {
+  if (o.vary.empty()) throw InputError("--vary", 0, "", "at least one --vary key=v1,v2,...");
+  scenario::Scenario base = load_scenario(o.scenario, o.sets);
+  std::vector<Axis> axes;
+  for (const std::string& v : o.vary) axes.push_back(parse_axis(v));
+  // The grid, first axis outermost; every point is validated before anything runs.
+  std::vector<Point> points(1);
+  for (const Axis& a : axes) {
+    std::vector<Point> next;
+    for (const Point& p : points)
+      for (const std::string& v : a.values) {
+        Point q = p;
+        q.values.push_back(v);
+        next.push_back(q);
+      }
+    points = std::move(next);
+  }
+  std::vector<scenario::Scenario> scenarios;
+  for (const Point& p : points) {
+    scenario::Scenario s = base;
+    for (size_t i = 0; i < axes.size(); ++i)
+      scenario::apply_override(&s, axes[i].key + "=" + p.values[i], "--vary");
+    scenario::validate(s);
+    scenarios.push_back(std::move(s));
+  }
+  Progress progress("kvtwin sweep", o.quiet);
+  std::mutex mu;
+  size_t done = 0;
+  parallel_for(points.size(), o.jobs, [&](size_t i) {
+    std::string dir = o.out.empty() ? "" : o.out + "/points/" + std::to_string(i);
+    scenario::Scenario s = scenarios[i];
+    if (!dir.empty()) {  // keep each point's summary and scenario; skip the heavy outputs
+      s.output.chrome_trace = false;
+      s.output.plots = false;
+    }
+    points[i].summary = simulate(s, o.trace, dir, true, nullptr);
+    std::lock_guard<std::mutex> lock(mu);
+    ++done;
+    progress.update(static_cast<double>(done) / points.size(),
+                    std::to_string(done) + " of " + std::to_string(points.size()) + " points");
+  });
+  progress.finish();
+  if (!o.quiet) std::fputs(screen_table(axes, points).c_str(), stdout);
+  if (!o.out.empty()) {
+    std::string csv = csv_line(axes, nullptr);
+    for (const Point& p : points) csv += csv_line(axes, &p);
+    std::FILE* f = std::fopen((o.out + "/sweep.csv").c_str(), "wb");
+    if (!f) throw InputError(o.out, 0, "--out", "cannot create sweep.csv");
+    std::fwrite(csv.data(), 1, csv.size(), f);
+    std::fclose(f);
+    if (base.output.plots) write_plots(o.out, axes, points);
+  }
+  return 0;
+}
+
+}  // namespace kvtwin::sim::cli

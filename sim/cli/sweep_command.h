@@ -1,0 +1,26 @@
+// `kvtwin sweep --scenario F --vary key=v1,v2,... [--vary ...] --jobs N [--out DIR]`: the
+// cartesian grid of scenario overrides, each point a full simulation, run in parallel threads
+// (one simulation per thread, each deterministic), reported as one table in grid order (the
+// first --vary is the outermost loop) and, with --out, as DIR/sweep.csv,
+// DIR/points/<i>/summary.json and SVG plots of hit rate, TTFT and throughput against the first
+// varied key (one line per combination of the others).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace kvtwin::sim::cli {
+
+struct SweepOptions {
+  std::string scenario;
+  std::string trace;
+  std::vector<std::string> sets;
+  std::vector<std::string> vary;  // "key=v1,v2,..."
+  int jobs = 1;
+  std::string out;  // empty: table only
+  bool quiet = false;
+};
+
+int run_sweep(const SweepOptions& options);
+
+}  // namespace kvtwin::sim::cli

@@ -1,0 +1,91 @@
+// The kvtwin binary's edge: bad input gives one line on stderr naming file, line and field, and
+// exit code 2 — never a crash.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+
+#include "tests/support/paths.h"
+
+namespace {
+
+struct Outcome {
+  int code = -1;
+  std::string out;  // stdout and stderr
+};
+
+Outcome kvtwin(const std::string& args) {
+  std::string cmd = std::string(KVTWIN_BINARY_DIR) + "/kvtwin " + args + " 2>&1";
+  Outcome o;
+  std::FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) o.out.append(buf.data(), n);
+  int status = pclose(p);
+  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return o;
+}
+
+std::string write(const std::string& dir, const std::string& name, const std::string& text) {
+  std::string path = dir + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+void expect_bad_input(const Outcome& o, const std::string& line) {
+  EXPECT_EQ(o.code, 2) << o.out;
+  EXPECT_EQ(o.out, "kvtwin: " + line + "\n");
+}
+
+TEST(Cli, BadScenarioFilesNameFileLineAndKey) {
+  std::string dir = kvtwin::testing::scratch_dir();
+  std::string f = write(dir, "s.toml", "[vllm]\nblock_size = 16\nblok_size = 1\n");
+  expect_bad_input(kvtwin("run --scenario " + f), f + ":3: vllm.blok_size: unknown key");
+  std::string g = write(dir, "g.toml", "[gpu]\n\ntensor_parallel = 0\n");
+  expect_bad_input(kvtwin("run --scenario " + g),
+                   g + ":3: gpu.tensor_parallel: value 0 out of range [1, 1024]");
+  expect_bad_input(kvtwin("run --scenario " + dir + "/none.toml"),
+                   dir + "/none.toml: cannot open scenario file");
+  expect_bad_input(kvtwin("run --set lmcache.chunk_size=-1"),
+                   "--set: lmcache.chunk_size: value -1 out of range [1, 1048576]");
+}
+
+TEST(Cli, MalformedTraceRowsNameFileLineAndColumn) {
+  std::string dir = kvtwin::testing::scratch_dir();
+  std::string t = write(dir, "t.csv", "arrival_s,prompt_tokens,output_tokens\n0,10,1\n1,x,1\n");
+  expect_bad_input(kvtwin("run --trace " + t + " --out " + dir + "/run"),
+                   t + ":3: prompt_tokens: expected an integer, got 'x'");
+  expect_bad_input(kvtwin("trace stats " + t),
+                   t + ":3: prompt_tokens: expected an integer, got 'x'");
+}
+
+TEST(Cli, BadFlagsAreOneLineAndExitTwo) {
+  Outcome o = kvtwin("run --no-such-flag");
+  EXPECT_EQ(o.code, 2);
+  EXPECT_EQ(std::count(o.out.begin(), o.out.end(), '\n'), 1) << o.out;
+  expect_bad_input(kvtwin("sweep --vary lmcache.chunk_size"),
+                   "--vary: lmcache.chunk_size: expected key=v1,v2,...");
+  expect_bad_input(kvtwin("cache-replay --tier l3"), "--tier: l3: expected gpu, cpu or disk");
+}
+
+TEST(Cli, HelpWorksForEverySubcommand) {
+  for (const char* sub :
+       {"", "run", "sweep", "cache-replay", "trace", "trace stats", "trace convert", "golden"}) {
+    Outcome o = kvtwin(std::string(sub) + " --help");
+    EXPECT_EQ(o.code, 0) << sub;
+    EXPECT_NE(o.out.find("Usage"), std::string::npos) << sub;
+  }
+}
+
+TEST(Cli, QuietRunPrintsNothingAndWritesTheRunDirectory) {
+  std::string dir = kvtwin::testing::scratch_dir();
+  Outcome o = kvtwin("run -q --set workload.max_requests=20 --out " + dir + "/run");
+  EXPECT_EQ(o.code, 0) << o.out;
+  EXPECT_EQ(o.out, "");
+  for (const char* f : {"summary.json", "requests.csv", "timeseries.csv", "scenario.toml"})
+    EXPECT_TRUE(std::ifstream(dir + "/run/" + f).good()) << f;
+}
+
+}  // namespace
