@@ -174,13 +174,17 @@ void Cluster::report_links() {
     recorder_->set_tier_capacity(report::kTierDisk,
                                  s_.lmcache.max_local_disk_size_gb * kGiB * ranks);
     std::array<uint64_t, report::kNumTiers> loaded{}, evicted{};
+    uint64_t stalled = 0, failed_stores = 0;
     for (const auto& c : connectors_) {
       const LmcacheTierStats& st = c->stats();
+      stalled += st.stalled_loads;
+      failed_stores += st.failed_stores;
       for (int t = 0; t < report::kNumTiers; ++t) {
         loaded[t] += st.loaded_tokens[t];
         evicted[t] += st.evictions[t];
       }
     }
+    recorder_->set_lmcache_failures(stalled, failed_stores);
     for (int t = 0; t < report::kNumTiers; ++t) {
       recorder_->set_loaded_tokens(t, loaded[t]);
       recorder_->set_tier_evictions(t, evicted[t]);

@@ -184,10 +184,20 @@ void LmcacheConnector::begin_step(const SchedulerOutput& /*out*/, const hw::Step
   // Layerwise: run the generators' logic for the whole step now; charge time as transfers that
   // overlap with the forward pass.
   lm::WorkerLog log;
-  worker_adapter_->start_load_kv(meta_, &log);
-  for (int l = 0; l < engine_->num_layers(); ++l) {
-    worker_adapter_->wait_for_layer_load(&log);
-    worker_adapter_->save_kv_layer(meta_, &log);
+  try {
+    worker_adapter_->start_load_kv(meta_, &log);
+    for (int l = 0; l < engine_->num_layers(); ++l) {
+      worker_adapter_->wait_for_layer_load(&log);
+      worker_adapter_->save_kv_layer(meta_, &log);
+    }
+  } catch (const lm::UpstreamError&) {
+    // As in bulk mode: what upstream would wait on forever is recomputed (every load of the
+    // step), and the step's layerwise stores are dropped.
+    ++stats_.stalled_loads;
+    for (const lm::ReqMeta& m : meta_.requests)
+      if (m.load_spec) fail_whole_load(m);
+    log.loaded.clear();
+    log.stored.clear();
   }
   engine_->end_of_operation();
   std::map<int, uint64_t> by_tier;
@@ -203,9 +213,11 @@ void LmcacheConnector::begin_step(const SchedulerOutput& /*out*/, const hw::Step
   for (const lm::TokenRange& r : log.stored) stored += object_bytes(r.end - r.start);
   stats_.stored_chunks += log.stored.size();
   auto invalid = worker_adapter_->get_block_ids_with_load_errors();
-  if (!invalid.empty())
-    failed_ = instance_->scheduler().handle_invalid_blocks(
-        std::set<model::vllm::BlockId>(invalid.begin(), invalid.end()));
+  invalid_.insert(invalid.begin(), invalid.end());
+  if (!invalid_.empty()) {
+    failed_ = instance_->scheduler().handle_invalid_blocks(invalid_);
+    invalid_.clear();
+  }
   loads_done_ = -1;
   pending_ = 0;
   if (to_gpu > 0) {
@@ -230,6 +242,18 @@ void LmcacheConnector::begin_step(const SchedulerOutput& /*out*/, const hw::Step
   ready(0);
 }
 
+// Every vLLM block that the request expected from LMCache becomes invalid (recomputed).
+void LmcacheConnector::fail_whole_load(const lm::ReqMeta& m) {
+  const lm::LoadSpec& ls = *m.load_spec;
+  const int64_t c = config_.chunk_size;
+  const int64_t first = ls.vllm_cached_tokens / c * c;
+  const int64_t end =
+      std::min<int64_t>(ls.lmcache_cached_tokens, static_cast<int64_t>(m.slot_mapping.size()));
+  const int64_t bs = adapter_config_.vllm_block_size;
+  for (int64_t i = std::max(first, ls.vllm_cached_tokens); i < end; ++i)
+    invalid_.insert(static_cast<model::vllm::BlockId>(m.slot_mapping[static_cast<size_t>(i)] / bs));
+}
+
 void LmcacheConnector::load_bulk(std::function<void(SimDuration)> ready) {
   // One retrieve per request (upstream's loop over the metadata), so the tiers that served each
   // request can be attributed to it.
@@ -240,7 +264,17 @@ void LmcacheConnector::load_bulk(std::function<void(SimDuration)> ready) {
     lm::ConnectorMetadata one;
     one.requests.push_back(m);
     lm::WorkerLog log;
-    worker_adapter_->start_load_kv(one, &log);
+    try {
+      worker_adapter_->start_load_kv(one, &log);
+    } catch (const lm::UpstreamError& e) {
+      // Upstream would stop here: a disk / remote get waiting forever for CPU memory that only
+      // in-flight writes hold (WouldBusyWait), or an exception out of retrieve. The simulator
+      // turns the request's whole external load into a recompute and counts a stalled load.
+      engine_->end_of_operation();
+      ++stats_.stalled_loads;
+      fail_whole_load(m);
+      continue;
+    }
     engine_->end_of_operation();
     auto it = live_.find(m.req_id);
     for (const lm::LoadedChunk& c : log.loaded) {
@@ -254,9 +288,11 @@ void LmcacheConnector::load_bulk(std::function<void(SimDuration)> ready) {
     }
   }
   auto invalid = worker_adapter_->get_block_ids_with_load_errors();
-  if (!invalid.empty())
-    failed_ = instance_->scheduler().handle_invalid_blocks(
-        std::set<model::vllm::BlockId>(invalid.begin(), invalid.end()));
+  invalid_.insert(invalid.begin(), invalid.end());
+  if (!invalid_.empty()) {
+    failed_ = instance_->scheduler().handle_invalid_blocks(invalid_);
+    invalid_.clear();
+  }
   if (to_gpu == 0) {
     ready(0);
     return;
@@ -289,12 +325,22 @@ void LmcacheConnector::start_fetches(const std::map<int, uint64_t>& bytes_by_tie
   }
 }
 
+// wait_for_save; an upstream exception (a bug upstream would crash on) drops the step's stores.
+void LmcacheConnector::save(lm::WorkerLog* log) {
+  try {
+    worker_adapter_->wait_for_save(meta_, log);
+  } catch (const lm::UpstreamError&) {
+    ++stats_.failed_stores;
+    log->stored.clear();
+  }
+  engine_->end_of_operation();
+}
+
 void LmcacheConnector::end_step(const SchedulerOutput& /*out*/,
                                 std::function<void(const std::set<EngineRequest*>&)> done) {
   if (config_.use_layerwise) {
     lm::WorkerLog log;
-    worker_adapter_->wait_for_save(meta_, &log);
-    engine_->end_of_operation();
+    save(&log);
     start_writes();
     drain_evictions();
     // The last layer computes after its load; stores run until they finish.
@@ -318,8 +364,7 @@ void LmcacheConnector::end_step(const SchedulerOutput& /*out*/,
     return;
   }
   lm::WorkerLog log;
-  worker_adapter_->wait_for_save(meta_, &log);
-  engine_->end_of_operation();
+  save(&log);
   uint64_t stored = 0;
   for (const lm::TokenRange& r : log.stored) stored += object_bytes(r.end - r.start);
   stats_.stored_chunks += log.stored.size();
@@ -337,22 +382,34 @@ void LmcacheConnector::end_step(const SchedulerOutput& /*out*/,
   });
 }
 
-// Starts a transfer for every disk / remote write the model queued and not yet started; each
-// completes its write in the model when its bytes have moved.
+// Queues every disk / remote write the model submitted and not yet seen, then starts queued
+// writes while fewer than kWriteWorkers per tier are in flight (LMCache's disk writer and Redis
+// connector each run 4 workers, FIFO within a priority). A write completes in the model when its
+// bytes have moved; only then does its key become visible to lookups.
 void LmcacheConnector::start_writes() {
   for (const lm::PendingWrite& w : engine_->storage_manager().pending_writes()) {
-    if (!started_writes_.insert(w.id).second) continue;
-    Location dst = w.tier == lm::Tier::kDisk ? Location::kDisk : Location::kRemote;
-    Transfer t{Location::kCpu, dst, ctx_.instance, "write", {}};
-    t.objects.push_back(
-        KvObject{"write", w.bytes * static_cast<uint64_t>(ctx_.geometry->tp), -1, {}});
-    uint64_t id = w.id;
-    ctx_.mover->start(std::move(t), [this, id](const TransferResult&) {
-      engine_->storage_manager().complete_write(id);
-      engine_->end_of_operation();
-      started_writes_.erase(id);
-      drain_evictions();
-    });
+    if (!known_writes_.insert(w.id).second) continue;
+    write_queue_[w.tier == lm::Tier::kDisk ? 0 : 1].push_back(w);
+  }
+  for (int q = 0; q < 2; ++q) {
+    while (writes_in_flight_[q] < kWriteWorkers && !write_queue_[q].empty()) {
+      lm::PendingWrite w = write_queue_[q].front();
+      write_queue_[q].pop_front();
+      ++writes_in_flight_[q];
+      Location dst = q == 0 ? Location::kDisk : Location::kRemote;
+      Transfer t{Location::kCpu, dst, ctx_.instance, "write", {}};
+      t.objects.push_back(
+          KvObject{"write", w.bytes * static_cast<uint64_t>(ctx_.geometry->tp), -1, {}});
+      uint64_t id = w.id;
+      ctx_.mover->start(std::move(t), [this, id, q](const TransferResult&) {
+        engine_->storage_manager().complete_write(id);
+        engine_->end_of_operation();
+        known_writes_.erase(id);
+        --writes_in_flight_[q];
+        drain_evictions();
+        start_writes();
+      });
+    }
   }
 }
 

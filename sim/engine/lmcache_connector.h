@@ -28,6 +28,7 @@
 #pragma once
 
 #include <array>
+#include <deque>
 #include <map>
 #include <memory>
 #include <set>
@@ -50,6 +51,8 @@ struct LmcacheTierStats {
   std::array<uint64_t, report::kNumTiers> loaded_tokens{};
   std::array<uint64_t, report::kNumTiers> evictions{};
   uint64_t stored_chunks = 0;
+  uint64_t stalled_loads = 0;  // loads upstream would wait on forever, recomputed instead
+  uint64_t failed_stores = 0;  // steps whose store raised upstream (stores dropped)
 };
 
 class LmcacheConnector final : public KvConnector, public StepHooks {
@@ -101,6 +104,8 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   void drain_evictions();
   uint64_t object_bytes(int64_t tokens) const;
   void inject_remote_faults();
+  void fail_whole_load(const model::lmcache::ReqMeta& m);
+  void save(model::lmcache::WorkerLog* log);
 
   const scenario::Scenario& s_;
   Context ctx_;
@@ -122,12 +127,16 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
 
   // The step in flight.
   std::set<EngineRequest*> failed_;
-  SimTime loads_done_ = -1;  // layerwise: when the loads finished
-  int pending_ = 0;          // layerwise: transfers still running
+  std::set<model::vllm::BlockId> invalid_;  // blocks whose load failed in this step
+  SimTime loads_done_ = -1;                 // layerwise: when the loads finished
+  int pending_ = 0;                         // layerwise: transfers still running
   std::function<void()> on_idle_;
   SimDuration per_layer_ns_ = 0;
 
-  std::set<uint64_t> started_writes_;  // disk / remote writes whose transfer is under way
+  static constexpr int kWriteWorkers = 4;
+  std::set<uint64_t> known_writes_;                                      // queued or in flight
+  std::array<std::deque<model::lmcache::PendingWrite>, 2> write_queue_;  // disk, remote
+  std::array<int, 2> writes_in_flight_{};
 
   uint64_t chunk_bytes_ = 0;
   LmcacheTierStats stats_;

@@ -300,6 +300,8 @@ std::string RunRecorder::summary_json(const Summary& s) {
   j.field("hit_tokens", s.lmcache_hit_tokens);
   j.field("hit_rate", s.lmcache_hit_rate);
   j.field("failed_load_tokens", s.failed_load_tokens);
+  j.field("stalled_loads", s.stalled_loads);
+  j.field("failed_stores", s.failed_stores);
   for (int t = 0; t < kNumTiers; ++t) {
     j.key(tier_name(t));
     j.begin_object();
@@ -363,6 +365,12 @@ std::string RunRecorder::screen(const Summary& s) {
   line("LMCache     %.1f%% hit rate beyond the GPU (cpu %.1f%%, disk %.1f%%, remote %.1f%%)\n",
        100 * s.lmcache_hit_rate, 100 * s.tier_hit_rate[0], 100 * s.tier_hit_rate[1],
        100 * s.tier_hit_rate[2]);
+  if (s.failed_load_tokens > 0 || s.stalled_loads > 0)
+    line(
+        "  failures  %llu tokens recomputed after failed loads, %llu loads upstream would block "
+        "on\n",
+        static_cast<unsigned long long>(s.failed_load_tokens),
+        static_cast<unsigned long long>(s.stalled_loads));
   for (int t = 0; t < kNumTiers; ++t)
     if (s.tier_capacity_bytes[t] > 0)
       line("  %-6s    peak %.1f GiB of %.1f GiB, mean %.1f GiB, %llu evictions\n", tier_name(t),

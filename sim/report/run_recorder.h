@@ -96,6 +96,8 @@ struct Summary {
   std::array<uint64_t, kNumTiers> loaded_tokens{};
   std::array<double, kNumTiers> tier_hit_rate{};
   uint64_t failed_load_tokens = 0;
+  uint64_t stalled_loads = 0;  // loads upstream would block on forever (recomputed here)
+  uint64_t failed_stores = 0;
   uint64_t preemptions = 0;
   int64_t gpu_evictions = -1;  // -1: not tracked (vLLM KV events off)
   std::array<uint64_t, kNumTiers> tier_evictions{};
@@ -132,6 +134,10 @@ class RunRecorder {
   // Tokens loaded per tier over the run (the connector's own count; overrides the sum of the
   // request records, which lacks per-tier detail in layerwise mode).
   void set_loaded_tokens(int tier, uint64_t tokens) { loaded_override_[tier] = tokens; }
+  void set_lmcache_failures(uint64_t stalled_loads, uint64_t failed_stores) {
+    summary_.stalled_loads = stalled_loads;
+    summary_.failed_stores = failed_stores;
+  }
   void set_link_stats(const std::string& kind, double bytes, double busy_fraction);
 
   // Computes the summary, writes summary.json, plots; returns the summary.

@@ -1,0 +1,109 @@
+// LMCache inside the simulated engine: hits, loads, stores and failed loads, computed by hand.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+
+#include "sim/engine/cluster.h"
+#include "sim/scenario/scenario_loader.h"
+#include "tests/support/paths.h"
+
+namespace kvtwin::sim::engine {
+namespace {
+
+struct Result {
+  std::map<uint64_t, report::RequestRecord> records;
+  report::Summary summary;
+};
+
+// Llama-3.1-8B geometry (128 KiB of KV per token: 32 MiB per 256-token chunk), a profile step
+// model (1000 µs + 1 µs per token), LMCache with a CPU tier.
+scenario::Scenario scenario_with(const std::vector<std::string>& sets) {
+  std::string dir = kvtwin::testing::scratch_dir();
+  {
+    std::ofstream out(dir + "/profile.csv");
+    out << "num_new_tokens,num_seqs,context_tokens,step_us\n";
+    for (int t : {1, 10, 100, 1000})
+      for (int s : {1, 2, 4})
+        for (int c : {0, 5000}) out << t << "," << s << "," << c << "," << 1000 + t << "\n";
+  }
+  scenario::Scenario s = scenario::load_scenario_text(
+      "[step]\nmodel = \"profile\"\nprofile = \"profile.csv\"\n"
+      "[vllm]\nblock_size = 16\nnum_gpu_blocks = 100\n"
+      "[lmcache]\nenabled = true\nchunk_size = 256\nmax_local_cpu_size_gb = 1\n"
+      "[links]\npcie_h2d_gbps = 35\npcie_d2h_gbps = 50\npcie_latency_us = 10\n",
+      "lm.toml", dir);
+  for (const std::string& set : sets) scenario::apply_override(&s, set);
+  scenario::validate(s);
+  return s;
+}
+
+Result run(const scenario::Scenario& s, const std::string& trace) {
+  workload::Workload w(workload::open_trace_bytes("<t>", trace, workload::TraceFormat::kAuto),
+                       workload::WorkloadOptions{});
+  report::RunRecorder rec(s, "<t>", "");
+  Cluster c(s, &w, &rec);
+  Result r;
+  c.set_request_observer([&](const report::RequestRecord& x) { r.records[x.index] = x; });
+  c.run(nullptr);
+  r.summary = rec.finish(c.now());
+  return r;
+}
+
+// A and C share a 1024-token prompt; B in between evicts A's last 29 GPU blocks (the pool has
+// 99 usable blocks: B takes the 35 never-used ones, then A's blocks tail first).
+//   C: GPU hit 35 blocks = 560 tokens; LMCache holds A's 4 chunks (1024 tokens): the whole prompt
+//   hits, so vLLM takes 1024 − 560 − 1 = 463 external tokens; LMCache reloads whole chunks past
+//   the first floor(560/256)·256 = 512 tokens: chunks 2 and 3, 512 tokens = 64 MiB over PCIe.
+//   TTFT = load (64 MiB / 35 GB/s, rounded up, + 10 µs) + one step of 1 token (1001 µs).
+TEST(LmcacheEngine, CpuTierServesWhatTheGpuEvicted) {
+  std::string trace =
+      "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
+      "0,1024,1,512,1 2\n"
+      "10,1024,1,512,3 4\n"
+      "20,1024,1,512,1 2\n";
+  Result r = run(scenario_with({}), trace);
+  const auto& c = r.records.at(2);
+  EXPECT_EQ(c.gpu_hit_tokens, 560);
+  EXPECT_EQ(c.lmcache_hit_tokens, 463);
+  EXPECT_EQ(c.loaded_tokens[report::kTierCpu], 512);
+  const SimTime load =
+      (67'108'864LL * 1'000'000'000 + 35'000'000'000 - 1) / 35'000'000'000 + 10'000;
+  EXPECT_EQ(c.first_token - c.arrival, load + 1'001'000);
+  EXPECT_DOUBLE_EQ(r.summary.link_bytes.at("pcie_h2d"), 67'108'864.0);
+  // A and B each stored their 4 full chunks (C's prompt was already saved: nothing to store).
+  EXPECT_DOUBLE_EQ(r.summary.link_bytes.at("pcie_d2h"), 8 * 33'554'432.0);
+}
+
+// A's chunks reach the shared remote store from instance 0; C (same prompt) lands on instance 1,
+// where only the remote tier has them. Every remote GET fails: the 1023 external tokens are
+// recomputed and C still completes. (Failures are injected by deleting the remote copy of each
+// pinned chunk before the GET, so LMCache's own partial-retrieve path reports the missing
+// blocks.)
+TEST(LmcacheEngine, FailedRemoteLoadsAreRecomputed) {
+  std::string trace =
+      "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
+      "0,1024,2,512,1 2\n"
+      "10,1024,2,512,1 2\n";
+  std::vector<std::string> base = {"cluster.instances=2", "cluster.router=round_robin",
+                                   "lmcache.remote=true"};
+  Result ok = run(scenario_with(base), trace);
+  EXPECT_EQ(ok.records.at(1).lmcache_hit_tokens, 1023);
+  EXPECT_EQ(ok.records.at(1).loaded_tokens[report::kTierRemote], 1024);
+  EXPECT_EQ(ok.records.at(1).failed_load_tokens, 0);
+  base.push_back("links.remote_get_failure_rate=1");
+  Result bad = run(scenario_with(base), trace);
+  const auto& c = bad.records.at(1);
+  EXPECT_EQ(c.lmcache_hit_tokens, 1023);
+  EXPECT_EQ(c.loaded_tokens[report::kTierRemote], 0);
+  EXPECT_EQ(c.failed_load_tokens, 1023);
+  EXPECT_EQ(c.output_tokens, 2);
+  // The failed step still runs its one scheduled token (1001 µs); the recompute of all 1024
+  // tokens follows (2024 µs) before the first token.
+  EXPECT_GE(c.first_token - c.arrival, 1'001'000 + 2'024'000);
+  EXPECT_DOUBLE_EQ(bad.summary.link_bytes.at("remote_tx"), 0.0);  // no GET moved bytes
+  EXPECT_GT(ok.summary.link_bytes.at("remote_tx"), 0.0);
+}
+
+}  // namespace
+}  // namespace kvtwin::sim::engine
