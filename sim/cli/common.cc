@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -10,6 +11,7 @@
 
 #include "sim/embedded/embedded.h"
 #include "sim/io/input_error.h"
+#include "sim/io/line_reader.h"
 #include "sim/scenario/scenario_loader.h"
 
 namespace kvtwin::sim::cli {
@@ -77,6 +79,22 @@ void parallel_for(size_t n, int jobs, const std::function<void(size_t)>& fn) {
   for (size_t t = 0; t < threads; ++t) pool.emplace_back(worker);
   for (std::thread& t : pool) t.join();
   if (error) std::rethrow_exception(error);
+}
+
+uint64_t estimate_requests(const scenario::Scenario& s, const std::string& trace_override) {
+  uint64_t lines = 0;
+  if (trace_override.empty() && s.workload.trace.empty()) {
+    std::string_view bytes = embedded::default_trace();
+    lines = static_cast<uint64_t>(std::count(bytes.begin(), bytes.end(), '\n'));
+  } else {
+    io::LineReader reader(scenario_trace_name(s, trace_override));
+    std::string_view line;
+    while (reader.next(&line)) ++lines;
+    if (lines > 0) --lines;  // a CSV header (one line too few for JSON Lines: fine for a bar)
+  }
+  if (s.workload.max_requests > 0)
+    lines = std::min<uint64_t>(lines, static_cast<uint64_t>(s.workload.max_requests));
+  return std::max<uint64_t>(lines, 1);
 }
 
 Progress::Progress(std::string label, bool quiet)

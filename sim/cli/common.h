@@ -24,6 +24,10 @@ workload::WorkloadOptions workload_options(const scenario::Scenario& s);
 // else workload.trace (relative to the scenario's directory), else the embedded default trace.
 std::unique_ptr<workload::TraceReader> open_scenario_trace(const scenario::Scenario& s,
                                                            const std::string& trace_override);
+// About how many requests the scenario's workload will produce (lines of the trace, capped by
+// workload.max_requests), for progress bars only.
+uint64_t estimate_requests(const scenario::Scenario& s, const std::string& trace_override);
+
 // A printable name of the trace open_scenario_trace opens.
 std::string scenario_trace_name(const scenario::Scenario& s, const std::string& trace_override);
 
@@ -37,6 +41,7 @@ void parallel_for(size_t n, int jobs, const std::function<void(size_t)>& fn);
 class Progress {
  public:
   Progress(std::string label, bool quiet);
+  bool enabled() const { return enabled_; }
   ~Progress();
   // fraction in [0, 1]; `detail` is shown after the bar.
   void update(double fraction, const std::string& detail);

@@ -17,10 +17,12 @@ report::Summary simulate(const scenario::Scenario& s, const std::string& trace_o
   engine::Cluster cluster(s, &workload, &recorder);
   for (int t = 0; t < report::kNumTiers; ++t) recorder.set_tier_capacity(t, 0);
   Progress progress("kvtwin run", quiet);
+  const uint64_t expected = progress.enabled() ? estimate_requests(s, trace_override) : 1;
   cluster.run([&](uint64_t done) {
-    progress.update(0, std::to_string(done) + " requests done, t = " +
-                           std::to_string(static_cast<int64_t>(to_seconds(cluster.now()))) +
-                           " s simulated");
+    progress.update(std::min(1.0, static_cast<double>(done) / static_cast<double>(expected)),
+                    std::to_string(done) + " requests done, t = " +
+                        std::to_string(static_cast<int64_t>(to_seconds(cluster.now()))) +
+                        " s simulated");
   });
   progress.finish();
   report::Summary summary = recorder.finish(cluster.now());

@@ -387,9 +387,14 @@ void LmcacheConnector::end_step(const SchedulerOutput& /*out*/,
 // connector each run 4 workers, FIFO within a priority). A write completes in the model when its
 // bytes have moved; only then does its key become visible to lookups.
 void LmcacheConnector::start_writes() {
-  for (const lm::PendingWrite& w : engine_->storage_manager().pending_writes()) {
-    if (!known_writes_.insert(w.id).second) continue;
-    write_queue_[w.tier == lm::Tier::kDisk ? 0 : 1].push_back(w);
+  lm::StorageEvents& events = engine_->storage_manager().events();
+  if (events.disk_writes_submitted + events.remote_writes_submitted > 0) {  // something new
+    events.disk_writes_submitted = 0;
+    events.remote_writes_submitted = 0;
+    for (const lm::PendingWrite& w : engine_->storage_manager().pending_writes()) {
+      if (!known_writes_.insert(w.id).second) continue;
+      write_queue_[w.tier == lm::Tier::kDisk ? 0 : 1].push_back(w);
+    }
   }
   for (int q = 0; q < 2; ++q) {
     while (writes_in_flight_[q] < kWriteWorkers && !write_queue_[q].empty()) {
@@ -419,7 +424,7 @@ void LmcacheConnector::drain_evictions() {
     stats_.evictions[r.tier == lm::Tier::kDisk     ? report::kTierDisk
                      : r.tier == lm::Tier::kRemote ? report::kTierRemote
                                                    : report::kTierCpu] += 1;
-  events.clear();
+  events.removed.clear();  // the write counters are start_writes' signal
 }
 
 double LmcacheConnector::cpu_bytes() const {
