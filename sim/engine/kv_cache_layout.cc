@@ -153,8 +153,8 @@ KvCacheLayout derive_kv_cache_layout(const scenario::Scenario& s, const hw::Mode
     throw InputError(s.source.empty() ? "<scenario>" : s.source, 0, "vllm.gpu_memory_utilization",
                      "no KV block fits: weights need " +
                          std::to_string(g.weight_bytes_per_rank() / kGiB) +
-                         " GiB per GPU; raise gpu.memory_gb or gpu.tensor_parallel, or set "
-                         "vllm.num_gpu_blocks");
+                         " GiB per GPU and activations vllm.activation_reserve_gb; raise "
+                         "gpu.memory_gb or gpu.tensor_parallel, or set vllm.num_gpu_blocks");
   layout.config.num_blocks = static_cast<int>(std::min<int64_t>(blocks, INT32_MAX));
   return layout;
 }

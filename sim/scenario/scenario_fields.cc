@@ -287,7 +287,7 @@ std::vector<FieldSpec> make_fields() {
                       "time-per-output-token target for goodput"));
   // [output]
   f.push_back(numeric("output.timeseries_interval_s", &S::output,
-                      &OutputConfig::timeseries_interval_s, 1e-6, 1e6, "s",
+                      &OutputConfig::timeseries_interval_s, 0.01, 1e6, "s",
                       "sampling period of timeseries.csv"));
   f.push_back(boolean("output.chrome_trace", &S::output, &OutputConfig::chrome_trace,
                       "write trace.json (Chrome / Perfetto) of steps and transfers"));

@@ -141,8 +141,9 @@ void validate_model(const Scenario& s) {
 void validate_rest(const Scenario& s) {
   if (s.step.model == "profile" && s.step.profile.empty())
     invalid(s, "step.profile", "step.model = \"profile\" needs a profile file");
-  if (s.vllm.max_num_batched_tokens < s.vllm.block_size && !s.vllm.enable_chunked_prefill)
-    invalid(s, "vllm.max_num_batched_tokens", "must hold at least one block");
+  if (!s.vllm.enable_chunked_prefill && s.vllm.max_num_batched_tokens < s.vllm.max_model_len)
+    invalid(s, "vllm.max_num_batched_tokens",
+            "without chunked prefill must be >= vllm.max_model_len (as vLLM requires)");
   if (s.lmcache.enabled) {
     const LmcacheConfig& l = s.lmcache;
     if (l.max_local_cpu_size_gb <= 0)
