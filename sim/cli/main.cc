@@ -11,7 +11,6 @@
 
 #include "model/check.h"
 #include "sim/calibrate/calibrate_command.h"
-
 #include "sim/cli/cache_replay_command.h"
 #include "sim/cli/run_command.h"
 #include "sim/cli/sweep_command.h"
