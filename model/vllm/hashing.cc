@@ -6,6 +6,8 @@
 #include <openssl/sha.h>
 #include <xxhash.h>
 
+#include <cstring>
+
 namespace kvtwin::model::vllm {
 
 std::optional<HashFn> hash_fn_from_name(std::string_view name) {
@@ -65,15 +67,6 @@ void cbor_head(uint8_t major, uint64_t value, std::vector<uint8_t>* out) {
   }
 }
 
-void cbor_int(int64_t v, std::vector<uint8_t>* out) {
-  if (v >= 0) {
-    cbor_head(0, static_cast<uint64_t>(v), out);
-  } else {
-    // Major type 1 carries -1 - v, which is non-negative and fits in uint64 for every int64.
-    cbor_head(1, static_cast<uint64_t>(-(v + 1)), out);
-  }
-}
-
 void cbor_bytes(std::span<const uint8_t> b, std::vector<uint8_t>* out) {
   cbor_head(2, b.size(), out);
   out->insert(out->end(), b.begin(), b.end());
@@ -86,19 +79,54 @@ void cbor_text(std::string_view s, std::vector<uint8_t>* out) {
 
 }  // namespace
 
+namespace {
+
+// Writes a CBOR head (major type, shortest-form argument) at p (at most 9 bytes); returns the
+// end.
+inline uint8_t* cbor_head_at(uint8_t* p, uint8_t major, uint64_t u) {
+  uint8_t m = static_cast<uint8_t>(major << 5);
+  if (u < 24) {
+    *p++ = m | static_cast<uint8_t>(u);
+  } else if (u <= 0xff) {
+    *p++ = m | 24;
+    *p++ = static_cast<uint8_t>(u);
+  } else if (u <= 0xffff) {
+    *p++ = m | 25;
+    *p++ = static_cast<uint8_t>(u >> 8);
+    *p++ = static_cast<uint8_t>(u);
+  } else if (u <= 0xffffffffULL) {
+    *p++ = m | 26;
+    for (int shift = 24; shift >= 0; shift -= 8) *p++ = static_cast<uint8_t>(u >> shift);
+  } else {
+    *p++ = m | 27;
+    for (int shift = 56; shift >= 0; shift -= 8) *p++ = static_cast<uint8_t>(u >> shift);
+  }
+  return p;
+}
+
+// An int in shortest form: major type 0, or 1 carrying -1 - v for negative v.
+inline uint8_t* cbor_int_at(uint8_t* p, int64_t v) {
+  if (v >= 0 && v < 24) {
+    *p = static_cast<uint8_t>(v);
+    return p + 1;
+  }
+  return v >= 0 ? cbor_head_at(p, 0, static_cast<uint64_t>(v))
+                : cbor_head_at(p, 1, static_cast<uint64_t>(-(v + 1)));
+}
+
+}  // namespace
+
 void encode_block_key_cbor(std::span<const uint8_t> parent, std::span<const TokenId> tokens,
                            const ExtraKeys* extra_keys, std::vector<uint8_t>* out) {
-  out->reserve(out->size() + 8 + parent.size() + 3 * tokens.size());
   out->push_back(0x83);
   cbor_bytes(parent, out);
   cbor_head(4, tokens.size(), out);
-  for (TokenId t : tokens) {
-    if (t >= 0 && t < 24) {
-      out->push_back(static_cast<uint8_t>(t));  // the common case, one byte
-    } else {
-      cbor_int(t, out);
-    }
-  }
+  // Tokens through a raw pointer into room for the longest encoding (9 bytes each).
+  size_t at = out->size();
+  out->resize(at + 9 * tokens.size());
+  uint8_t* p = out->data() + at;
+  for (TokenId t : tokens) p = cbor_int_at(p, t);
+  out->resize(static_cast<size_t>(p - out->data()));
   if (extra_keys == nullptr) {
     out->push_back(0xf6);
     return;
@@ -334,6 +362,19 @@ BlockHasher::BlockHasher(HashFn fn, BlockHash none_hash) : fn_(fn), none_hash_(n
 BlockHash BlockHasher::hash_block_tokens(const BlockHash& parent, std::span<const TokenId> tokens,
                                          const ExtraKeys* extra_keys) {
   const BlockHash& p = parent.empty() ? none_hash_ : parent;
+  if (hash_fn_uses_cbor(fn_) && extra_keys == nullptr && tokens.size() <= 256) {
+    // The common key, encoded on the stack: 83, parent as a byte string, the token array, f6.
+    uint8_t buf[16 + BlockHash::kMaxSize + 9 * 256];
+    uint8_t* q = buf;
+    *q++ = 0x83;
+    q = cbor_head_at(q, 2, p.size());
+    std::memcpy(q, p.data(), p.size());
+    q += p.size();
+    q = cbor_head_at(q, 4, tokens.size());
+    for (TokenId t : tokens) q = cbor_int_at(q, t);
+    *q++ = 0xf6;
+    return digest_bytes(fn_, {buf, static_cast<size_t>(q - buf)});
+  }
   scratch_.clear();
   if (hash_fn_uses_cbor(fn_)) {
     encode_block_key_cbor(p.bytes(), tokens, extra_keys, &scratch_);

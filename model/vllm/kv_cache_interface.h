@@ -41,6 +41,10 @@ struct KVCacheSpec {
   // Mamba specs.
   MambaCacheMode mamba_cache_mode = MambaCacheMode::kNone;
   int num_speculative_blocks = 0;
+  // Any further attribute of the upstream spec the manager does not read (page_size_padded,
+  // head_size_v, cache_dtype_str, ...), canonically serialised. It takes part in equality only,
+  // as it does in upstream's dataclass equality.
+  std::string other_fields;
 
   bool is_full_attention() const {
     return kind == KVCacheSpecKind::kFullAttention || kind == KVCacheSpecKind::kMLAAttention ||

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "model/vllm/hashing.h"
@@ -40,7 +41,10 @@ int generate_block_hash_extra_keys(const Request& request, int64_t start_token_i
 class RequestBlockHasher {
  public:
   // memo_bytes: memory budget of the (parent, tokens) memo; 0 disables it.
-  RequestBlockHasher(int block_size, BlockHasher hasher, size_t memo_bytes = 32u << 20);
+  RequestBlockHasher(int block_size, BlockHasher hasher, size_t memo_bytes = 64u << 20);
+  // Not copyable: requests point to their hasher, and memo slots are aligned to the buffer.
+  RequestBlockHasher(const RequestBlockHasher&) = delete;
+  RequestBlockHasher& operator=(const RequestBlockHasher&) = delete;
 
   int block_size() const { return block_size_; }
   BlockHasher& hasher() { return hasher_; }
@@ -55,11 +59,24 @@ class RequestBlockHasher {
   const MemoStats& memo_stats() const { return memo_stats_; }
 
  private:
+  // The memo slot of a block's tokens (fingerprint of the tokens only, so that the slots of a
+  // request's blocks are known before their parents are hashed and can be prefetched).
+  uint64_t memo_fingerprint(std::span<const TokenId> tokens) const;
+  // The set of a fingerprint: kMemoWays consecutive slots (sets start at the first 64-byte
+  // boundary of memo_).
+  uint8_t* memo_set(uint64_t fingerprint) const {
+    return memo_.get() + (fingerprint & memo_mask_) * kMemoWays * memo_stride_;
+  }
+  bool has_memo() const { return memo_ != nullptr; }
   BlockHash hash_block(const BlockHash& parent, std::span<const TokenId> tokens,
-                       const ExtraKeys* extra_keys);
+                       const ExtraKeys* extra_keys, uint64_t fingerprint);
 
-  struct MemoEntry {
-    uint64_t fingerprint = 0;
+  // Memo slot layout (memo_stride_ bytes, cache-line aligned): MemoHeader, then block_size
+  // int32 tokens. A slot is empty while its hash is empty. Two ways per set, so that blocks with
+  // equal tokens under different parents (a prompt repeated with another cache salt) coexist.
+  static constexpr size_t kMemoWays = 2;
+  struct MemoHeader {
+    uint64_t fingerprint;
     BlockHash parent;
     BlockHash hash;
   };
@@ -67,11 +84,16 @@ class RequestBlockHasher {
   int block_size_;
   BlockHasher hasher_;
   ExtraKeys extra_keys_;
-  // Direct-mapped memo: entry i's tokens are memo_tokens_[i*block_size, (i+1)*block_size).
-  std::vector<MemoEntry> memo_;
-  std::vector<int32_t> memo_tokens_;
+  struct FreeMemo {
+    void operator()(uint8_t* p) const;
+  };
+  // Sets of kMemoWays slots, 2 MiB aligned (huge pages when the OS grants them: the memo is
+  // read at random, so TLB misses would otherwise dominate); null = no memo.
+  std::unique_ptr<uint8_t[], FreeMemo> memo_;
+  size_t memo_stride_ = 0;
   size_t memo_mask_ = 0;
   MemoStats memo_stats_;
+  std::vector<uint64_t> fingerprints_;  // scratch of hash_new_blocks
 };
 
 }  // namespace kvtwin::model::vllm

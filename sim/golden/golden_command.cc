@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <filesystem>
 
+#include <sys/resource.h>
+
 #include "sim/golden/formats.h"
 #include "sim/io/input_error.h"
 
@@ -96,6 +98,52 @@ std::vector<std::string> default_golden_paths() {
   return paths;
 }
 
+namespace {
+
+// Streams one op-log through its format's replayer (read, gunzip, parse, execute, compare).
+CaseOutcome replay_file(const std::string& path, const GoldenFormat** format_out) {
+  auto t0 = std::chrono::steady_clock::now();
+  io::LineReader reader(path);
+  std::string_view header;
+  if (!reader.next(&header)) throw InputError(path, 1, "header", "empty file");
+  std::string header_copy(header);
+  const GoldenFormat& format = find_format(path, header_copy);
+  *format_out = &format;
+  ReplayOptions replay_options;
+  CaseOutcome out = format.replay(reader, header_copy, replay_options);
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+// --bench: the best end-to-end time over `repeat` streaming replays with the peak RSS, then the
+// format's execution-only measurement.
+void bench_file(const std::string& path, const GoldenOptions& options, CaseOutcome first,
+                const GoldenFormat& format) {
+  double best = first.seconds;
+  for (int r = 1; r < options.repeat; ++r) {
+    const GoldenFormat* f = nullptr;
+    best = std::min(best, replay_file(path, &f).seconds);
+  }
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  double n = static_cast<double>(first.num_ops);
+  std::printf(
+      "BENCH %s: end to end (read + gunzip + parse + execute + compare): %llu ops in "
+      "%.3f s = %.3f M ops/s; peak RSS %.1f MB\n",
+      first.case_name.c_str(), static_cast<unsigned long long>(first.num_ops), best, n / best / 1e6,
+      static_cast<double>(usage.ru_maxrss) / 1024.0);
+  if (format.bench == nullptr) return;
+  uint64_t num_ops = 0;
+  double exec = format.bench(path, options.repeat, &num_ops);
+  std::printf(
+      "BENCH %s: execute pre-parsed ops (no comparison): %llu ops in %.3f s = %.3f M "
+      "ops/s\n",
+      first.case_name.c_str(), static_cast<unsigned long long>(num_ops), exec,
+      static_cast<double>(num_ops) / exec / 1e6);
+}
+
+}  // namespace
+
 int run_golden(const GoldenOptions& options) {
   std::vector<std::string> files = expand(options.files);
   if (files.empty()) {
@@ -107,15 +155,8 @@ int run_golden(const GoldenOptions& options) {
   double total_seconds = 0;
   for (const std::string& path : files) {
     try {
-      auto t0 = std::chrono::steady_clock::now();
-      io::LineReader reader(path);
-      std::string_view header;
-      if (!reader.next(&header)) throw InputError(path, 1, "header", "empty file");
-      std::string header_copy(header);
-      const GoldenFormat& format = find_format(path, header_copy);
-      ReplayOptions replay_options;
-      CaseOutcome out = format.replay(reader, header_copy, replay_options);
-      out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const GoldenFormat* format = nullptr;
+      CaseOutcome out = replay_file(path, &format);
       total_ops += out.num_ops;
       total_seconds += out.seconds;
       if (out.passed) {
@@ -123,6 +164,7 @@ int run_golden(const GoldenOptions& options) {
         if (!options.quiet)
           std::printf("PASS %-48s %9llu ops %8.3f s\n", out.case_name.c_str(),
                       static_cast<unsigned long long>(out.num_ops), out.seconds);
+        if (options.bench) bench_file(path, options, out, *format);
       } else {
         ++failed;
         std::printf("FAIL %-48s op %lld %s: %s: expected %s, got %s\n", out.case_name.c_str(),

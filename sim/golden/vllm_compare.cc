@@ -5,6 +5,7 @@
 
 #include "model/vllm/sink_full_attention_manager.h"
 #include "sim/golden/vllm_replayer.h"
+#include "sim/io/input_error.h"
 
 namespace kvtwin::sim::golden {
 
@@ -406,7 +407,7 @@ std::optional<VllmMismatch> VllmReplayer::compare(const VllmOp& op, const VllmOp
   object actual_obj = actual;
   if (!expect) {
     if (actual_obj.size() == 0) return std::nullopt;  // an op without output
-    return VllmMismatch{"$.expect", "(absent)", json_text(actual)};
+    throw InputError(path_, op.line, "expect", "missing (the op has an output to compare)");
   }
   object expected_obj;
   if (expect->get_object().get(expected_obj) != simdjson::SUCCESS)

@@ -1,5 +1,7 @@
 #include "sim/golden/vllm_replayer.h"
 
+#include <algorithm>
+
 #include "sim/io/input_error.h"
 
 namespace kvtwin::sim::golden {
@@ -7,6 +9,31 @@ namespace kvtwin::sim::golden {
 namespace mv = model::vllm;
 
 namespace {
+
+// The fields of a group object that parse_spec does not read for its kind, sorted by key as
+// "key=json;" — they still distinguish specs (the golden format: groups are in one attention
+// group iff equal in every field but layer_names).
+std::string other_spec_fields(const OpFields& g, mv::KVCacheSpecKind kind) {
+  using K = mv::KVCacheSpecKind;
+  std::vector<std::string_view> used = {"spec", "block_size", "layer_names"};
+  if (kind == K::kMamba) {
+    used.insert(used.end(), {"mamba_cache_mode", "num_speculative_blocks"});
+  } else {
+    used.insert(used.end(), {"num_kv_heads", "head_size", "dtype"});
+  }
+  if (kind == K::kSlidingWindow) used.push_back("sliding_window");
+  if (kind == K::kChunkedLocalAttention) used.push_back("attention_chunk_size");
+  if (kind == K::kSinkFullAttention) used.push_back("sink_len");
+  std::vector<std::string> rest;
+  for (auto [key, value] : g.object()) {
+    if (std::find(used.begin(), used.end(), key) != used.end()) continue;
+    rest.push_back(std::string(key) + "=" + json_text(value) + ";");
+  }
+  std::sort(rest.begin(), rest.end());
+  std::string out;
+  for (const auto& r : rest) out += r;
+  return out;
+}
 
 mv::KVCacheSpec parse_spec(const OpFields& g) {
   mv::KVCacheSpec spec;
@@ -34,6 +61,7 @@ mv::KVCacheSpec parse_spec(const OpFields& g) {
     return static_cast<int>(v);
   };
   spec.block_size = positive("block_size");
+  spec.other_fields = other_spec_fields(g, spec.kind);
   if (spec.kind == mv::KVCacheSpecKind::kMamba) {
     auto mode = mv::mamba_cache_mode_from_name(g.str("mamba_cache_mode"));
     if (!mode) g.fail("mamba_cache_mode", "expected none, align or all");
@@ -172,8 +200,9 @@ void VllmReplayer::add_request(const VllmOp& op, const VllmOpArena& arena) {
     options.lora_request = x.lora;
     options.mm_features = x.mm;
   }
-  requests_[r] = std::make_unique<mv::Request>(arena.request_names[r], prompt_, std::move(options),
-                                               hasher_.get());
+  requests_[r] = std::make_unique<mv::Request>(arena.request_names[r], std::move(prompt_),
+                                               std::move(options), hasher_.get());
+  prompt_ = {};
   pending_[r].reset();
   last_request_ = requests_[r].get();
   num_new_hashes_ = last_request_->block_hashes().size();

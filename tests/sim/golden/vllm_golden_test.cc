@@ -1,0 +1,199 @@
+// The vllm-kv-golden replayer through the kvtwin binary: the verdict line of a mismatch, and
+// one-line input errors (exit 2, file and line named, no crash) for each kind of bad input.
+// The public suites themselves are replayed by the ctest test vllm_golden_public.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <zlib.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#define OPENSSL_API_COMPAT 10101
+#include <openssl/sha.h>
+
+#include "model/vllm/block_hash.h"
+#include "sim/golden/vllm_golden.h"
+#include "tests/support/paths.h"
+
+namespace kvtwin::sim::golden {
+namespace {
+
+const char* kHeader =
+    R"({"type":"header","format":"vllm-kv-golden","format_version":1,"case":"tiny",)"
+    R"("expect_level":"full","op_index_field":true,"unknown_header_field":{"x":1},)"
+    R"("config":{"num_gpu_blocks":6,"max_model_len":64,"hash_block_size":4,)"
+    R"("enable_caching":true,"compute_block_hashes":true,"hash_fn":"sha256_cbor",)"
+    R"("python_hash_seed":"0","use_eagle":false,"log_stats":true,"enable_kv_cache_events":false,)"
+    R"("kv_events_use_int_block_hashes":false,"dcp_world_size":1,"pcp_world_size":1,)"
+    R"("kv_cache_groups":[{"spec":"full","block_size":4,"layer_names":["l0"],)"
+    R"("num_kv_heads":1,"head_size":8,"dtype":"bfloat16"}]},)"
+    R"("derived":{"coordinator":"UnitaryKVCacheCoordinator","managers":["FullAttentionManager"],)"
+    R"("none_hash":"4e1195df020de59e0d65a33a4279f1183e7ae4e5d980e309f8b55adff2e61c3e",)"
+    R"("null_block_id":0}})";
+
+// Ops of a valid tiny case (i is filled in).
+std::vector<std::string> valid_ops() {
+  return {
+      // sha256 of cbor (NONE_HASH, (1, 2, 3, 4), None), computed independently with hashlib.
+      R"("op":"add_request","req":"a","prompt":[1,2,3,4,5,6],"max_tokens":4,"new_field":true,)"
+      R"("expect":{"block_hashes":["c9d58ba695280d69b243e1e0df813136ca9196b286fb1a021e0b2e028ef071cb"]})",
+      R"("op":"get_computed_blocks","req":"a","expect":{"block_ids":[[]],"num_computed_tokens":0})",
+      R"("op":"allocate_slots","req":"a","num_new_tokens":6,"new_computed_blocks":"pending","expect":{"new_block_ids":[[1,2]]})",
+      R"("op":"free_queue","expect":{"free_block_ids":[3,4,5]})",
+      R"("op":"free","req":"a","reason":"finished","expect":{"num_free_blocks":5})",
+      R"("op":"usage","expect":{"usage":0.0,"num_free_blocks":5})",
+  };
+}
+
+std::string sha256_hex(const std::string& s) {
+  uint8_t d[32];
+  SHA256(reinterpret_cast<const uint8_t*>(s.data()), s.size(), d);
+  return model::vllm::to_hex({d, 32});
+}
+
+// Header + ops (with "i") + a correct footer.
+std::string make_log(const std::vector<std::string>& ops) {
+  std::string body = std::string(kHeader) + "\n";
+  for (size_t i = 0; i < ops.size(); ++i)
+    body += "{\"i\":" + std::to_string(i) + "," + ops[i] + "}\n";
+  return body + "{\"type\":\"footer\",\"num_ops\":" + std::to_string(ops.size()) +
+         ",\"sha256_of_preceding_lines\":\"" + sha256_hex(body) + "\"}\n";
+}
+
+std::string write(const std::string& name, const std::string& content) {
+  std::string path = testing::scratch_dir() + "/" + name;
+  std::ofstream(path, std::ios::binary) << content;
+  return path;
+}
+
+std::string gzip(const std::string& data) {
+  z_stream zs{};
+  deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+  std::string out(deflateBound(&zs, data.size()) + 64, '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  zs.avail_in = static_cast<uInt>(data.size());
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = static_cast<uInt>(out.size());
+  deflate(&zs, Z_FINISH);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  return out;
+}
+
+struct KvtwinRun {
+  int exit_code;
+  std::string output;
+};
+
+KvtwinRun run_kvtwin(const std::string& path) {
+  std::string cmd = std::string(KVTWIN_BINARY_DIR) + "/kvtwin golden -q '" + path + "' 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  KvtwinRun r{-1, ""};
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) r.output.append(buf, n);
+  int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+// The single ERROR line of a run (the summary line follows it).
+std::string error_line(const KvtwinRun& r) {
+  size_t at = r.output.find("ERROR ");
+  if (at == std::string::npos) return "";
+  return r.output.substr(at, r.output.find('\n', at) - at);
+}
+
+TEST(VllmGolden, AValidLogWithUnknownFieldsPasses) {
+  KvtwinRun r = run_kvtwin(write("ok.jsonl", make_log(valid_ops())));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("1 passed, 0 failed"), std::string::npos) << r.output;
+}
+
+TEST(VllmGolden, GzipLogsAreReadToo) {
+  KvtwinRun r = run_kvtwin(write("ok.jsonl.gz", gzip(make_log(valid_ops()))));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+TEST(VllmGolden, AMismatchNamesTheOpTheFieldAndBothValues) {
+  auto ops = valid_ops();
+  ops[2] =
+      R"("op":"allocate_slots","req":"a","num_new_tokens":6,"new_computed_blocks":"pending","expect":{"new_block_ids":[[1,3]]})";
+  KvtwinRun r = run_kvtwin(write("bad.jsonl", make_log(ops)));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("FAIL tiny"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("op 2 allocate_slots: $.new_block_ids[0][1]: expected 3, got 2"),
+            std::string::npos)
+      << r.output;
+}
+
+TEST(VllmGolden, AWrongDerivedHeaderFieldFails) {
+  std::string log = make_log(valid_ops());
+  log.replace(log.find("\"null_block_id\":0"), 17, "\"null_block_id\":1");
+  // The digest no longer matches, but the header is checked first.
+  KvtwinRun r = run_kvtwin(write("derived.jsonl", log));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("header: $.derived.null_block_id: expected 1, got 0"), std::string::npos)
+      << r.output;
+}
+
+struct BadInput {
+  const char* name;
+  std::string op;        // replaces op 2
+  std::string expected;  // substring of the error line
+};
+
+class VllmGoldenBadInput : public ::testing::TestWithParam<BadInput> {};
+
+TEST_P(VllmGoldenBadInput, IsOneLineNamingFileAndLineWithExitCode2) {
+  auto ops = valid_ops();
+  ops[2] = GetParam().op;
+  std::string path = write(std::string(GetParam().name) + ".jsonl", make_log(ops));
+  KvtwinRun r = run_kvtwin(path);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  std::string line = error_line(r);
+  EXPECT_NE(line.find(path + ":4: "), std::string::npos) << r.output;
+  EXPECT_NE(line.find(GetParam().expected), std::string::npos) << r.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, VllmGoldenBadInput,
+    ::testing::Values(
+        BadInput{"unknown_op", R"("op":"explode","req":"a")", "op: unknown op 'explode'"},
+        BadInput{"missing_field", R"("op":"allocate_slots","req":"a")", "num_new_tokens: missing"},
+        BadInput{"wrong_type", R"("op":"allocate_slots","req":"a","num_new_tokens":"six")",
+                 "num_new_tokens: expected an integer"},
+        BadInput{"block_out_of_range", R"("op":"evict_blocks","block_ids":[2,6])",
+                 "block_ids: block id 6 out of range [0, 6)"},
+        BadInput{"unknown_request", R"("op":"get_computed_blocks","req":"zz")",
+                 "req: unknown request 'zz'"},
+        BadInput{"malformed_json", R"("op":"usage",,)", "malformed JSON"}),
+    [](const auto& param_info) { return std::string(param_info.param.name); });
+
+TEST(VllmGolden, ATruncatedGzipIsAnInputError) {
+  std::string gz = gzip(make_log(valid_ops()));
+  std::string path = write("cut.jsonl.gz", gz.substr(0, gz.size() / 2));
+  KvtwinRun r = run_kvtwin(path);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(error_line(r).find(path + ":"), std::string::npos) << r.output;
+}
+
+TEST(VllmGolden, AMissingFooterIsAnInputError) {
+  std::string log = make_log(valid_ops());
+  log = log.substr(0, log.rfind("{\"type\":\"footer\""));
+  std::string path = write("nofooter.jsonl", log);
+  KvtwinRun r = run_kvtwin(path);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(error_line(r).find("footer"), std::string::npos) << r.output;
+}
+
+TEST(VllmGolden, PreparsedExecutionRunsEveryOp) {
+  std::string path = write("ok.jsonl", make_log(valid_ops()));
+  VllmPreparsedLog log = preparse_vllm_log(path);
+  EXPECT_EQ(log.case_name, "tiny");
+  EXPECT_EQ(execute_vllm_log(log), valid_ops().size());
+}
+
+}  // namespace
+}  // namespace kvtwin::sim::golden
