@@ -7,7 +7,8 @@ namespace kvtwin::model::vllm {
 BlockHashToBlockMap::BlockHashToBlockMap(int num_blocks)
     : chain_prev_(static_cast<size_t>(num_blocks), kNoBlock),
       chain_next_(static_cast<size_t>(num_blocks), kNoBlock),
-      in_chain_(static_cast<size_t>(num_blocks), 0) {
+      in_chain_(static_cast<size_t>(num_blocks), 0),
+      head_slot_(static_cast<size_t>(num_blocks), 0) {
   size_t capacity = 16;
   while (capacity < 2 * static_cast<size_t>(num_blocks)) capacity *= 2;
   table_.resize(capacity);
@@ -39,11 +40,13 @@ void BlockHashToBlockMap::insert(std::span<const KVCacheBlock> blocks, BlockId b
   KVTWIN_CHECK(!in_chain(block)) << "block " << block << " is already cached";
   uint32_t group = key.group_id();
   uint64_t h = prefix_key_hash64(key.block_hash(), group);
-  Slot& s = table_[find_slot(blocks, h, key.block_hash(), group)];
+  size_t i = find_slot(blocks, h, key.block_hash(), group);
+  Slot& s = table_[i];
   in_chain_[static_cast<size_t>(block)] = 1;
   chain_next_[static_cast<size_t>(block)] = kNoBlock;
   if (s.head == kNoBlock) {
     s = Slot{h, block, block};
+    head_slot_[static_cast<size_t>(block)] = static_cast<uint32_t>(i);
     chain_prev_[static_cast<size_t>(block)] = kNoBlock;
     ++size_;
     KVTWIN_CHECK_LE(static_cast<size_t>(size_), table_.size() / 2) << "prefix cache overfull";
@@ -55,18 +58,19 @@ void BlockHashToBlockMap::insert(std::span<const KVCacheBlock> blocks, BlockId b
 }
 
 bool BlockHashToBlockMap::pop(std::span<const KVCacheBlock> blocks, BlockId block) {
-  const BlockHashWithGroupId& key = blocks[static_cast<size_t>(block)].block_hash;
-  if (key.empty() || !in_chain(block)) return false;
-  uint32_t group = key.group_id();
-  uint64_t h = prefix_key_hash64(key.block_hash(), group);
-  size_t i = find_slot(blocks, h, key.block_hash(), group);
+  if (blocks[static_cast<size_t>(block)].block_hash.empty() || !in_chain(block)) return false;
+  // The chain's table slot, found from its head (chains are short: usually one block).
+  BlockId head = block;
+  while (chain_prev_[static_cast<size_t>(head)] != kNoBlock)
+    head = chain_prev_[static_cast<size_t>(head)];
+  size_t i = head_slot_[static_cast<size_t>(head)];
   Slot& s = table_[i];
-  if (s.head == kNoBlock) return false;
+  KVTWIN_CHECK_EQ(s.head, head) << "stale table slot of chain head " << head;
   BlockId prev = chain_prev_[static_cast<size_t>(block)];
   BlockId next = chain_next_[static_cast<size_t>(block)];
   if (prev == kNoBlock) {
-    KVTWIN_CHECK_EQ(s.head, block) << "chain head mismatch";
     s.head = next;
+    if (next != kNoBlock) head_slot_[static_cast<size_t>(next)] = static_cast<uint32_t>(i);
   } else {
     chain_next_[static_cast<size_t>(prev)] = next;
   }
@@ -94,6 +98,7 @@ void BlockHashToBlockMap::erase_slot(size_t i) {
     bool movable = (i <= j) ? (home <= i || home > j) : (home <= i && home > j);
     if (movable) {
       table_[i] = table_[j];
+      head_slot_[static_cast<size_t>(table_[i].head)] = static_cast<uint32_t>(i);
       table_[j] = Slot{};
       i = j;
     }
@@ -125,6 +130,7 @@ void BlockHashToBlockMap::check_invariants(std::span<const KVCacheBlock> blocks)
     KVTWIN_CHECK_EQ(s.hash, prefix_key_hash64(key.block_hash(), key.group_id()));
     KVTWIN_CHECK_EQ(find_slot(blocks, s.hash, key.block_hash(), key.group_id()), i)
         << "key unreachable from its home slot";
+    KVTWIN_CHECK_EQ(head_slot_[static_cast<size_t>(s.head)], i) << "stale head slot";
     BlockId prev = kNoBlock;
     for (BlockId b = s.head; b != kNoBlock; b = chain_next_[static_cast<size_t>(b)]) {
       KVTWIN_CHECK(in_chain(b)) << "block " << b << " linked but not marked";

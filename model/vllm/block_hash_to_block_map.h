@@ -77,6 +77,8 @@ class BlockHashToBlockMap {
   std::vector<BlockId> chain_prev_;
   std::vector<BlockId> chain_next_;
   std::vector<uint8_t> in_chain_;
+  // Table slot of each chain head (valid for heads only), so that pop needs no probing.
+  std::vector<uint32_t> head_slot_;
 };
 
 }  // namespace kvtwin::model::vllm

@@ -1,5 +1,7 @@
 #include "model/vllm/request.h"
 
+#include <algorithm>
+
 #include "model/vllm/request_block_hasher.h"
 
 namespace kvtwin::model::vllm {
@@ -11,6 +13,10 @@ Request::Request(std::string request_id, std::vector<TokenId> prompt_token_ids,
       all_token_ids_(std::move(prompt_token_ids)),
       num_prompt_tokens_(static_cast<int64_t>(all_token_ids_.size())),
       block_hasher_(block_hasher) {
+  // Room for the outputs, so that decoding does not reallocate the prompt.
+  if (options_.max_tokens > 0)
+    all_token_ids_.reserve(all_token_ids_.size() +
+                           static_cast<size_t>(std::min<int64_t>(options_.max_tokens, 4096)));
   update_block_hashes();
 }
 

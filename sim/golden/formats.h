@@ -12,8 +12,13 @@
 namespace kvtwin::sim::golden {
 
 // Speed of the model alone (`kvtwin golden --bench`): loads the whole op-log into memory, then
-// executes it `repeat` times without comparison; returns the best seconds and sets *num_ops.
-using BenchFn = double (*)(const std::string& path, int repeat, uint64_t* num_ops);
+// executes it `repeat` times without comparison and reports the best run.
+struct BenchResult {
+  uint64_t num_ops = 0;
+  double seconds = 0;      // wall time
+  double cpu_seconds = 0;  // CPU time of the executing thread (less sensitive to a busy machine)
+};
+using BenchFn = BenchResult (*)(const std::string& path, int repeat);
 
 struct GoldenFormat {
   std::string_view name;  // header "format"

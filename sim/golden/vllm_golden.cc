@@ -1,5 +1,7 @@
 #include "sim/golden/vllm_golden.h"
 
+#include <time.h>
+
 #include <chrono>
 
 #include "sim/golden/oplog.h"
@@ -98,14 +100,19 @@ uint64_t execute_vllm_log(const VllmPreparsedLog& log) {
   return log.ops.size();
 }
 
-double bench_vllm_kv_golden(const std::string& path, int repeat, uint64_t* num_ops) {
+BenchResult bench_vllm_kv_golden(const std::string& path, int repeat) {
   VllmPreparsedLog log = preparse_vllm_log(path);
-  double best = 0;
+  BenchResult best;
   for (int r = 0; r < repeat; ++r) {
+    timespec c0{}, c1{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
     auto t0 = std::chrono::steady_clock::now();
-    *num_ops = execute_vllm_log(log);
+    uint64_t n = execute_vllm_log(log);
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (r == 0 || s < best) best = s;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+    double cpu = static_cast<double>(c1.tv_sec - c0.tv_sec) +
+                 static_cast<double>(c1.tv_nsec - c0.tv_nsec) * 1e-9;
+    if (r == 0 || s < best.seconds) best = BenchResult{n, s, cpu};
   }
   return best;
 }

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sim/golden/formats.h"
 #include "sim/golden/replay.h"
 #include "sim/golden/vllm_ops.h"
 #include "sim/golden/vllm_replayer.h"
@@ -38,7 +39,7 @@ VllmPreparsedLog preparse_vllm_log(const std::string& path);
 // Executes every op on a fresh manager, without comparison; returns the number of ops.
 uint64_t execute_vllm_log(const VllmPreparsedLog& log);
 
-// BenchFn of the format: preparses once, executes `repeat` times, returns the best seconds.
-double bench_vllm_kv_golden(const std::string& path, int repeat, uint64_t* num_ops);
+// BenchFn of the format: preparses once, executes `repeat` times, returns the best run.
+BenchResult bench_vllm_kv_golden(const std::string& path, int repeat);
 
 }  // namespace kvtwin::sim::golden

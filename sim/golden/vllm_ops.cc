@@ -103,30 +103,41 @@ void parse_add_request(const OpFields& f, VllmOpArena* arena, VllmOp* op) {
   arena->extras.push_back(std::move(x));
 }
 
-void parse_allocate_slots(const OpFields& f, VllmOp* op) {
-  op->n[0] = f.i64("num_new_tokens");
-  op->n[1] = f.i64_or("num_new_computed_tokens", 0);
-  op->n[2] = f.i64_or("num_lookahead_tokens", 0);
-  op->n[3] = f.i64_or("num_external_computed_tokens", 0);
-  op->n[4] = f.i64_or("num_encoder_tokens", 0);
-  op->flag = f.boolean_or("delay_cache_blocks", false);
-  op->new_computed_blocks = NewComputedBlocks::kNone;
-  if (f.has_value("new_computed_blocks")) {
-    std::string_view v = f.str("new_computed_blocks");
-    if (v == "pending") {
-      op->new_computed_blocks = NewComputedBlocks::kPending;
-    } else if (v == "empty") {
-      op->new_computed_blocks = NewComputedBlocks::kEmpty;
-    } else {
-      f.fail("new_computed_blocks",
-             "expected \"pending\", \"empty\" or null, got \"" + std::string(v) + "\"");
+// One pass over the fields (the hottest op: key lookups would rescan the object each time).
+void parse_allocate_slots(const OpFields& f, VllmOpArena* arena, VllmOp* op) {
+  static constexpr std::string_view kNames[5] = {
+      "num_new_tokens", "num_new_computed_tokens", "num_lookahead_tokens",
+      "num_external_computed_tokens", "num_encoder_tokens"};
+  bool have_req = false, have_new_tokens = false;
+  for (auto [key, value] : f.object()) {
+    if (key == "req") {
+      op->req = arena->intern_request(f.as_str(value, "req"));
+      have_req = true;
+      continue;
+    }
+    for (int i = 0; i < 5; ++i) {
+      if (key != kNames[i]) continue;
+      if (!value.is_null()) op->n[i] = f.as_i64(value, kNames[i]);
+      if (op->n[i] < 0) f.fail(kNames[i], "negative token count");
+      have_new_tokens |= i == 0 && !value.is_null();
+    }
+    if (key == "delay_cache_blocks" && !value.is_null()) {
+      bool b;
+      if (value.get_bool().get(b) != simdjson::SUCCESS) f.fail(key, "expected true or false");
+      op->flag = b;
+    } else if (key == "new_computed_blocks" && !value.is_null()) {
+      std::string_view v = f.as_str(value, key);
+      if (v == "pending") {
+        op->new_computed_blocks = NewComputedBlocks::kPending;
+      } else if (v == "empty") {
+        op->new_computed_blocks = NewComputedBlocks::kEmpty;
+      } else {
+        f.fail(key, "expected \"pending\", \"empty\" or null, got \"" + std::string(v) + "\"");
+      }
     }
   }
-  static constexpr const char* kNames[5] = {"num_new_tokens", "num_new_computed_tokens",
-                                            "num_lookahead_tokens", "num_external_computed_tokens",
-                                            "num_encoder_tokens"};
-  for (int i = 0; i < 5; ++i)
-    if (op->n[i] < 0) f.fail(kNames[i], "negative token count");
+  if (!have_req) f.fail("req", "missing");
+  if (!have_new_tokens) f.fail("num_new_tokens", "missing");
 }
 
 }  // namespace
@@ -135,18 +146,23 @@ std::string_view vllm_op_name(VllmOpKind kind) {
   return kOpNames[static_cast<size_t>(kind)];
 }
 
+namespace {
+int32_t intern(StringIndex* index, std::vector<std::string>* names, std::string_view name) {
+  auto it = index->find(name);
+  if (it != index->end()) return it->second;
+  int32_t id = static_cast<int32_t>(names->size());
+  index->emplace(std::string(name), id);
+  names->emplace_back(name);
+  return id;
+}
+}  // namespace
+
 int32_t VllmOpArena::intern_request(std::string_view name) {
-  auto [it, inserted] =
-      request_index.try_emplace(std::string(name), static_cast<int32_t>(request_names.size()));
-  if (inserted) request_names.emplace_back(name);
-  return it->second;
+  return intern(&request_index, &request_names, name);
 }
 
 int32_t VllmOpArena::intern_seq(std::string_view name) {
-  auto [it, inserted] =
-      seq_index.try_emplace(std::string(name), static_cast<int32_t>(seq_names.size()));
-  if (inserted) seq_names.emplace_back(name);
-  return it->second;
+  return intern(&seq_index, &seq_names, name);
 }
 
 void parse_vllm_op(const OpFields& f, VllmOpArena* arena, VllmOp* op) {
@@ -182,8 +198,7 @@ void parse_vllm_op(const OpFields& f, VllmOpArena* arena, VllmOp* op) {
       op->n[0] = f.i64("value");
       break;
     case VllmOpKind::kAllocateSlots:
-      op->req = arena->intern_request(f.str("req"));
-      parse_allocate_slots(f, op);
+      parse_allocate_slots(f, arena, op);
       break;
     case VllmOpKind::kFree: {
       op->req = arena->intern_request(f.str("req"));

@@ -95,14 +95,21 @@ struct VllmOp {
   IndexRange parts;   // add_request prompt_parts
 };
 
+// Hashing for string-keyed maps that accepts string_view lookups without building a string.
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+using StringIndex = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
+
 struct VllmOpArena {
   std::vector<int64_t> tokens;
   std::vector<PromptPart> parts;
   std::vector<AddRequestExtras> extras;
   // Interning (persistent).
-  std::unordered_map<std::string, int32_t> request_index;
+  StringIndex request_index;
   std::vector<std::string> request_names;
-  std::unordered_map<std::string, int32_t> seq_index;
+  StringIndex seq_index;
   std::vector<std::string> seq_names;
 
   // Clears the per-op storage, keeping the interning tables.

@@ -169,27 +169,38 @@ void VllmReplayer::add_request(const VllmOp& op, const VllmOpArena& arena) {
     pending_.resize(r + 1);
   }
   if (requests_[r]) fail(op, "req", "request '" + arena.request_names[r] + "' already exists");
-  prompt_.clear();
-  if (op.parts.size() == 0) {
-    prompt_.assign(arena.tokens.begin() + op.tokens.begin, arena.tokens.begin() + op.tokens.end);
-  }
+  // Resolve the parts first, so that the prompt is built with one allocation.
+  size_t total = op.parts.size() == 0 ? op.tokens.size() : 0;
   for (uint32_t p = op.parts.begin; p < op.parts.end; ++p) {
     const PromptPart& part = arena.parts[p];
     if (part.seq < 0) {
-      prompt_.insert(prompt_.end(), arena.tokens.begin() + part.tokens.begin,
-                     arena.tokens.begin() + part.tokens.end);
+      total += part.tokens.size();
       continue;
     }
     size_t s = static_cast<size_t>(part.seq);
-    if (s >= seqs_.size() || !seqs_[s])
+    if (s >= seqs_.size() || !seqs_[s].defined)
       fail(op, "prompt_parts", "unknown sequence '" + arena.seq_names[s] + "'");
-    const std::vector<mv::TokenId>& seq = *seqs_[s];
-    size_t len = part.len < 0 ? seq.size() : static_cast<size_t>(part.len);
-    if (len > seq.size())
+    size_t size = seqs_[s].tokens.size();
+    if (part.len > static_cast<int64_t>(size))
       fail(op, "prompt_parts",
-           "len " + std::to_string(len) + " exceeds sequence '" + arena.seq_names[s] + "' of " +
-               std::to_string(seq.size()));
-    prompt_.insert(prompt_.end(), seq.begin(), seq.begin() + static_cast<std::ptrdiff_t>(len));
+           "len " + std::to_string(part.len) + " exceeds sequence '" + arena.seq_names[s] +
+               "' of " + std::to_string(size));
+    total += part.len < 0 ? size : static_cast<size_t>(part.len);
+  }
+  std::vector<mv::TokenId> prompt;
+  prompt.reserve(total);
+  if (op.parts.size() == 0)
+    prompt.assign(arena.tokens.begin() + op.tokens.begin, arena.tokens.begin() + op.tokens.end);
+  for (uint32_t p = op.parts.begin; p < op.parts.end; ++p) {
+    const PromptPart& part = arena.parts[p];
+    if (part.seq < 0) {
+      prompt.insert(prompt.end(), arena.tokens.begin() + part.tokens.begin,
+                    arena.tokens.begin() + part.tokens.end);
+      continue;
+    }
+    const std::vector<mv::TokenId>& seq = seqs_[static_cast<size_t>(part.seq)].tokens;
+    size_t len = part.len < 0 ? seq.size() : static_cast<size_t>(part.len);
+    prompt.insert(prompt.end(), seq.begin(), seq.begin() + static_cast<std::ptrdiff_t>(len));
   }
   mv::RequestOptions options;
   options.max_tokens = op.n[0];
@@ -200,9 +211,8 @@ void VllmReplayer::add_request(const VllmOp& op, const VllmOpArena& arena) {
     options.lora_request = x.lora;
     options.mm_features = x.mm;
   }
-  requests_[r] = std::make_unique<mv::Request>(arena.request_names[r], std::move(prompt_),
+  requests_[r] = std::make_unique<mv::Request>(arena.request_names[r], std::move(prompt),
                                                std::move(options), hasher_.get());
-  prompt_ = {};
   pending_[r].reset();
   last_request_ = requests_[r].get();
   num_new_hashes_ = last_request_->block_hashes().size();
@@ -256,23 +266,25 @@ void VllmReplayer::execute(const VllmOp& op, const VllmOpArena& arena) {
     case VllmOpKind::kDefSeq: {
       size_t s = static_cast<size_t>(op.seq);
       if (s >= seqs_.size()) seqs_.resize(s + 1);
-      seqs_[s].emplace(arena.tokens.begin() + op.tokens.begin,
-                       arena.tokens.begin() + op.tokens.end);
+      seqs_[s].defined = true;
+      seqs_[s].tokens.assign(arena.tokens.begin() + op.tokens.begin,
+                             arena.tokens.begin() + op.tokens.end);
       break;
     }
     case VllmOpKind::kSaveSeq: {
       const mv::Request& req = request(op, arena);
       size_t s = static_cast<size_t>(op.seq);
       if (s >= seqs_.size()) seqs_.resize(s + 1);
-      seqs_[s].emplace(req.all_token_ids().begin(), req.all_token_ids().end());
-      saved_len_ = static_cast<int64_t>(seqs_[s]->size());
+      seqs_[s].defined = true;
+      seqs_[s].tokens.assign(req.all_token_ids().begin(), req.all_token_ids().end());
+      saved_len_ = static_cast<int64_t>(seqs_[s].tokens.size());
       break;
     }
     case VllmOpKind::kDropSeq: {
       size_t s = static_cast<size_t>(op.seq);
-      if (s >= seqs_.size() || !seqs_[s])
+      if (s >= seqs_.size() || !seqs_[s].defined)
         fail(op, "name", "unknown sequence '" + arena.seq_names[s] + "'");
-      seqs_[s].reset();
+      seqs_[s].defined = false;
       break;
     }
     case VllmOpKind::kAppendTokens: {

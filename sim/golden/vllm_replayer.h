@@ -80,10 +80,14 @@ class VllmReplayer {
   VllmReplayConfig config_;
   std::unique_ptr<model::vllm::RequestBlockHasher> hasher_;
   model::vllm::KVCacheManager manager_;
-  std::vector<std::unique_ptr<model::vllm::Request>> requests_;         // by dense index
-  std::vector<std::optional<model::vllm::KVCacheBlocks>> pending_;      // by dense index
-  std::vector<std::optional<std::vector<model::vllm::TokenId>>> seqs_;  // by dense index
-  std::vector<model::vllm::TokenId> prompt_;                            // scratch
+  std::vector<std::unique_ptr<model::vllm::Request>> requests_;     // by dense index
+  std::vector<std::optional<model::vllm::KVCacheBlocks>> pending_;  // by dense index
+  // Named sequences by dense index; a dropped sequence keeps its storage for reuse.
+  struct Seq {
+    bool defined = false;
+    std::vector<model::vllm::TokenId> tokens;
+  };
+  std::vector<Seq> seqs_;
 
   // Outputs of the last op.
   size_t num_new_hashes_ = 0;  // add_request / append_tokens

@@ -54,7 +54,7 @@ TEST(RequestBlockHasher, TheMemoNeverChangesAHash) {
       ASSERT_EQ(a.block_hashes(), b.block_hashes());
     }
   }
-  EXPECT_GT(memo.memo_stats().hits, 0u);
+  EXPECT_GT(memo.memo().hits(), 0u);
   // Same tokens under another parent (a salted first block) must not reuse memo entries.
   RequestOptions salted;
   salted.cache_salt = "x";
