@@ -9,8 +9,8 @@ BlockHashWithGroupId::BlockHashWithGroupId(std::span<const uint8_t> hash_bytes, 
   size_ = static_cast<uint32_t>(hash_bytes.size() + 4);
   uint8_t* out = inline_.data();
   if (size_ > kInlineSize) {
-    heap_.resize(size_);
-    out = heap_.data();
+    heap_ = std::make_unique<uint8_t[]>(size_);
+    out = heap_.get();
   }
   std::memcpy(out, hash_bytes.data(), hash_bytes.size());
   out += hash_bytes.size();
@@ -26,21 +26,15 @@ uint32_t BlockHashWithGroupId::group_id() const {
   return uint32_t{g[0]} << 24 | uint32_t{g[1]} << 16 | uint32_t{g[2]} << 8 | g[3];
 }
 
-bool BlockHashWithGroupId::matches(std::span<const uint8_t> hash_bytes, uint32_t group_id) const {
-  if (size_ != hash_bytes.size() + 4) return false;
-  const uint8_t* d = data();
-  if (size_ == 36) {  // one sha256 digest: compare inline, no memcmp call
-    uint64_t a[4], b[4];
-    std::memcpy(a, d, 32);
-    std::memcpy(b, hash_bytes.data(), 32);
-    uint32_t g;
-    std::memcpy(&g, d + 32, 4);
-    return ((a[0] ^ b[0]) | (a[1] ^ b[1]) | (a[2] ^ b[2]) | (a[3] ^ b[3])) == 0 &&
-           g == __builtin_bswap32(group_id);
+BlockHashWithGroupId& BlockHashWithGroupId::operator=(const BlockHashWithGroupId& other) {
+  if (this == &other) return *this;
+  size_ = other.size_;
+  inline_ = other.inline_;
+  if (other.size_ > kInlineSize) {
+    heap_ = std::make_unique<uint8_t[]>(other.size_);
+    std::memcpy(heap_.get(), other.heap_.get(), other.size_);
   }
-  if (std::memcmp(d, hash_bytes.data(), hash_bytes.size()) != 0) return false;
-  const uint8_t* g = d + hash_bytes.size();
-  return (uint32_t{g[0]} << 24 | uint32_t{g[1]} << 16 | uint32_t{g[2]} << 8 | g[3]) == group_id;
+  return *this;
 }
 
 BlockHashListWithBlockSize::BlockHashListWithBlockSize(std::span<const BlockHash> block_hashes,

@@ -18,6 +18,7 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -33,6 +34,10 @@ class BlockHashWithGroupId {
   BlockHashWithGroupId() = default;
   // hash_bytes ‖ group_id (4 bytes big-endian). REQUIRES: hash_bytes non-empty.
   BlockHashWithGroupId(std::span<const uint8_t> hash_bytes, uint32_t group_id);
+  BlockHashWithGroupId(const BlockHashWithGroupId& other) { *this = other; }
+  BlockHashWithGroupId& operator=(const BlockHashWithGroupId& other);
+  BlockHashWithGroupId(BlockHashWithGroupId&&) noexcept = default;
+  BlockHashWithGroupId& operator=(BlockHashWithGroupId&&) noexcept = default;
 
   bool empty() const { return size_ == 0; }
   void reset() { size_ = 0; }
@@ -45,18 +50,31 @@ class BlockHashWithGroupId {
   std::string hex() const { return to_hex(bytes()); }
 
   // True iff this key equals hash_bytes ‖ group_id.
-  bool matches(std::span<const uint8_t> hash_bytes, uint32_t group_id) const;
+  bool matches(std::span<const uint8_t> hash_bytes, uint32_t group_id) const {
+    if (size_ != hash_bytes.size() + 4) return false;
+    const uint8_t* d = data();
+    uint32_t g;
+    std::memcpy(&g, d + hash_bytes.size(), 4);
+    if (g != __builtin_bswap32(group_id)) return false;
+    if (size_ == 36) {  // one sha256 digest: compare inline, no memcmp call
+      uint64_t a[4], b[4];
+      std::memcpy(a, d, 32);
+      std::memcpy(b, hash_bytes.data(), 32);
+      return ((a[0] ^ b[0]) | (a[1] ^ b[1]) | (a[2] ^ b[2]) | (a[3] ^ b[3])) == 0;
+    }
+    return std::memcmp(d, hash_bytes.data(), hash_bytes.size()) == 0;
+  }
 
   friend bool operator==(const BlockHashWithGroupId& a, const BlockHashWithGroupId& b) {
     return a.size_ == b.size_ && std::memcmp(a.data(), b.data(), a.size_) == 0;
   }
 
  private:
-  const uint8_t* data() const { return size_ <= kInlineSize ? inline_.data() : heap_.data(); }
+  const uint8_t* data() const { return size_ <= kInlineSize ? inline_.data() : heap_.get(); }
 
   uint32_t size_ = 0;
   std::array<uint8_t, kInlineSize> inline_{};
-  std::vector<uint8_t> heap_;  // used only when size_ > kInlineSize
+  std::unique_ptr<uint8_t[]> heap_;  // used only when size_ > kInlineSize
 };
 
 // A 64-bit table hash of hash_bytes ‖ group_id. Digests are uniformly random, so two 8-byte
