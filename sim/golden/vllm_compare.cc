@@ -311,7 +311,7 @@ void VllmReplayer::write_actual(const VllmOp& op, const VllmOpArena& arena, Json
       break;
     case VllmOpKind::kGetBlockIds:
       w->key("block_ids");
-      write_groups(manager_.get_blocks(arena.request_names[static_cast<size_t>(op.req)]), w);
+      write_groups(manager_.get_blocks(arena.request_name(op.req)), w);
       break;
     case VllmOpKind::kGetNumCommonPrefixBlocks:
       w->key("num_common_prefix_blocks").int_array(common_prefix_);

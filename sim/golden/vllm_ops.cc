@@ -1,5 +1,7 @@
 #include "sim/golden/vllm_ops.h"
 
+#include <xxhash.h>
+
 #include <array>
 
 namespace kvtwin::sim::golden {
@@ -146,23 +148,31 @@ std::string_view vllm_op_name(VllmOpKind kind) {
   return kOpNames[static_cast<size_t>(kind)];
 }
 
-namespace {
-int32_t intern(StringIndex* index, std::vector<std::string>* names, std::string_view name) {
-  auto it = index->find(name);
-  if (it != index->end()) return it->second;
-  int32_t id = static_cast<int32_t>(names->size());
-  index->emplace(std::string(name), id);
-  names->emplace_back(name);
-  return id;
+int32_t NameIndex::intern(std::string_view name) {
+  uint64_t h = XXH3_64bits(name.data(), name.size());
+  size_t mask = table_.size() - 1;
+  for (size_t i = h & mask;; i = (i + 1) & mask) {
+    Slot& s = table_[i];
+    if (s.index < 0) {
+      s = Slot{h, static_cast<int32_t>(names_.size())};
+      names_.emplace_back(name);
+      if (names_.size() * 2 > table_.size()) grow();
+      return static_cast<int32_t>(names_.size()) - 1;
+    }
+    if (s.hash == h && names_[static_cast<size_t>(s.index)] == name) return s.index;
+  }
 }
-}  // namespace
 
-int32_t VllmOpArena::intern_request(std::string_view name) {
-  return intern(&request_index, &request_names, name);
-}
-
-int32_t VllmOpArena::intern_seq(std::string_view name) {
-  return intern(&seq_index, &seq_names, name);
+void NameIndex::grow() {
+  std::vector<Slot> old = std::move(table_);
+  table_.assign(old.size() * 2, Slot{});
+  size_t mask = table_.size() - 1;
+  for (const Slot& s : old) {
+    if (s.index < 0) continue;
+    size_t i = s.hash & mask;
+    while (table_[i].index >= 0) i = (i + 1) & mask;
+    table_[i] = s;
+  }
 }
 
 void parse_vllm_op(const OpFields& f, VllmOpArena* arena, VllmOp* op) {

@@ -95,22 +95,32 @@ struct VllmOp {
   IndexRange parts;   // add_request prompt_parts
 };
 
-// Hashing for string-keyed maps that accepts string_view lookups without building a string.
-struct StringHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+// Interns names (request ids, sequence names) to dense indices 0, 1, 2, ... in first-seen order.
+// Open addressing over (hash, index) pairs; the names themselves are kept in `names`.
+class NameIndex {
+ public:
+  // The index of `name`, adding it if new.
+  int32_t intern(std::string_view name);
+  const std::string& name(int32_t index) const { return names_[static_cast<size_t>(index)]; }
+  size_t size() const { return names_.size(); }
+
+ private:
+  struct Slot {
+    uint64_t hash = 0;
+    int32_t index = -1;
+  };
+  void grow();
+  std::vector<Slot> table_ = std::vector<Slot>(64);
+  std::vector<std::string> names_;
 };
-using StringIndex = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
 
 struct VllmOpArena {
   std::vector<int64_t> tokens;
   std::vector<PromptPart> parts;
   std::vector<AddRequestExtras> extras;
   // Interning (persistent).
-  StringIndex request_index;
-  std::vector<std::string> request_names;
-  StringIndex seq_index;
-  std::vector<std::string> seq_names;
+  NameIndex requests;
+  NameIndex seqs;
 
   // Clears the per-op storage, keeping the interning tables.
   void clear_op_data() {
@@ -118,8 +128,10 @@ struct VllmOpArena {
     parts.clear();
     extras.clear();
   }
-  int32_t intern_request(std::string_view name);
-  int32_t intern_seq(std::string_view name);
+  int32_t intern_request(std::string_view name) { return requests.intern(name); }
+  int32_t intern_seq(std::string_view name) { return seqs.intern(name); }
+  const std::string& request_name(int32_t index) const { return requests.name(index); }
+  const std::string& seq_name(int32_t index) const { return seqs.name(index); }
 };
 
 // Parses one op line into *op (arena data appended to *arena). Throws InputError naming the

@@ -158,7 +158,7 @@ void VllmReplayer::fail(const VllmOp& op, std::string_view field, const std::str
 mv::Request& VllmReplayer::request(const VllmOp& op, const VllmOpArena& arena) {
   size_t i = static_cast<size_t>(op.req);
   if (i >= requests_.size() || !requests_[i])
-    fail(op, "req", "unknown request '" + arena.request_names[i] + "'");
+    fail(op, "req", "unknown request '" + arena.request_name(static_cast<int32_t>(i)) + "'");
   return *requests_[i];
 }
 
@@ -168,7 +168,8 @@ void VllmReplayer::add_request(const VllmOp& op, const VllmOpArena& arena) {
     requests_.resize(r + 1);
     pending_.resize(r + 1);
   }
-  if (requests_[r]) fail(op, "req", "request '" + arena.request_names[r] + "' already exists");
+  if (requests_[r])
+    fail(op, "req", "request '" + arena.request_name(static_cast<int32_t>(r)) + "' already exists");
   // Resolve the parts first, so that the prompt is built with one allocation.
   size_t total = op.parts.size() == 0 ? op.tokens.size() : 0;
   for (uint32_t p = op.parts.begin; p < op.parts.end; ++p) {
@@ -179,12 +180,13 @@ void VllmReplayer::add_request(const VllmOp& op, const VllmOpArena& arena) {
     }
     size_t s = static_cast<size_t>(part.seq);
     if (s >= seqs_.size() || !seqs_[s].defined)
-      fail(op, "prompt_parts", "unknown sequence '" + arena.seq_names[s] + "'");
+      fail(op, "prompt_parts",
+           "unknown sequence '" + arena.seq_name(static_cast<int32_t>(s)) + "'");
     size_t size = seqs_[s].tokens.size();
     if (part.len > static_cast<int64_t>(size))
       fail(op, "prompt_parts",
-           "len " + std::to_string(part.len) + " exceeds sequence '" + arena.seq_names[s] +
-               "' of " + std::to_string(size));
+           "len " + std::to_string(part.len) + " exceeds sequence '" +
+               arena.seq_name(static_cast<int32_t>(s)) + "' of " + std::to_string(size));
     total += part.len < 0 ? size : static_cast<size_t>(part.len);
   }
   std::vector<mv::TokenId> prompt;
@@ -211,8 +213,9 @@ void VllmReplayer::add_request(const VllmOp& op, const VllmOpArena& arena) {
     options.lora_request = x.lora;
     options.mm_features = x.mm;
   }
-  requests_[r] = std::make_unique<mv::Request>(arena.request_names[r], std::move(prompt),
-                                               std::move(options), hasher_.get());
+  requests_[r] =
+      std::make_unique<mv::Request>(arena.request_name(static_cast<int32_t>(r)), std::move(prompt),
+                                    std::move(options), hasher_.get());
   pending_[r].reset();
   last_request_ = requests_[r].get();
   num_new_hashes_ = last_request_->block_hashes().size();
@@ -283,7 +286,7 @@ void VllmReplayer::execute(const VllmOp& op, const VllmOpArena& arena) {
     case VllmOpKind::kDropSeq: {
       size_t s = static_cast<size_t>(op.seq);
       if (s >= seqs_.size() || !seqs_[s].defined)
-        fail(op, "name", "unknown sequence '" + arena.seq_names[s] + "'");
+        fail(op, "name", "unknown sequence '" + arena.seq_name(static_cast<int32_t>(s)) + "'");
       seqs_[s].defined = false;
       break;
     }
@@ -315,7 +318,7 @@ void VllmReplayer::execute(const VllmOp& op, const VllmOpArena& arena) {
       manager_.cache_blocks(request(op, arena), op.n[0]);
       break;
     case VllmOpKind::kRemoveSkippedBlocks:
-      manager_.remove_skipped_blocks(arena.request_names[static_cast<size_t>(op.req)], op.n[0]);
+      manager_.remove_skipped_blocks(arena.request_name(op.req), op.n[0]);
       num_free_blocks_ = manager_.num_free_blocks();
       break;
     case VllmOpKind::kEvictBlocks: {
@@ -345,8 +348,7 @@ void VllmReplayer::execute(const VllmOp& op, const VllmOpArena& arena) {
       break;
     case VllmOpKind::kGetNumCommonPrefixBlocks:
       // Not read-only: it creates the request's req_to_blocks entries (defaultdict).
-      common_prefix_ =
-          manager_.get_num_common_prefix_blocks(arena.request_names[static_cast<size_t>(op.req)]);
+      common_prefix_ = manager_.get_num_common_prefix_blocks(arena.request_name(op.req));
       break;
     case VllmOpKind::kGetBlockIds:
     case VllmOpKind::kUsage:
