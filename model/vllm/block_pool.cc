@@ -104,6 +104,7 @@ bool BlockPool::maybe_evict_cached_block(BlockId b) {
   KVCacheBlock& blk = blocks_[static_cast<size_t>(b)];
   if (blk.block_hash.empty()) return false;
   if (!cached_.pop(blocks_, b)) return false;
+  ++num_evicted_blocks_;
   if (options_.enable_kv_cache_events) {
     BlockRemoved removed;
     removed.block_hashes.push_back(external_hash(blk.block_hash.block_hash()));

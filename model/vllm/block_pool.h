@@ -20,6 +20,7 @@
 // Threading: none.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <vector>
@@ -97,6 +98,12 @@ class BlockPool {
   std::vector<KVCacheEvent> take_events();
   bool has_events() const { return !kv_event_queue_.empty(); }
 
+  // Cached blocks whose hash was dropped since construction: evicted by reuse in
+  // get_new_blocks or by evict_blocks (one BlockRemoved each when events are on). Not
+  // part of upstream, which only reports evictions through KV events; reset_prefix_cache
+  // (AllBlocksCleared) does not count.
+  uint64_t num_evicted_blocks() const { return num_evicted_blocks_; }
+
   // Marks blocks that left the free queue without a reference (sink blocks) so that
   // check_invariants does not expect them in the queue.
   void mark_detached(std::span<const BlockId> blocks);
@@ -116,6 +123,7 @@ class BlockPool {
   std::vector<uint8_t> detached_;  // sink blocks (see mark_detached)
   std::vector<uint8_t> scratch_;
   std::vector<BlockId> to_append_;
+  uint64_t num_evicted_blocks_ = 0;
 };
 
 }  // namespace kvtwin::model::vllm

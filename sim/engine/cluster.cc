@@ -162,11 +162,9 @@ void Cluster::sample() {
 
 void Cluster::report_links() {
   if (!recorder_) return;
-  if (router_.needs_prefix_index()) {  // KV events (and so eviction counts) are on
-    uint64_t evictions = 0;
-    for (const auto& inst : instances_) evictions += inst->gpu_evictions();
-    recorder_->set_gpu_evictions(static_cast<int64_t>(evictions));
-  }
+  uint64_t evictions = 0;
+  for (const auto& inst : instances_) evictions += inst->gpu_evictions();
+  recorder_->set_gpu_evictions(static_cast<int64_t>(evictions));
   if (!connectors_.empty()) {
     constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
     const double ranks = static_cast<double>(geometry_.tp) * s_.cluster.instances;

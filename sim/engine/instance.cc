@@ -159,7 +159,6 @@ void Instance::drain_events() {
       if (ctx_.track_prefix_index)
         for (const auto& h : stored->block_hashes) cached_hashes_.insert(h.int_value);
     } else if (auto* removed = std::get_if<model::vllm::BlockRemoved>(&event)) {
-      gpu_evictions_ += removed->block_hashes.size();
       if (ctx_.track_prefix_index)
         for (const auto& h : removed->block_hashes) cached_hashes_.erase(h.int_value);
     } else {

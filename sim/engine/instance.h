@@ -76,7 +76,7 @@ class Instance {
   int64_t queued_tokens() const;
   double kv_usage() const { return kv_.usage(); }
   uint64_t computed_tokens() const { return computed_tokens_; }
-  uint64_t gpu_evictions() const { return gpu_evictions_; }
+  uint64_t gpu_evictions() const { return kv_.block_pool().num_evicted_blocks(); }
 
   // Leading block hashes of `hashes` this instance holds in its GPU prefix cache (from its KV
   // events). Requires track_prefix_index.
@@ -100,7 +100,6 @@ class Instance {
   bool busy_ = false;
   SimTime step_start_ = 0;
   uint64_t computed_tokens_ = 0;
-  uint64_t gpu_evictions_ = 0;
   std::unordered_set<uint64_t> cached_hashes_;  // low 64 bits of cached block hashes
 };
 

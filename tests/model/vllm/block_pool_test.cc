@@ -162,6 +162,35 @@ TEST(BlockPool, EvictBlocksStripsHashesEvenOfBlocksInUse) {
   pool.check_invariants();
 }
 
+TEST(BlockPool, CountsEveryEvictedCachedBlockWithOrWithoutEvents) {
+  for (bool events : {false, true}) {
+    RequestBlockHasher hasher = make_hasher(4);
+    Request req("r", tokens(12), {}, &hasher);
+    BlockPool pool = make_pool(5, events);
+    Ids blocks;
+    pool.get_new_blocks(3, &blocks);
+    pool.cache_full_blocks(req, blocks, 0, 3, 4, 0);
+    pool.free_blocks_reversed(blocks);  // queue: 4, 3, 2, 1
+    EXPECT_EQ(pool.num_evicted_blocks(), 0u);
+    Ids next;
+    pool.get_new_blocks(2, &next);  // block 4 was never cached; block 3 was
+    EXPECT_EQ(next, (Ids{4, 3}));
+    EXPECT_EQ(pool.num_evicted_blocks(), 1u);
+    pool.evict_blocks(Ids{1, 3});  // 3 lost its hash already: only 1 counts
+    EXPECT_EQ(pool.num_evicted_blocks(), 2u);
+    pool.free_blocks(next);
+    EXPECT_TRUE(pool.reset_prefix_cache());  // clearing is not an eviction
+    EXPECT_EQ(pool.num_evicted_blocks(), 2u);
+    if (events) {
+      size_t removed = 0;
+      for (const auto& e : pool.take_events())
+        if (const auto* r = std::get_if<BlockRemoved>(&e)) removed += r->block_hashes.size();
+      EXPECT_EQ(removed, pool.num_evicted_blocks());
+    }
+    pool.check_invariants();
+  }
+}
+
 TEST(BlockPool, ResetPrefixCacheNeedsEveryBlockFreeAndKeepsTheQueueOrder) {
   RequestBlockHasher hasher = make_hasher(4);
   Request req("r", tokens(8), {}, &hasher);
