@@ -25,7 +25,7 @@ LinkModel model_from(const Eigen::VectorXd& x, int32_t queue_depth, uint64_t spi
   m.gbps = x[3] > 0 ? 1.0 / x[3] : kNoLimit;
   m.stream_gbps = x[4] > 0 ? 1.0 / x[4] : kNoLimit;
   m.spill_gbps = x[5] > 0 ? 1.0 / x[5] : kNoLimit;
-  m.spill_object_bytes = x[5] > 0 ? spill_bytes : 0;
+  m.spill_window_bytes = x[5] > 0 ? spill_bytes : 0;
   return m;
 }
 
@@ -70,7 +70,7 @@ Solution fit_at(std::span<const LinkSample> samples, int32_t queue_depth, bool s
   // Weighted design: row i is features_i / m_i, target 1 (relative error). Columns in ns units:
   // [latency, object, object_serial, ns per byte, ns per byte serial, ns per spilled byte].
   LinkModel shape;
-  shape.spill_object_bytes = spill_bytes;
+  shape.spill_window_bytes = spill_bytes;
   Eigen::MatrixXd a(rows, kNumCoefficients);
   const Eigen::VectorXd y = Eigen::VectorXd::Ones(rows);
   for (Eigen::Index i = 0; i < rows; ++i) {
@@ -137,9 +137,14 @@ double mape_pct(const LinkModel& model, std::span<const LinkSample> samples) {
 LinkFit fit_link_model(std::span<const LinkSample> samples, int32_t queue_depth) {
   KVTWIN_CHECK(!samples.empty());
   KVTWIN_CHECK_GE(queue_depth, 1);
-  // Candidate spill sizes: every object size sampled, but the largest.
+  // Candidate spill windows: every window sampled (objects in flight times object size), but the
+  // largest.
   std::set<uint64_t> sizes;
-  for (const LinkSample& s : samples) sizes.insert(s.bytes / std::max<uint64_t>(s.num_objects, 1));
+  for (const LinkSample& s : samples) {
+    const uint64_t n = std::max<uint64_t>(s.num_objects, 1);
+    const uint64_t depth = static_cast<uint64_t>(s.queue_depth > 0 ? s.queue_depth : queue_depth);
+    sizes.insert(std::min(n, depth) * (s.bytes / n));
+  }
   Solution best = fit_at(samples, queue_depth, false, 0);
   uint64_t best_spill = 0;
   for (auto it = sizes.begin(); it != sizes.end() && std::next(it) != sizes.end(); ++it) {

@@ -73,7 +73,7 @@ std::string to_toml(const HardwareProfile& p) {
     out << "pcie_d2h_gbps = " << num(full_queue_gbps(d->model)) << "\n";
   out << "\n# Fitted models: t = latency + n*(object + object_serial/q) + B*(1/gbps + "
          "1/(q*stream_gbps))\n"
-         "#   + n*max(0, B/n - spill_object_bytes)/spill_gbps, q = min(n, queue_depth);\n"
+         "#   + (n/q)*max(0, q*B/n - spill_window_bytes)/spill_gbps, q = min(n, queue_depth);\n"
          "# microseconds, GB/s (sim/calibrate/link_model.h).\n";
   for (const auto& [name, link] : p.links) {
     const LinkModel& m = link.model;
@@ -83,7 +83,7 @@ std::string to_toml(const HardwareProfile& p) {
         << "object_serial_us = " << num(m.object_serial_us) << "\n"
         << "gbps = " << num(m.gbps) << "\n"
         << "stream_gbps = " << num(m.stream_gbps) << "\n"
-        << "spill_object_bytes = " << m.spill_object_bytes << "\n"
+        << "spill_window_bytes = " << m.spill_window_bytes << "\n"
         << "spill_gbps = " << num(m.spill_gbps) << "\n"
         << "queue_depth = " << m.queue_depth << "\n"
         << "samples = " << link.samples << "\n"
@@ -142,7 +142,11 @@ HardwareProfile read_hardware_profile(const std::string& path) {
       for (const auto& [field, value] : *t) {
         static const char* const kKeys[] = {
             "latency_us",         "object_us",  "object_serial_us", "gbps",    "stream_gbps",
-            "spill_object_bytes", "spill_gbps", "queue_depth",      "samples", "fit_mape_pct"};
+            "spill_window_bytes", "spill_gbps", "queue_depth",      "samples", "fit_mape_pct"};
+        if (field.str() == "spill_object_bytes")
+          fail(path, value, prefix + "spill_object_bytes",
+               "a per-object spill size of an older kvtwin calibrate: fit again (kvtwin "
+               "calibrate --refit its samples)");
         if (std::find(std::begin(kKeys), std::end(kKeys), field.str()) == std::end(kKeys))
           fail(path, value, prefix + std::string(field.str()), "unknown key");
       }
@@ -154,8 +158,8 @@ HardwareProfile read_hardware_profile(const std::string& path) {
       link.model.stream_gbps = read_number(path, *t, prefix, "stream_gbps", true);
       if (t->contains("spill_gbps")) {
         link.model.spill_gbps = read_number(path, *t, prefix, "spill_gbps", true);
-        link.model.spill_object_bytes =
-            static_cast<uint64_t>(read_number(path, *t, prefix, "spill_object_bytes", false));
+        link.model.spill_window_bytes =
+            static_cast<uint64_t>(read_number(path, *t, prefix, "spill_window_bytes", false));
       }
       const double depth = read_number(path, *t, prefix, "queue_depth", false);
       if (depth < 1 || depth != std::floor(depth) || depth > 1 << 16)

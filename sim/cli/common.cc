@@ -46,7 +46,8 @@ workload::WorkloadOptions workload_options(const scenario::Scenario& s) {
 
 std::string scenario_trace_name(const scenario::Scenario& s, const std::string& trace_override) {
   if (!trace_override.empty()) return trace_override;
-  if (!s.workload.trace.empty()) return s.base_dir + "/" + s.workload.trace;
+  if (!s.workload.trace.empty())
+    return s.workload.trace.front() == '/' ? s.workload.trace : s.base_dir + "/" + s.workload.trace;
   return std::string(embedded::kDefaultTraceName);
 }
 

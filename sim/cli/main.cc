@@ -90,12 +90,21 @@ int dispatch(int argc, char** argv) {
       "validate",
       "Execute transfers on the real tiers, predict them with a hardware profile's link models, "
       "and report predicted vs measured time (MAPE, bias, worst cases)");
-  validate_cmd->add_option("--profile", validate.profile, "hardware profile (kvtwin calibrate)")
-      ->required();
+  validate_cmd->add_option(
+      "--profile", validate.profile,
+      "hardware profile (kvtwin calibrate); with --scenario: hardware.profile");
   validate_cmd->add_option("--disk-path", validate.disk_path, "disk tier directory");
   validate_cmd->add_option("--remote-url", validate.remote_url, "redis://host:port");
   validate_cmd->add_option("--transfers", validate.transfers,
                            "transfer list CSV (default: a synthetic mix)");
+  validate_cmd->add_option("--scenario", validate.scenario,
+                           "validate a simulation run of this scenario (disk / remote transfers)");
+  validate_cmd->add_option("--trace", validate.trace, "--scenario: trace file");
+  validate_cmd->add_option("--set", validate.sets, "--scenario: override a field, key=value");
+  validate_cmd->add_option("--max-requests", validate.max_requests,
+                           "--scenario: first N requests only (workload.max_requests)");
+  validate_cmd->add_option("--max-duration-s", validate.max_duration_s,
+                           "--scenario: arrivals before this time only (workload.max_duration_s)");
   validate_cmd->add_option("--timing", validate.timing, "predicted (deterministic) or measured")
       ->check(CLI::IsMember({"predicted", "measured"}));
   validate_cmd->add_option("-o,--out", validate.out, "report directory");

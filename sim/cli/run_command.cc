@@ -9,12 +9,13 @@
 namespace kvtwin::sim::cli {
 
 report::Summary simulate(const scenario::Scenario& s, const std::string& trace_override,
-                         const std::string& out_dir, bool quiet, double* wall_s) {
+                         const std::string& out_dir, bool quiet, double* wall_s,
+                         const engine::Cluster::MoverFactory& movers) {
   auto start = std::chrono::steady_clock::now();
   std::string trace_name = scenario_trace_name(s, trace_override);
   workload::Workload workload(open_scenario_trace(s, trace_override), workload_options(s));
   report::RunRecorder recorder(s, trace_name, out_dir);
-  engine::Cluster cluster(s, &workload, &recorder);
+  engine::Cluster cluster(s, &workload, &recorder, movers);
   for (int t = 0; t < report::kNumTiers; ++t) recorder.set_tier_capacity(t, 0);
   Progress progress("kvtwin run", quiet);
   const uint64_t expected = progress.enabled() ? estimate_requests(s, trace_override) : 1;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/engine/cluster.h"
 #include "sim/report/run_recorder.h"
 #include "sim/scenario/scenario.h"
 
@@ -24,8 +25,10 @@ struct RunOptions {
 int run_run(const RunOptions& options);
 
 // Simulates `s` and returns its summary; writes the run directory when `out_dir` is non-empty.
-// `progress_label` non-empty and !quiet: a progress bar on a terminal.
+// `progress_label` non-empty and !quiet: a progress bar on a terminal. `movers`, when given,
+// supplies the transfer implementation (engine::Cluster::MoverFactory; kvtwin validate).
 report::Summary simulate(const scenario::Scenario& s, const std::string& trace_override,
-                         const std::string& out_dir, bool quiet, double* wall_s);
+                         const std::string& out_dir, bool quiet, double* wall_s,
+                         const engine::Cluster::MoverFactory& movers = {});
 
 }  // namespace kvtwin::sim::cli

@@ -31,7 +31,7 @@ std::unique_ptr<model::vllm::RequestBlockHasher> make_hasher(const scenario::Sce
 }  // namespace
 
 Cluster::Cluster(const scenario::Scenario& s, workload::Workload* workload,
-                 report::RunRecorder* recorder)
+                 report::RunRecorder* recorder, const MoverFactory& mover_factory)
     : s_(s),
       workload_(workload),
       recorder_(recorder),
@@ -49,6 +49,8 @@ Cluster::Cluster(const scenario::Scenario& s, workload::Workload* workload,
   ctx.recorder = recorder_;
   ctx.on_done = [this](EngineRequest* r) { on_done(r); };
   ctx.track_prefix_index = router_.needs_prefix_index();
+  if (mover_factory) mover_override_ = mover_factory(sim_, mover_);
+  Mover* mover = mover_override_ ? mover_override_.get() : &mover_;
   if (s.lmcache.enabled) {
     lmcache_registry_ = std::make_shared<model::lmcache::KeyScopeRegistry>();
     lmcache_remote_ = std::make_shared<model::lmcache::RemoteKvStore>();
@@ -58,7 +60,7 @@ Cluster::Cluster(const scenario::Scenario& s, workload::Workload* workload,
     if (s.lmcache.enabled) {
       LmcacheConnector::Context c;
       c.sim = &sim_;
-      c.mover = &mover_;
+      c.mover = mover;
       c.instance = i;
       c.geometry = &geometry_;
       c.layout = &layout_;

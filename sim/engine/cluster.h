@@ -34,7 +34,12 @@ namespace kvtwin::sim::engine {
 
 class Cluster {
  public:
-  Cluster(const scenario::Scenario& s, workload::Workload* workload, report::RunRecorder* recorder);
+  // Builds the Mover the connectors use from the cluster's Simulator and its modeled mover (which
+  // the returned one may wrap: kvtwin validate). Without one, the modeled mover is used.
+  using MoverFactory = std::function<std::unique_ptr<Mover>(Simulator& sim, Mover& modeled)>;
+
+  Cluster(const scenario::Scenario& s, workload::Workload* workload, report::RunRecorder* recorder,
+          const MoverFactory& mover_factory = {});
   ~Cluster();
 
   // Called with each request's record as it leaves (tests, sweeps).
@@ -69,6 +74,7 @@ class Cluster {
   workload::TokenSynthesizer tokens_;
   std::unique_ptr<model::vllm::RequestBlockHasher> hasher_;
   hw::ModeledMover mover_;
+  std::unique_ptr<Mover> mover_override_;  // from the MoverFactory, or null
   Router router_;
   std::shared_ptr<model::lmcache::KeyScopeRegistry> lmcache_registry_;
   std::shared_ptr<model::lmcache::RemoteKvStore> lmcache_remote_;

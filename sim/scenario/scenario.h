@@ -119,6 +119,12 @@ struct LinksConfig {
   double remote_get_failure_rate = 0.0;  // fraction of remote reads that fail (a miss)
 };
 
+// A hardware profile written by `kvtwin calibrate` (sim/calibrate/hardware_profile.h): its
+// [links] figures, fitted on a real machine, replace the scenario's.
+struct HardwareConfig {
+  std::string profile = "";  // TOML path, relative to the scenario file; "" = none
+};
+
 struct ClusterConfig {
   int instances = 1;
   std::string router = "round_robin";  // round_robin | least_loaded | prefix_aware
@@ -166,6 +172,7 @@ struct Scenario {
   VllmConfig vllm;
   LmcacheConfig lmcache;
   LinksConfig links;
+  HardwareConfig hardware;
   ClusterConfig cluster;
   WorkloadConfig workload;
   SloConfig slo;

@@ -253,6 +253,10 @@ std::vector<FieldSpec> make_fields() {
   f.push_back(numeric("links.remote_get_failure_rate", &S::links,
                       &LinksConfig::remote_get_failure_rate, 0, 1, "fraction",
                       "share of remote reads that fail (turned into misses and recompute)"));
+  // [hardware]
+  f.push_back(text("hardware.profile", &S::hardware, &HardwareConfig::profile, {},
+                   "hardware profile TOML of kvtwin calibrate (relative to the scenario file); its "
+                   "[links] figures replace the scenario's"));
   // [cluster]
   f.push_back(numeric("cluster.instances", &S::cluster, &ClusterConfig::instances, 1, 4096,
                       "instances", "serving instances (each with tensor_parallel GPUs)"));

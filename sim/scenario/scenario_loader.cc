@@ -177,6 +177,7 @@ Scenario load_scenario_text(std::string_view text, const std::string& name,
     throw InputError(name, e.source().begin.line, "", std::string(e.description()));
   }
   apply_table(&s, root, "", name);
+  if (!s.hardware.profile.empty()) apply_hardware_profile(&s);
   validate(s);
   return s;
 }
@@ -216,6 +217,35 @@ void apply_override(Scenario* s, std::string_view assignment, const std::string&
   }
   f->set(s, convert(*f, *parsed.get("v"), origin, 0));
   s->origins[key] = FieldOrigin{origin, 0};
+  if (key == "hardware.profile" && !s->hardware.profile.empty()) apply_hardware_profile(s);
+}
+
+std::string hardware_profile_path(const Scenario& s) {
+  const std::filesystem::path p(s.hardware.profile);
+  return p.is_absolute() ? p.string() : (std::filesystem::path(s.base_dir) / p).string();
+}
+
+void apply_hardware_profile(Scenario* s) {
+  const std::string path = hardware_profile_path(*s);
+  if (!std::filesystem::is_regular_file(path))
+    invalid(*s, "hardware.profile", "cannot read hardware profile " + path);
+  toml::table root;
+  try {
+    root = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    throw InputError(path, e.source().begin.line, "", std::string(e.description()));
+  }
+  const toml::table* links = root["links"].as_table();
+  if (links == nullptr)
+    throw InputError(path, 0, "links",
+                     "a hardware profile needs a [links] table (kvtwin calibrate writes one)");
+  for (const auto& [k, node] : *links) {
+    const std::string key = "links." + std::string(k.str());
+    const FieldSpec* f = find_field(key);
+    if (f == nullptr) throw InputError(path, k.source().begin.line, key, "unknown key");
+    f->set(s, convert(*f, node, path, node.source().begin.line));
+    s->origins[key] = FieldOrigin{path, node.source().begin.line};
+  }
 }
 
 void validate(const Scenario& s) {
@@ -232,6 +262,12 @@ std::string dump_scenario(const Scenario& s) {
     if (sec != section) {
       out += (section.empty() ? "\n[" : "\n[") + sec + "]\n";
       section = sec;
+    }
+    if (f.key == "hardware.profile" && !s.hardware.profile.empty()) {
+      // Applied already: its figures are the [links] values above. The path would not resolve
+      // from the run directory, so the dump reloads without it.
+      out += "# profile = " + f.get(s) + " (applied: its figures are in [links])\nprofile = \"\"\n";
+      continue;
     }
     out += f.key.substr(dot + 1) + " = " + f.get(s) + "\n";
   }

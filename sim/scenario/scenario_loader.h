@@ -32,6 +32,18 @@ void apply_override(Scenario* s, std::string_view assignment, const std::string&
 // Cross-field checks; throws InputError citing the field's origin.
 void validate(const Scenario& s);
 
+// hardware.profile resolved: as written when absolute, else relative to the scenario's directory.
+// REQUIRES: s.hardware.profile non-empty.
+std::string hardware_profile_path(const Scenario& s);
+
+// Reads the [links] table of hardware.profile into s->links (each key a links.* field, checked
+// as in a scenario; other tables of the profile are not the simulator's). The loader calls it
+// after the file's own keys, so the profile's figures replace the scenario's; apply_override calls
+// it when --set names hardware.profile. Throws InputError naming the scenario file, line and
+// hardware.profile when the profile cannot be read, and the profile's file, line and key for a bad
+// entry in it.
+void apply_hardware_profile(Scenario* s);
+
 // The effective scenario as TOML, every field, in registry order (a run directory keeps it so the
 // run can be repeated exactly).
 std::string dump_scenario(const Scenario& s);

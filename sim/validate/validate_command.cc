@@ -12,6 +12,7 @@
 #include "sim/io/input_error.h"
 #include "sim/validate/link_model_mover.h"
 #include "sim/validate/report.h"
+#include "sim/validate/scenario_validation.h"
 #include "sim/validate/transfer_list.h"
 #include "sim/validate/validating_mover.h"
 
@@ -26,6 +27,12 @@ int bad_config(const std::string& message) {
 }  // namespace
 
 int run_validate(const ValidateOptions& o) {
+  if (o.timing != "predicted" && o.timing != "measured")
+    return bad_config("--timing must be predicted or measured, not " + o.timing);
+  if (!o.scenario.empty()) {
+    if (!o.transfers.empty()) return bad_config("give --scenario or --transfers, not both");
+    return run_scenario_validation(o);
+  }
   // Stage 1: inputs. The profile and transfer list throw InputError (exit 2 from main).
   if (o.profile.empty())
     return bad_config("--profile is required (write one with kvtwin calibrate)");

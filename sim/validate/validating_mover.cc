@@ -13,6 +13,8 @@ struct ValidatingMover::Pending {
   bool have_model = false;
   bool delivered = false;  // done() scheduled or called
   TransferResult real;
+  TransferResult model;
+  size_t num_objects = 0;  // of the simulator's transfer
 };
 
 ValidatingMover::ValidatingMover(Simulator& sim, Mover& modeled, Mover& real, Timing timing)
@@ -32,8 +34,10 @@ void ValidatingMover::start(Transfer transfer, Done done) {
   p->sample.bytes = transfer.total_bytes();
   p->sample.start = sim_.now();
   p->done = std::move(done);
+  p->num_objects = transfer.objects.size();
   ++in_flight_;
-  Transfer copy = transfer;
+  Transfer copy = to_real_ ? to_real_(transfer) : transfer;
+  p->sample.num_objects = copy.objects.size();
   real_.start(std::move(copy), [this, p](const TransferResult& r) {
     KVTWIN_CHECK_GE(r.measured_ns, 0);
     p->real = r;
@@ -44,14 +48,17 @@ void ValidatingMover::start(Transfer transfer, Done done) {
   });
   modeled_.start(std::move(transfer), [this, p](const TransferResult& r) {
     p->have_model = true;
+    p->model = r;
     p->sample.predicted_ns = r.predicted_ns >= 0 ? r.predicted_ns : r.finish - r.start;
     maybe_finish(p);
   });
 }
 
 void ValidatingMover::maybe_finish(const std::shared_ptr<Pending>& p) {
-  auto deliver = [p](SimTime finish) {
-    TransferResult out = p->real;
+  auto deliver = [this, p](SimTime finish) {
+    TransferResult out = timing_ == Timing::kMeasured ? p->real : p->model;
+    if (out.ok.size() != p->num_objects)  // the real transfer was mapped: one flag for all
+      out.ok.assign(p->num_objects, p->sample.num_failed == 0 ? 1 : 0);
     out.start = p->sample.start;
     out.finish = finish;
     out.predicted_ns = p->sample.predicted_ns;

@@ -4,10 +4,12 @@
 //
 //   start(t) --> real.start(t)    executes now, reports at once (finish == start, measured_ns)
 //            \-> modeled.start(t) reports at the modeled completion time (predicted_ns)
-//   done(result) fires, with the real per-object ok flags and both durations:
-//     Timing::kPredicted  at the modeled completion time (the simulation stays deterministic:
-//                         measured times are recorded, never fed back)
-//     Timing::kMeasured   at start + measured (execution-driven timing, --timing=measured)
+//   done(result) fires with both durations:
+//     Timing::kPredicted  at the modeled completion time, with the modeled per-object ok flags
+//                         (the simulation stays deterministic: measured times and real faults
+//                         are recorded, never fed back)
+//     Timing::kMeasured   at start + measured, with the real per-object ok flags
+//                         (execution-driven timing, --timing=measured)
 //
 // The real mover should report each transfer at its start time with measured_ns set (TierMover
 // with Charge::kNone does): then kPredicted runs are deterministic. A real mover that reports
@@ -58,6 +60,13 @@ class ValidatingMover final : public Mover {
   }
   uint64_t num_passed_through() const { return passed_through_; }
 
+  // Maps a validated transfer to the one `real` executes (e.g. the simulator's placeholder
+  // objects to real keys and chunk-sized objects of the same total size); the sample records the
+  // real transfer's object count. The modeled mover always sees the transfer unchanged.
+  void set_real_transfer(std::function<Transfer(const Transfer&)> to_real) {
+    to_real_ = std::move(to_real);
+  }
+
   void start(Transfer transfer, Done done) override;
   std::string_view name() const override { return "validating"; }
 
@@ -74,6 +83,7 @@ class ValidatingMover final : public Mover {
   Mover& real_;
   Timing timing_;
   std::function<bool(Location, Location)> validated_;
+  std::function<Transfer(const Transfer&)> to_real_;
   std::vector<TransferSample> samples_;
   size_t in_flight_ = 0;
   uint64_t passed_through_ = 0;

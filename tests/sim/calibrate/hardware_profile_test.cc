@@ -37,7 +37,7 @@ HardwareProfile sample_profile() {
 
 TEST(HardwareProfile, RoundTripsModelsAndTierSettings) {
   HardwareProfile p = sample_profile();
-  p.links["disk_write"].model.spill_object_bytes = 1 << 20;
+  p.links["disk_write"].model.spill_window_bytes = 1 << 20;
   p.links["disk_write"].model.spill_gbps = 0.5;
   const std::string text = to_toml(p);
   EXPECT_NE(text.find("# machine: test"), std::string::npos);
@@ -85,6 +85,21 @@ TEST(HardwareProfile, UnknownKeyNamesItsLine) {
   } catch (const InputError& e) {
     EXPECT_EQ(e.line(), 8u);
     EXPECT_EQ(e.field(), "link_models.disk_read.latncy");
+  }
+}
+
+TEST(HardwareProfile, APerObjectSpillSizeOfAnOlderProfileAsksForARefit) {
+  const std::string path = write_file(
+      "[link_models.remote_get]\nlatency_us = 1.0\nobject_us = 0.0\nobject_serial_us = 0.0\n"
+      "gbps = 1.0\nstream_gbps = inf\nspill_object_bytes = 4194304\nspill_gbps = 0.4\n"
+      "queue_depth = 8\n");
+  try {
+    read_hardware_profile(path);
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.line(), 7u);
+    EXPECT_EQ(e.field(), "link_models.remote_get.spill_object_bytes");
+    EXPECT_NE(std::string(e.what()).find("--refit"), std::string::npos) << e.what();
   }
 }
 

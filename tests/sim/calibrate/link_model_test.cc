@@ -33,11 +33,24 @@ TEST(LinkModel, QueueDepthHidesTheSerialTermsUpToTheDepth) {
 TEST(LinkModel, SpillChargesOnlyTheBytesOfEachObjectBeyondTheSpillSize) {
   LinkModel m;
   m.gbps = 4.0;  // 0.25 ns per byte
-  m.spill_object_bytes = 1000;
+  m.spill_window_bytes = 1000;
   m.spill_gbps = 0.5;                                     // 2 ns per spilled byte
   EXPECT_EQ(m.predict(4, 4 * 800), 800);                  // no object spills
   EXPECT_EQ(m.predict(4, 4 * 1500), 1500 + 4 * 500 * 2);  // 500 bytes of each spill
   EXPECT_EQ(m.features(4, 6000), (std::vector<double>{1, 4, 4, 6000, 6000, 2000}));
+}
+
+TEST(LinkModel, SpillCountsTheBytesInFlightNotEachObject) {
+  LinkModel m;
+  m.gbps = 4.0;  // 0.25 ns per byte
+  m.spill_window_bytes = 2000;
+  m.spill_gbps = 0.5;  // 2 ns per spilled byte
+  m.queue_depth = 4;
+  // 8 objects of 1000 B, 4 in flight: 2 windows of 4000 B, each 2000 B past the window.
+  EXPECT_EQ(m.predict(8, 8000), 2000 + 2 * 2000 * 2);
+  // 2 objects of 1000 B in flight fit the window: nothing spills, though one 4000 B object would.
+  EXPECT_EQ(m.predict(2, 2000), 500);
+  EXPECT_EQ(m.predict(1, 4000), 1000 + 2000 * 2);
 }
 
 TEST(LinkModel, ClassesFollowTheSimulatorLinkKinds) {

@@ -136,6 +136,69 @@ TEST(ShippedScenarios, EmbeddedDefaultIsScenariosDefaultToml) {
   EXPECT_EQ(dump_scenario(embedded), dump_scenario(file));
 }
 
+// A hardware profile as kvtwin calibrate writes one (its other tables are the validator's).
+std::string write_profile(const std::string& dir, const std::string& links) {
+  std::ofstream(dir + "/profile.toml")
+      << "# measured\n[links]\n"
+      << links << "\n[link_models.disk_read]\nlatency_us = 1.0\n[tiers]\ndisk_queue_depth = 8\n";
+  return dir + "/profile.toml";
+}
+
+TEST(HardwareProfile, ItsLinkFiguresReplaceTheScenariosWhereverTheTableAppears) {
+  const std::string dir = kvtwin::testing::scratch_dir();
+  write_profile(dir, "disk_read_gbps = 1.25\ndisk_latency_us = 90.5\nnetwork_gbps = 0.75");
+  Scenario s = load_scenario_text(
+      "[hardware]\nprofile = \"profile.toml\"\n[links]\ndisk_read_gbps = 9\npcie_h2d_gbps = 20\n",
+      dir + "/s.toml", dir);
+  EXPECT_EQ(s.links.disk_read_gbps, 1.25);
+  EXPECT_EQ(s.links.disk_latency_us, 90.5);
+  EXPECT_EQ(s.links.network_gbps, 0.75);
+  EXPECT_EQ(s.links.pcie_h2d_gbps, 20);  // not in the profile: the scenario's
+  EXPECT_EQ(s.origins.at("links.disk_read_gbps").file, dir + "/profile.toml");
+  EXPECT_EQ(s.origins.at("links.disk_read_gbps").line, 3u);
+  // --set still wins over both; --set hardware.profile applies a profile at that point.
+  apply_override(&s, "links.disk_read_gbps=3");
+  EXPECT_EQ(s.links.disk_read_gbps, 3);
+  Scenario t = load("[links]\ndisk_read_gbps = 9\n");
+  apply_override(&t, "hardware.profile=" + dir + "/profile.toml");
+  EXPECT_EQ(t.links.disk_read_gbps, 1.25);
+}
+
+TEST(HardwareProfile, AMissingProfileNamesTheScenarioFileLineAndKey) {
+  EXPECT_EQ(input_error([] { load("[run]\nseed = 1\n[hardware]\nprofile = \"nope.toml\"\n"); }),
+            "s.toml:4: hardware.profile: cannot read hardware profile ./nope.toml");
+  Scenario s = load("");
+  EXPECT_EQ(input_error([&] { apply_override(&s, "hardware.profile=/no/p.toml"); }),
+            "--set: hardware.profile: cannot read hardware profile /no/p.toml");
+}
+
+TEST(HardwareProfile, ABadEntryNamesTheProfileFileLineAndKey) {
+  const std::string dir = kvtwin::testing::scratch_dir();
+  const std::string p = write_profile(dir, "disk_read_gbps = 1.0\ndisk_speed = 2.0");
+  EXPECT_EQ(input_error([&] { load("[hardware]\nprofile = \"" + p + "\"\n"); }),
+            p + ":4: links.disk_speed: unknown key");
+  write_profile(dir, "disk_write_gbps = -1.0");
+  EXPECT_NE(input_error([&] {
+              load("[hardware]\nprofile = \"" + p + "\"\n");
+            }).find(p + ":3: links.disk_write_gbps: value -1 out of range"),
+            std::string::npos);
+  std::ofstream(p) << "[tiers]\ndisk_queue_depth = 8\n";
+  EXPECT_EQ(input_error([&] { load("[hardware]\nprofile = \"" + p + "\"\n"); }),
+            p + ": links: a hardware profile needs a [links] table (kvtwin calibrate writes one)");
+}
+
+TEST(HardwareProfile, TheDumpKeepsTheAppliedFiguresAndReloadsWithoutTheFile) {
+  const std::string dir = kvtwin::testing::scratch_dir();
+  write_profile(dir, "disk_write_gbps = 0.5");
+  Scenario s = load_scenario_text("[hardware]\nprofile = \"profile.toml\"\n", dir + "/s.toml", dir);
+  const std::string dump = dump_scenario(s);
+  std::filesystem::remove(dir + "/profile.toml");
+  Scenario back = load_scenario_text(dump, "elsewhere/scenario.toml", "elsewhere");
+  EXPECT_EQ(back.links.disk_write_gbps, 0.5);
+  EXPECT_TRUE(back.hardware.profile.empty());
+  EXPECT_NE(dump.find("# profile = \"profile.toml\" (applied"), std::string::npos) << dump;
+}
+
 TEST(ScenarioReadme, DocumentsEveryField) {
   std::ifstream in(kvtwin::testing::source_path("scenarios/README.md"));
   std::stringstream text;

@@ -47,7 +47,7 @@ std::map<std::string, calibrate::LinkModel> models() {
   return {{"disk_write", m}, {"disk_read", m}};
 }
 
-TEST(ValidatingMover, PredictedTimingCompletesAtTheModeledTimeWithRealOutcomes) {
+TEST(ValidatingMover, PredictedTimingCompletesAtTheModeledTimeWithModeledOutcomes) {
   Simulator sim;
   LinkModelMover modeled(sim, models());
   FakeRealMover real(sim);
@@ -61,7 +61,7 @@ TEST(ValidatingMover, PredictedTimingCompletesAtTheModeledTimeWithRealOutcomes) 
   EXPECT_EQ(got.finish, 10'000 + 100'000);  // 200 kB at 2 B/ns
   EXPECT_EQ(got.predicted_ns, 110'000);
   EXPECT_EQ(got.measured_ns, 200'000);
-  EXPECT_EQ(got.ok, (std::vector<uint8_t>{1, 0}));
+  EXPECT_EQ(got.ok, (std::vector<uint8_t>{1, 1}));  // the real fault is recorded, not fed back
   ASSERT_EQ(v.samples().size(), 1u);
   const TransferSample& s = v.samples()[0];
   EXPECT_EQ(s.num_objects, 2u);
@@ -143,6 +143,29 @@ TEST(ValidatingMover, LinksTheRealMoverCannotExecuteGoToTheModelAlone) {
   EXPECT_EQ(got.measured_ns, -1);
   EXPECT_TRUE(v.samples().empty());
   EXPECT_EQ(v.num_passed_through(), 1u);
+}
+
+TEST(ValidatingMover, AMappedTransferRunsForRealWhileTheModelSeesTheOriginal) {
+  Simulator sim;
+  LinkModelMover modeled(sim, models());
+  FakeRealMover real(sim);
+  ValidatingMover v(sim, modeled, real, Timing::kMeasured);
+  // One 3000-byte placeholder object becomes three real objects of 1000 bytes, one failing.
+  v.set_real_transfer([](const Transfer& t) {
+    Transfer r = make(t.src, t.dst, {"x0", "bad1", "x2"}, t.total_bytes() / 3);
+    return r;
+  });
+  TransferResult got;
+  v.start(make(Location::kDisk, Location::kCpu, {"placeholder"}, 3000),
+          [&](const TransferResult& r) { got = r; });
+  sim.run();
+  ASSERT_EQ(v.samples().size(), 1u);
+  EXPECT_EQ(v.samples()[0].num_objects, 3u);  // the real transfer's objects
+  EXPECT_EQ(v.samples()[0].bytes, 3000u);
+  EXPECT_EQ(v.samples()[0].num_failed, 1u);
+  EXPECT_EQ(v.samples()[0].predicted_ns, 10'000 + 1'500);  // the model saw 3000 bytes
+  EXPECT_EQ(got.ok, std::vector<uint8_t>{0});  // one flag for the simulator's one object
+  EXPECT_EQ(got.finish, 3'000);                // measured: 1 ns per byte
 }
 
 TEST(ValidatingMover, TwoRunsGiveTheSameSamplesInTheSameOrder) {
