@@ -7,9 +7,11 @@
 # Starts a redis-server on a free 127.0.0.1 port (no persistence), then, on one disk directory:
 #   1. kvtwin calibrate                  -> profile.toml, calibrate.txt, calibrate_samples.csv
 #   2. kvtwin validate (synthetic mix)   -> synthetic/ (report.md, samples.csv, plot), synthetic.txt
-#   3. kvtwin validate --scenario (a slice of scenarios/llama31_70b_tp4_cpu_disk_redis.toml cut
-#      to one instance, 8 layers and a small CPU pool, so that chunks come back from disk and
-#      Redis)                            -> scenario/ (report and run directory), scenario.txt
+#   3. kvtwin validate --scenario: scenarios/llama31_70b_tp4_cpu_disk_redis.toml on the first 300
+#      requests of the Azure conversation trace with 8 shared 4096-token prefixes, cut to one
+#      instance, 2 layers (2 MiB chunks of all ranks) and GPU / CPU / disk pools small enough that
+#      chunks come back from the disk and Redis
+#                                        -> scenario/ (report, link_models/, run/), scenario.txt
 # and writes machine.txt (CPU, memory, disk, load before and after) and summary.md (the
 # per-class MAPE of both validations) under OUT_DIR, by default
 # reports/validate/<machine>-<date>/. Run it from a release build (cmake --preset release &&
@@ -69,9 +71,12 @@ echo "== validate: synthetic mix" >&2
 echo "== validate: scenario slice" >&2
 # shellcheck disable=SC2086
 "$K" validate --scenario "$ROOT/scenarios/llama31_70b_tp4_cpu_disk_redis.toml" \
-  --profile "$OUT/profile.toml" --max-requests 40 --set cluster.instances=1 \
-  --set model.num_layers=8 --set lmcache.max_local_cpu_size_gb=0.02 --set output.plots=false \
-  --disk-path "$DISK_DIR/tier" --remote-url "$URL" -o "$OUT/scenario" ${SCENARIO_ARGS:-} \
+  --trace "$ROOT/traces/azure_llm_2023/AzureLLMInferenceTrace_conv.csv" --max-requests 300 \
+  --set workload.prefix_groups=8 --set workload.prefix_tokens=4096 --set cluster.instances=1 \
+  --set model.num_layers=2 --set vllm.num_gpu_blocks=600 --set lmcache.max_local_cpu_size_gb=0.01 \
+  --set lmcache.max_local_disk_size_gb=0.02 --set output.plots=false \
+  --profile "$OUT/profile.toml" --disk-path "$DISK_DIR/tier" --remote-url "$URL" \
+  -o "$OUT/scenario" ${SCENARIO_ARGS:-} \
   > "$OUT/scenario.txt"
 rm -rf "$OUT/scenario/run/trace.json"  # the timeline: large, and not what this measures
 
@@ -90,9 +95,13 @@ table() {  # the per-class rows for objects >= 1 MiB of a validate output
   echo
   table "$OUT/synthetic.txt"
   echo
-  echo "## Scenario slice (kvtwin validate --scenario ..., see scenario/report.md)"
+  echo "## Scenario slice: the simulator's links (latency + bandwidth from profile.toml [links])"
   echo
-  table "$OUT/scenario.txt"
+  table "$OUT/scenario/report.md"
+  echo
+  echo "## Scenario slice: the same transfers against the profile's link models"
+  echo
+  table "$OUT/scenario/link_models/report.md"
 } > "$OUT/summary.md"
 cat "$OUT/summary.md"
 echo "reports: $OUT" >&2
