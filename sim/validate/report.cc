@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <tuple>
 
 #include "sim/calibrate/link_model.h"
 
@@ -105,6 +106,28 @@ ValidationSummary summarize(const std::vector<TransferSample>& samples, size_t n
   for (const auto& [key, v] : by_bucket)
     out.buckets.push_back(stats_of(key.first, size_bucket(key.second), v));
   for (const auto& [cls, v] : large) out.large.push_back(stats_of(cls, ">=1M", v));
+  // Repeated points: one sample each, the medians (the lower one for an even count).
+  std::map<std::tuple<std::string, uint64_t, uint64_t>, std::vector<const TransferSample*>> points;
+  for (const TransferSample* s : good)
+    if (object_size(*s) >= kMiB) points[{class_of(*s), s->num_objects, s->bytes}].push_back(s);
+  std::vector<TransferSample> medians;
+  for (const auto& [key, v] : points) {
+    if (v.size() < 2) continue;
+    std::vector<SimDuration> m, p;
+    for (const TransferSample* s : v) {
+      m.push_back(s->measured_ns);
+      p.push_back(s->predicted_ns);
+    }
+    std::sort(m.begin(), m.end());
+    std::sort(p.begin(), p.end());
+    TransferSample x = *v.front();
+    x.measured_ns = m[(m.size() - 1) / 2];
+    x.predicted_ns = p[(p.size() - 1) / 2];
+    medians.push_back(x);
+  }
+  std::map<std::string, std::vector<const TransferSample*>> by_class;
+  for (const TransferSample& x : medians) by_class[class_of(x)].push_back(&x);
+  for (const auto& [cls, v] : by_class) out.large_medians.push_back(stats_of(cls, ">=1M", v));
   std::stable_sort(good.begin(), good.end(), [](const TransferSample* a, const TransferSample* b) {
     return std::abs(rel_error(*a)) > std::abs(rel_error(*b));
   });
@@ -125,6 +148,11 @@ std::string format_summary(const ValidationSummary& s) {
   };
   out << "Per class, objects >= 1 MiB (target: MAPE <= 10%):\n\n";
   table(s.large);
+  if (!s.large_medians.empty()) {
+    out << "\nPer class, objects >= 1 MiB, one row per repeated point (median measured vs median "
+           "predicted; transfers = points):\n\n";
+    table(s.large_medians);
+  }
   out << "\nPer class and object size:\n\n";
   table(s.buckets);
   out << "\nWorst transfers:\n\n| class | kind | objects | bytes | measured ms | predicted ms | "
@@ -137,6 +165,24 @@ std::string format_summary(const ValidationSummary& s) {
   if (s.num_failed > 0)
     out << "\n" << s.num_failed << " transfer(s) with failed objects left out of the statistics.\n";
   return out.str();
+}
+
+int validation_exit_code(uint64_t wrong_bytes, const ValidationSummary& summary,
+                         double max_mape_pct) {
+  int exit_code = 0;
+  if (wrong_bytes > 0) {
+    std::fprintf(stderr, "kvtwin validate: %llu object(s) came back with wrong bytes\n",
+                 static_cast<unsigned long long>(wrong_bytes));
+    exit_code = 1;
+  }
+  if (max_mape_pct > 0)
+    for (const ErrorStats& s : summary.large)
+      if (s.mape_pct > max_mape_pct) {
+        std::fprintf(stderr, "kvtwin validate: %s MAPE %.1f%% exceeds %.1f%%\n",
+                     s.transfer_class.c_str(), s.mape_pct, max_mape_pct);
+        exit_code = 1;
+      }
+  return exit_code;
 }
 
 std::string write_report(const std::string& dir, const std::vector<std::string>& header,
@@ -154,9 +200,10 @@ std::string write_report(const std::string& dir, const std::vector<std::string>&
   {
     std::ofstream tsv(dir + "/summary.tsv");
     tsv << "class\tbucket\tcount\tmape_pct\tbias_pct\tp90_abs_pct\tmax_abs_pct\n";
-    for (const auto* rows : {&summary.large, &summary.buckets})
+    for (const auto* rows : {&summary.large, &summary.large_medians, &summary.buckets})
       for (const ErrorStats& r : *rows)
-        tsv << r.transfer_class << "\t" << r.bucket << "\t" << r.count << "\t"
+        tsv << r.transfer_class << "\t" << r.bucket
+            << (rows == &summary.large_medians ? " medians" : "") << "\t" << r.count << "\t"
             << fixed(r.mape_pct, 2) << "\t" << fixed(r.bias_pct, 2) << "\t"
             << fixed(r.p90_abs_pct, 2) << "\t" << fixed(r.max_abs_pct, 2) << "\n";
   }

@@ -3,6 +3,7 @@
 //
 //   relative error e = (predicted - measured) / measured
 //   MAPE = mean |e|,  bias = mean e (positive: the model is pessimistic),  p90 / max of |e|
+// and, for points measured more than once, the same of each point's medians.
 //
 // Transfers in which any object failed (a miss, a fault) are left out of the statistics and
 // counted apart: their measured time is that of a different operation.
@@ -11,6 +12,7 @@
 // Output files (write_report):
 //   samples.csv                 one row per transfer
 //   summary.tsv                 one row per (class, bucket) and per class for objects >= 1 MiB
+//                               (bucket ">=1M medians": over repeated points)
 //   report.md                   the tables and the worst cases, as printed on stdout
 //   predicted_vs_measured.svg   log-log scatter per class with the y = x line (gnuplot; skipped
 //                               with a note when gnuplot is not installed)
@@ -37,8 +39,13 @@ struct ErrorStats {
 };
 
 struct ValidationSummary {
-  std::vector<ErrorStats> buckets;    // (class, bucket), in class then size order
-  std::vector<ErrorStats> large;      // per class, objects >= 1 MiB (the MAPE target's scope)
+  std::vector<ErrorStats> buckets;  // (class, bucket), in class then size order
+  std::vector<ErrorStats> large;    // per class, objects >= 1 MiB (the MAPE target's scope)
+  // The same, over repeated points: each (class, objects, bytes) measured at least twice counts
+  // once, with the median of its measured times and of its predictions (count = points). On a
+  // shared machine one transfer's time scatters by tens of percent around its point's median;
+  // this separates the model's error from that scatter. Empty when nothing was repeated.
+  std::vector<ErrorStats> large_medians;
   std::vector<TransferSample> worst;  // largest |e| first
   size_t num_failed = 0;              // transfers left out (an object failed)
 };
@@ -46,6 +53,11 @@ struct ValidationSummary {
 std::string size_bucket(uint64_t object_bytes);
 ValidationSummary summarize(const std::vector<TransferSample>& samples, size_t num_worst = 10);
 std::string format_summary(const ValidationSummary& summary);
+
+// The exit code of a validation: 1 (with a line on stderr each) when an object came back with
+// wrong bytes or, with max_mape_pct > 0, a class's MAPE for objects >= 1 MiB exceeds it; else 0.
+int validation_exit_code(uint64_t wrong_bytes, const ValidationSummary& summary,
+                         double max_mape_pct);
 
 // Writes the files listed above into `dir` (created). `header` lines open report.md.
 // Returns a one-line note about the plot ("" when it was drawn).

@@ -11,12 +11,13 @@
 // after its measured time.
 //
 // The simulator names its objects for bookkeeping ("write", "fetched chunks": one object per
-// store, one per fetch of several chunks), so RealObjects gives the real tiers keys and
-// chunk-sized objects of the same total size:
-//   a store (cpu -> tier) writes each object under a fresh key "<tag>/put/<n>";
-//   a fetch (tier -> cpu) of B bytes reads ceil(B / C) objects, C being the largest object stored
-//   on that tier so far (one chunk of all ranks; B when nothing was stored yet), from keys
-//   "<tag>/get/<tier>/<size>/<j>" written once, untimed, the first time they are needed.
+// disk write, per batched remote put, per fetch of several chunks), so RealObjects gives the
+// real tiers keys and chunk-sized objects (C bytes: lmcache.chunk_size tokens of every rank, as
+// LMCache stores them, one key per chunk) of the same total size, the last one shorter when the
+// total is not a multiple of C:
+//   a store (cpu -> tier) writes its pieces under fresh keys "<tag>/put/<n>";
+//   a fetch (tier -> cpu) reads its pieces from keys "<tag>/get/<tier>/<size>/<j>", written
+//   once, untimed, the first time they are needed.
 // Every object is removed from the tiers after the run.
 //
 // Outputs under --out: the validation report (report.h) and run/, the run directory; with a
@@ -39,9 +40,8 @@ struct ValidateOptions;
 
 class RealObjects {
  public:
-  // REQUIRES: `tiers` outlives this object.
-  RealObjects(std::string tag, cuda::tiers::TierMover* tiers)
-      : tag_(std::move(tag)), tiers_(tiers) {}
+  // REQUIRES: `tiers` outlives this object; chunk_bytes > 0.
+  RealObjects(std::string tag, cuda::tiers::TierMover* tiers, uint64_t chunk_bytes);
 
   // The transfer the real tiers execute for a simulated cpu <-> disk / remote transfer; stages
   // the objects a fetch reads (untimed) when they do not exist yet.
@@ -54,8 +54,8 @@ class RealObjects {
  private:
   std::string tag_;
   cuda::tiers::TierMover* tiers_;
+  uint64_t chunk_bytes_;
   uint64_t puts_ = 0;
-  uint64_t object_bytes_[4] = {0, 0, 0, 0};  // largest object stored, by Location
   std::set<std::string> staged_;
   std::vector<std::string> keys_;
   uint64_t staging_failures_ = 0;

@@ -133,20 +133,7 @@ int run_validate(const ValidateOptions& o) {
   }
   std::printf("\nreport: %s/report.md%s%s\n", o.out.c_str(), note.empty() ? "" : "; ",
               note.c_str());
-  int exit_code = 0;
-  if (real.wrong_bytes() > 0) {
-    std::fprintf(stderr, "kvtwin validate: %llu object(s) came back with wrong bytes\n",
-                 static_cast<unsigned long long>(real.wrong_bytes()));
-    exit_code = 1;
-  }
-  if (o.max_mape_pct > 0)
-    for (const ErrorStats& s : summary.large)
-      if (s.mape_pct > o.max_mape_pct) {
-        std::fprintf(stderr, "kvtwin validate: %s MAPE %.1f%% exceeds %.1f%%\n",
-                     s.transfer_class.c_str(), s.mape_pct, o.max_mape_pct);
-        exit_code = 1;
-      }
-  return exit_code;
+  return validation_exit_code(real.wrong_bytes(), summary, o.max_mape_pct);
 }
 
 }  // namespace kvtwin::sim::validate

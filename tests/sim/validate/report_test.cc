@@ -25,6 +25,23 @@ TransferSample sample(Location src, Location dst, uint64_t n, uint64_t bytes, Si
   return s;
 }
 
+TEST(Report, RepeatedPointsAlsoCountOnceWithTheirMedians) {
+  const auto D = Location::kDisk, C = Location::kCpu;
+  // Point (disk_write, 1 x 2 MiB) three times: medians 100 measured, 90 predicted: -10 %.
+  std::vector<TransferSample> s = {sample(C, D, 1, 2 << 20, 90, 100),
+                                   sample(C, D, 1, 2 << 20, 90, 50),
+                                   sample(C, D, 1, 2 << 20, 90, 400),
+                                   sample(C, D, 2, 4 << 20, 70, 100),  // not repeated: left out
+                                   sample(D, C, 1, 2 << 20, 100, 100)};
+  const ValidationSummary v = summarize(s);
+  ASSERT_EQ(v.large_medians.size(), 1u);
+  EXPECT_EQ(v.large_medians[0].transfer_class, "disk_write");
+  EXPECT_EQ(v.large_medians[0].count, 1u);
+  EXPECT_DOUBLE_EQ(v.large_medians[0].bias_pct, -10);
+  EXPECT_GT(v.large[1].mape_pct, 30);  // the single transfers scatter far more
+  EXPECT_NE(format_summary(v).find("one row per repeated point"), std::string::npos);
+}
+
 TEST(Report, SizeBucketsArePowersOfFourFrom64KiB) {
   EXPECT_EQ(size_bucket(1000), "<64K");
   EXPECT_EQ(size_bucket(64 << 10), "64K-256K");
