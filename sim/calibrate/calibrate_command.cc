@@ -322,18 +322,20 @@ int run_calibrate(const CalibrateOptions& o) {
   }
   std::printf(
       "\nFitted link models (t = latency + n*(object + object_serial/q) + "
-      "B*(1/gbps + 1/(q*stream_gbps)) + (n/q)*max(0, q*B/n - spill)/spill_gbps):\n");
+      "B*(1/gbps + 1/(q*stream_gbps)) + spill/spill_gbps, spill per object or per window of q "
+      "objects):\n");
   for (const auto& [cls, link] : profile.links) {
     const LinkModel& m = link.model;
     std::printf(
         "  %-10s latency %.1f us, object %.1f us, object_serial %.1f us, gbps %.3g, "
-        "stream_gbps %.3g, spill window %llu KiB at %.3g GB/s, depth %d\n"
+        "stream_gbps %.3g, spill past %llu KiB per %s at %.3g GB/s, depth %d\n"
         "  %-10s fit MAPE %.1f%% over %llu points (medians), %.1f%% for objects >= 1 MiB "
         "(noise floor: repeats vs their median %.1f%%)\n",
         cls.c_str(), m.latency_us, m.object_us, m.object_serial_us, m.gbps, m.stream_gbps,
-        static_cast<unsigned long long>(m.spill_window_bytes >> 10), m.spill_gbps, m.queue_depth,
-        "", link.fit_mape_pct, static_cast<unsigned long long>(link.samples), large_mape[cls],
-        noise_floor[cls]);
+        static_cast<unsigned long long>(m.spill_bytes >> 10),
+        m.spill_scope == LinkModel::SpillScope::kWindow ? "window" : "object", m.spill_gbps,
+        m.queue_depth, "", link.fit_mape_pct, static_cast<unsigned long long>(link.samples),
+        large_mape[cls], noise_floor[cls]);
   }
   std::printf("  pcie_h2d / pcie_d2h: not measured (needs a GPU and the CUDA path's mover)\n");
 

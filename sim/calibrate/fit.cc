@@ -16,7 +16,8 @@ namespace {
 
 constexpr int kNumCoefficients = 6;
 
-LinkModel model_from(const Eigen::VectorXd& x, int32_t queue_depth, uint64_t spill_bytes) {
+LinkModel model_from(const Eigen::VectorXd& x, int32_t queue_depth, uint64_t spill_bytes,
+                     LinkModel::SpillScope scope) {
   LinkModel m;
   m.queue_depth = queue_depth;
   m.latency_us = x[0] / 1e3;
@@ -25,7 +26,8 @@ LinkModel model_from(const Eigen::VectorXd& x, int32_t queue_depth, uint64_t spi
   m.gbps = x[3] > 0 ? 1.0 / x[3] : kNoLimit;
   m.stream_gbps = x[4] > 0 ? 1.0 / x[4] : kNoLimit;
   m.spill_gbps = x[5] > 0 ? 1.0 / x[5] : kNoLimit;
-  m.spill_window_bytes = x[5] > 0 ? spill_bytes : 0;
+  m.spill_bytes = x[5] > 0 ? spill_bytes : 0;
+  m.spill_scope = x[5] > 0 ? scope : LinkModel::SpillScope::kObject;
   return m;
 }
 
@@ -63,14 +65,15 @@ Solution solve_nonnegative(const Eigen::MatrixXd& a, const Eigen::VectorXd& y, i
   return best;
 }
 
-// The fit for one spill size (0 with spill = false: no spill column).
+// The fit for one spill size and scope (0 with spill = false: no spill column).
 Solution fit_at(std::span<const LinkSample> samples, int32_t queue_depth, bool spill,
-                uint64_t spill_bytes) {
+                uint64_t spill_bytes, LinkModel::SpillScope scope) {
   const auto rows = static_cast<Eigen::Index>(samples.size());
   // Weighted design: row i is features_i / m_i, target 1 (relative error). Columns in ns units:
   // [latency, object, object_serial, ns per byte, ns per byte serial, ns per spilled byte].
   LinkModel shape;
-  shape.spill_window_bytes = spill_bytes;
+  shape.spill_bytes = spill_bytes;
+  shape.spill_scope = scope;
   Eigen::MatrixXd a(rows, kNumCoefficients);
   const Eigen::VectorXd y = Eigen::VectorXd::Ones(rows);
   for (Eigen::Index i = 0; i < rows; ++i) {
@@ -137,25 +140,32 @@ double mape_pct(const LinkModel& model, std::span<const LinkSample> samples) {
 LinkFit fit_link_model(std::span<const LinkSample> samples, int32_t queue_depth) {
   KVTWIN_CHECK(!samples.empty());
   KVTWIN_CHECK_GE(queue_depth, 1);
-  // Candidate spill windows: every window sampled (objects in flight times object size), but the
-  // largest.
-  std::set<uint64_t> sizes;
+  // Candidate spill sizes: per object, every object size sampled but the largest; per window,
+  // every window sampled (objects in flight times object size) but the largest. Ties keep the
+  // earlier candidate: no spill, then per object, then per window.
+  using Scope = LinkModel::SpillScope;
+  std::set<uint64_t> objects, windows;
   for (const LinkSample& s : samples) {
     const uint64_t n = std::max<uint64_t>(s.num_objects, 1);
     const uint64_t depth = static_cast<uint64_t>(s.queue_depth > 0 ? s.queue_depth : queue_depth);
-    sizes.insert(std::min(n, depth) * (s.bytes / n));
+    objects.insert(s.bytes / n);
+    windows.insert(std::min(n, depth) * (s.bytes / n));
   }
-  Solution best = fit_at(samples, queue_depth, false, 0);
+  Solution best = fit_at(samples, queue_depth, false, 0, Scope::kObject);
   uint64_t best_spill = 0;
-  for (auto it = sizes.begin(); it != sizes.end() && std::next(it) != sizes.end(); ++it) {
-    Solution sol = fit_at(samples, queue_depth, true, *it);
-    if (sol.better_than(best)) {
-      best = sol;
-      best_spill = *it;
+  Scope best_scope = Scope::kObject;
+  for (const auto& [scope, sizes] :
+       {std::pair{Scope::kObject, &objects}, {Scope::kWindow, &windows}})
+    for (auto it = sizes->begin(); it != sizes->end() && std::next(it) != sizes->end(); ++it) {
+      Solution sol = fit_at(samples, queue_depth, true, *it, scope);
+      if (sol.better_than(best)) {
+        best = sol;
+        best_spill = *it;
+        best_scope = scope;
+      }
     }
-  }
   LinkFit fit;
-  fit.model = model_from(best.x, queue_depth, best_spill);
+  fit.model = model_from(best.x, queue_depth, best_spill, best_scope);
   fit.num_samples = samples.size();
   fit.mape_pct = mape_pct(fit.model, samples);
   return fit;

@@ -5,9 +5,9 @@
 // weighting keeps a 64 KiB transfer of 100 us as important as a 32 MiB one of 20 ms, which is
 // what the validation report's MAPE measures. With six coefficients the non-negative problem is
 // solved exactly by trying every subset of free coefficients (63 small least-squares solves) and
-// keeping the best feasible one; ties go to the subset with fewer coefficients. The spill window
-// is chosen among the windows sampled (objects in flight times object size; and "no spill") by
-// the same criterion.
+// keeping the best feasible one; ties go to the subset with fewer coefficients. The spill size and
+// scope are chosen among the object sizes and the windows sampled (objects in flight times object
+// size), and "no spill", by the same criterion.
 #pragma once
 
 #include <cstdint>

@@ -73,7 +73,9 @@ std::string to_toml(const HardwareProfile& p) {
     out << "pcie_d2h_gbps = " << num(full_queue_gbps(d->model)) << "\n";
   out << "\n# Fitted models: t = latency + n*(object + object_serial/q) + B*(1/gbps + "
          "1/(q*stream_gbps))\n"
-         "#   + (n/q)*max(0, q*B/n - spill_window_bytes)/spill_gbps, q = min(n, queue_depth);\n"
+         "#   + spill/spill_gbps, q = min(n, queue_depth), spill = n*max(0, B/n - "
+         "spill_object_bytes)\n"
+         "#   or (n/q)*max(0, q*B/n - spill_window_bytes), whichever key the model has;\n"
          "# microseconds, GB/s (sim/calibrate/link_model.h).\n";
   for (const auto& [name, link] : p.links) {
     const LinkModel& m = link.model;
@@ -83,7 +85,9 @@ std::string to_toml(const HardwareProfile& p) {
         << "object_serial_us = " << num(m.object_serial_us) << "\n"
         << "gbps = " << num(m.gbps) << "\n"
         << "stream_gbps = " << num(m.stream_gbps) << "\n"
-        << "spill_window_bytes = " << m.spill_window_bytes << "\n"
+        << (m.spill_scope == LinkModel::SpillScope::kWindow ? "spill_window_bytes = "
+                                                            : "spill_object_bytes = ")
+        << m.spill_bytes << "\n"
         << "spill_gbps = " << num(m.spill_gbps) << "\n"
         << "queue_depth = " << m.queue_depth << "\n"
         << "samples = " << link.samples << "\n"
@@ -140,13 +144,12 @@ HardwareProfile read_hardware_profile(const std::string& path) {
       const toml::table* t = node.as_table();
       if (t == nullptr) fail(path, node, "link_models." + name, "expected a table");
       for (const auto& [field, value] : *t) {
-        static const char* const kKeys[] = {
-            "latency_us",         "object_us",  "object_serial_us", "gbps",    "stream_gbps",
-            "spill_window_bytes", "spill_gbps", "queue_depth",      "samples", "fit_mape_pct"};
-        if (field.str() == "spill_object_bytes")
-          fail(path, value, prefix + "spill_object_bytes",
-               "a per-object spill size of an older kvtwin calibrate: fit again (kvtwin "
-               "calibrate --refit its samples)");
+        static const char* const kKeys[] = {"latency_us",         "object_us",
+                                            "object_serial_us",   "gbps",
+                                            "stream_gbps",        "spill_object_bytes",
+                                            "spill_window_bytes", "spill_gbps",
+                                            "queue_depth",        "samples",
+                                            "fit_mape_pct"};
         if (std::find(std::begin(kKeys), std::end(kKeys), field.str()) == std::end(kKeys))
           fail(path, value, prefix + std::string(field.str()), "unknown key");
       }
@@ -156,10 +159,16 @@ HardwareProfile read_hardware_profile(const std::string& path) {
       link.model.object_serial_us = read_number(path, *t, prefix, "object_serial_us", false);
       link.model.gbps = read_number(path, *t, prefix, "gbps", true);
       link.model.stream_gbps = read_number(path, *t, prefix, "stream_gbps", true);
+      if (t->contains("spill_object_bytes") && t->contains("spill_window_bytes"))
+        fail(path, *t->get("spill_window_bytes"), prefix + "spill_window_bytes",
+             "give spill_object_bytes or spill_window_bytes, not both");
       if (t->contains("spill_gbps")) {
+        const bool window = t->contains("spill_window_bytes");
         link.model.spill_gbps = read_number(path, *t, prefix, "spill_gbps", true);
-        link.model.spill_window_bytes =
-            static_cast<uint64_t>(read_number(path, *t, prefix, "spill_window_bytes", false));
+        link.model.spill_scope =
+            window ? LinkModel::SpillScope::kWindow : LinkModel::SpillScope::kObject;
+        link.model.spill_bytes = static_cast<uint64_t>(read_number(
+            path, *t, prefix, window ? "spill_window_bytes" : "spill_object_bytes", false));
       }
       const double depth = read_number(path, *t, prefix, "queue_depth", false);
       if (depth < 1 || depth != std::floor(depth) || depth > 1 << 16)

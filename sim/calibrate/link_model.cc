@@ -21,8 +21,11 @@ std::vector<double> LinkModel::features(uint64_t num_objects, uint64_t bytes) co
   const double b = static_cast<double>(bytes);
   const double q = static_cast<double>(std::min<uint64_t>(num_objects, queue_depth));
   const double per_object = num_objects == 0 ? 0 : b / n;
-  const double spill = std::max(0.0, q * per_object - static_cast<double>(spill_window_bytes));
-  return {1.0, n, n / q, b, b / q, n / q * spill};
+  const double limit = static_cast<double>(spill_bytes);
+  const double spill = spill_scope == SpillScope::kWindow
+                           ? n / q * std::max(0.0, q * per_object - limit)
+                           : n * std::max(0.0, per_object - limit);
+  return {1.0, n, n / q, b, b / q, spill};
 }
 
 SimDuration LinkModel::predict(uint64_t num_objects, uint64_t bytes) const {

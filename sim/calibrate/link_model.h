@@ -8,23 +8,25 @@
 //   t(n, B) = latency + n * (object + object_serial / q) + B * (1/gbps + 1/(q * stream_gbps))
 //             ^ once     ^ per object: fixed part, and     ^ per byte: the link's limit, and a part
 //                          a part that depth hides           that more objects in flight hide
-//           + (n/q) * max(0, q * B/n - spill_window_bytes) / spill_gbps
-//             ^ per byte in flight beyond a size: the link moves q objects of B/n bytes at once,
-//               n/q times; past a window that no longer fits a cache, a socket or a client
-//               buffer every byte costs more. On Redis the window is what matters, not the
-//               object: four pipelined 4 MiB GETs take as long as one 16 MiB GET, about 16 times
-//               one 4 MiB GET (measured on the development VM; a per-object spill size
-//               predicted a quarter of it). With q = 1 it is a per-object size.
+//           + spill term / spill_gbps
+//             ^ per byte beyond a size that no longer fits a cache, a socket or a client buffer,
+//               with the size counted one of two ways (spill_scope):
+//               kObject  n * max(0, B/n - spill_bytes)            each object on its own
+//               kWindow  (n/q) * max(0, q * B/n - spill_bytes)    the q objects in flight at once
+//               On Redis the pipelined window can matter (on the development VM four pipelined
+//               4 MiB GETs once took as long as one 16 MiB GET, 16 times one 4 MiB GET) or not,
+//               from one calibration to the next; the fit picks the scope that fits best.
+//               With q = 1 the two agree.
 //
 // Units: microseconds and GB/s (1e9 bytes/s, so 1/gbps is ns per byte). A bandwidth of +inf drops
 // its term. With queue_depth = 1, object = object_serial = 0 and no spill this is the
 // "latency + bytes / bandwidth" model of the scenario's [links] table. Objects of one transfer
 // are taken to be of equal size B/n (LMCache chunks are).
 //
-// For a given spill_object_bytes every term is linear in its coefficient, so the fit is a
+// For a given spill size and scope every term is linear in its coefficient, so the fit is a
 // (non-negative, relative-error weighted) linear least squares over the features
-// [1, n, n/q, B, B/q, (n/q) * max(0, q * B/n - spill)] (sim/calibrate/fit.h), repeated per
-// candidate spill window.
+// [1, n, n/q, B, B/q, spill term] (sim/calibrate/fit.h), repeated per candidate spill size and
+// scope.
 #pragma once
 
 #include <cstdint>
@@ -47,14 +49,16 @@ struct LinkModel {
   double object_serial_us = 0;
   double gbps = kNoLimit;
   double stream_gbps = kNoLimit;
-  uint64_t spill_window_bytes = 0;
+  enum class SpillScope : uint8_t { kObject, kWindow };
+  uint64_t spill_bytes = 0;
+  SpillScope spill_scope = SpillScope::kObject;
   double spill_gbps = kNoLimit;
   int32_t queue_depth = 1;
 
   // Duration of one transfer of num_objects objects and `bytes` bytes alone on the link.
   // REQUIRES: num_objects >= 1 (an empty transfer takes no time: returns 0).
   SimDuration predict(uint64_t num_objects, uint64_t bytes) const;
-  // The feature row [1, n, n/q, B, B/q, (n/q) * max(0, q * B/n - spill)] of such a transfer.
+  // The feature row [1, n, n/q, B, B/q, spill term] of such a transfer.
   std::vector<double> features(uint64_t num_objects, uint64_t bytes) const;
 
   friend bool operator==(const LinkModel&, const LinkModel&) = default;

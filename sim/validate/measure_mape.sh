@@ -35,7 +35,7 @@ OUT=$(cd "$OUT" && pwd)
 
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 URL=redis://127.0.0.1:$PORT
-redis-server --port "$PORT" --bind 127.0.0.1 --save "" --appendonly no > "$OUT/redis.log" 2>&1 &
+redis-server --port "$PORT" --bind 127.0.0.1 --save "" --appendonly no > "$DISK_DIR/redis.log" 2>&1 &
 REDIS_PID=$!
 cleanup() {
   kill "$REDIS_PID" 2> /dev/null || true

@@ -70,7 +70,7 @@ TEST(Fit, SamplesThatWantANegativeLatencyGetZero) {
   EXPECT_EQ(fit.model.latency_us, 0);
   EXPECT_GE(fit.model.object_us, 0);
   EXPECT_GT(fit.model.gbps, 0);
-  EXPECT_EQ(fit.model.spill_window_bytes, 0u);  // one size sampled: nothing to spill past
+  EXPECT_EQ(fit.model.spill_bytes, 0u);  // one size sampled: nothing to spill past
   EXPECT_LT(fit.model.object_us * 1e3 + 1000 / fit.model.gbps, 160.0 + 1e-6);
 }
 
@@ -78,13 +78,29 @@ TEST(Fit, FindsTheSpillSizeAmongTheSampledSizes) {
   LinkModel truth;
   truth.latency_us = 20;
   truth.gbps = 2;
-  truth.spill_window_bytes = 1 << 20;  // a sampled size
+  truth.spill_bytes = 1 << 20;  // a sampled size
   truth.spill_gbps = 0.8;
   truth.queue_depth = 8;
   const LinkFit fit = fit_link_model(exact_samples(truth, {1, 8}), 8);
-  EXPECT_EQ(fit.model.spill_window_bytes, truth.spill_window_bytes);
+  EXPECT_EQ(fit.model.spill_bytes, truth.spill_bytes);
+  EXPECT_EQ(fit.model.spill_scope, LinkModel::SpillScope::kObject);
   expect_close(fit.model.spill_gbps, truth.spill_gbps, "spill_gbps");
   expect_close(fit.model.gbps, truth.gbps, "gbps");
+  EXPECT_LT(fit.mape_pct, 0.01);
+}
+
+TEST(Fit, TellsAWindowSpillFromAnObjectSpill) {
+  LinkModel truth;
+  truth.latency_us = 20;
+  truth.gbps = 2;
+  truth.spill_bytes = 4 << 20;  // four 1 MiB objects in flight, or one 4 MiB object
+  truth.spill_scope = LinkModel::SpillScope::kWindow;
+  truth.spill_gbps = 0.5;
+  truth.queue_depth = 8;
+  const LinkFit fit = fit_link_model(exact_samples(truth, {1, 8}), 8);
+  EXPECT_EQ(fit.model.spill_scope, LinkModel::SpillScope::kWindow);
+  EXPECT_EQ(fit.model.spill_bytes, truth.spill_bytes);
+  expect_close(fit.model.spill_gbps, truth.spill_gbps, "spill_gbps");
   EXPECT_LT(fit.mape_pct, 0.01);
 }
 

@@ -37,7 +37,8 @@ HardwareProfile sample_profile() {
 
 TEST(HardwareProfile, RoundTripsModelsAndTierSettings) {
   HardwareProfile p = sample_profile();
-  p.links["disk_write"].model.spill_window_bytes = 1 << 20;
+  p.links["disk_write"].model.spill_bytes = 1 << 20;
+  p.links["disk_write"].model.spill_scope = LinkModel::SpillScope::kWindow;
   p.links["disk_write"].model.spill_gbps = 0.5;
   const std::string text = to_toml(p);
   EXPECT_NE(text.find("# machine: test"), std::string::npos);
@@ -88,19 +89,21 @@ TEST(HardwareProfile, UnknownKeyNamesItsLine) {
   }
 }
 
-TEST(HardwareProfile, APerObjectSpillSizeOfAnOlderProfileAsksForARefit) {
-  const std::string path = write_file(
+TEST(HardwareProfile, TheSpillKeyNamesItsScope) {
+  const std::string head =
       "[link_models.remote_get]\nlatency_us = 1.0\nobject_us = 0.0\nobject_serial_us = 0.0\n"
-      "gbps = 1.0\nstream_gbps = inf\nspill_object_bytes = 4194304\nspill_gbps = 0.4\n"
-      "queue_depth = 8\n");
-  try {
-    read_hardware_profile(path);
-    FAIL() << "no error";
-  } catch (const InputError& e) {
-    EXPECT_EQ(e.line(), 7u);
-    EXPECT_EQ(e.field(), "link_models.remote_get.spill_object_bytes");
-    EXPECT_NE(std::string(e.what()).find("--refit"), std::string::npos) << e.what();
-  }
+      "gbps = 1.0\nstream_gbps = inf\nspill_gbps = 0.4\nqueue_depth = 8\n";
+  const HardwareProfile object =
+      read_hardware_profile(write_file(head + "spill_object_bytes = 4194304\n"));
+  EXPECT_EQ(object.links.at("remote_get").model.spill_scope, LinkModel::SpillScope::kObject);
+  EXPECT_EQ(object.links.at("remote_get").model.spill_bytes, 4194304u);
+  const HardwareProfile window =
+      read_hardware_profile(write_file(head + "spill_window_bytes = 8388608\n"));
+  EXPECT_EQ(window.links.at("remote_get").model.spill_scope, LinkModel::SpillScope::kWindow);
+  EXPECT_EQ(window.links.at("remote_get").model.spill_bytes, 8388608u);
+  EXPECT_THROW(read_hardware_profile(write_file(
+                   head + "spill_object_bytes = 1048576\nspill_window_bytes = 8388608\n")),
+               InputError);
 }
 
 TEST(HardwareProfile, RejectsNegativeCoefficientsAndUnknownClasses) {

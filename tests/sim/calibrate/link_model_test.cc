@@ -32,18 +32,19 @@ TEST(LinkModel, QueueDepthHidesTheSerialTermsUpToTheDepth) {
 
 TEST(LinkModel, SpillChargesOnlyTheBytesOfEachObjectBeyondTheSpillSize) {
   LinkModel m;
-  m.gbps = 4.0;  // 0.25 ns per byte
-  m.spill_window_bytes = 1000;
+  m.gbps = 4.0;                                           // 0.25 ns per byte
+  m.spill_bytes = 1000;                                   // per object, the default scope
   m.spill_gbps = 0.5;                                     // 2 ns per spilled byte
   EXPECT_EQ(m.predict(4, 4 * 800), 800);                  // no object spills
   EXPECT_EQ(m.predict(4, 4 * 1500), 1500 + 4 * 500 * 2);  // 500 bytes of each spill
   EXPECT_EQ(m.features(4, 6000), (std::vector<double>{1, 4, 4, 6000, 6000, 2000}));
 }
 
-TEST(LinkModel, SpillCountsTheBytesInFlightNotEachObject) {
+TEST(LinkModel, AWindowSpillCountsTheBytesInFlightNotEachObject) {
   LinkModel m;
   m.gbps = 4.0;  // 0.25 ns per byte
-  m.spill_window_bytes = 2000;
+  m.spill_bytes = 2000;
+  m.spill_scope = LinkModel::SpillScope::kWindow;
   m.spill_gbps = 0.5;  // 2 ns per spilled byte
   m.queue_depth = 4;
   // 8 objects of 1000 B, 4 in flight: 2 windows of 4000 B, each 2000 B past the window.

@@ -103,10 +103,12 @@ TEST(ValidateScenario, EveryDiskAndRemoteTransferIsMeasuredAndPredictedRunsMatch
   std::getline(csv, line);
   ASSERT_EQ(line, "start_us,class,kind,objects,bytes,failed,measured_ns,predicted_ns,error_pct");
   std::map<std::string, int> per_class;
+  std::map<std::string, uint64_t> bytes_per_class;
   while (std::getline(csv, line)) {
     const std::vector<std::string> f = split(line, ',');
     ASSERT_EQ(f.size(), 9u) << line;
     ++per_class[f[1]];
+    bytes_per_class[f[1]] += std::stoull(f[4]);
     EXPECT_EQ(f[5], "0") << line;            // nothing failed
     EXPECT_GT(std::stoll(f[6]), 0) << line;  // measured
     EXPECT_GT(std::stoll(f[7]), 0) << line;  // predicted
@@ -115,9 +117,19 @@ TEST(ValidateScenario, EveryDiskAndRemoteTransferIsMeasuredAndPredictedRunsMatch
   for (const char* cls : {"disk_write", "remote_put", "disk_read", "remote_get"})
     EXPECT_GT(per_class[cls], 0) << cls << " never happened: the slice does not exercise it";
   EXPECT_EQ(per_class.size(), 4u);
-  // The samples are the run's: as many as the disk and remote links carried transfers of.
+  // The samples are all of the run's disk and remote transfers: their bytes are what the run's
+  // links carried (summary.json "links": disk_read, disk_write, remote_tx, remote_rx).
   const std::string summary = slurp(dir + "/val/run/summary.json");
-  EXPECT_NE(summary.find("\"disk_write\""), std::string::npos) << summary;
+  auto link_bytes = [&](const std::string& link) -> uint64_t {
+    const size_t at = summary.find("\"" + link + "\": {");
+    const size_t field = summary.find("\"bytes\": ", at);
+    if (at == std::string::npos || field == std::string::npos) return 0;
+    return std::stoull(summary.substr(field + 9));
+  };
+  EXPECT_EQ(bytes_per_class["disk_read"], link_bytes("disk_read"));
+  EXPECT_EQ(bytes_per_class["disk_write"], link_bytes("disk_write"));
+  EXPECT_EQ(bytes_per_class["remote_get"], link_bytes("remote_tx"));
+  EXPECT_EQ(bytes_per_class["remote_put"], link_bytes("remote_rx"));
 
   // The same scenario through kvtwin run: the run directory is byte-identical.
   const CommandRun run = kvtwin("run -q --scenario " + scenario + " --out " + dir + "/run");
