@@ -295,8 +295,69 @@ class PickleWriter {
 
 }  // namespace
 
+namespace {
+
+// The common key (no extra keys, int32 tokens, parent under 256 bytes, one frame) written
+// straight into the buffer: the same bytes as PickleWriter, without a size check per byte.
+// Returns false, writing nothing, when the key is not of that shape.
+bool encode_block_key_pickle_small(std::span<const uint8_t> parent, std::span<const TokenId> tokens,
+                                   const ExtraKeys* extra_keys, std::vector<uint8_t>* out) {
+  // 5 bytes per BININT: 4,096 tokens stay well inside one 64 KiB frame.
+  constexpr size_t kMaxTokens = 4096;
+  if (extra_keys != nullptr || tokens.size() > kMaxTokens || parent.size() > 0xff) return false;
+  for (TokenId t : tokens)
+    if (t < INT32_MIN || t > INT32_MAX) return false;
+  const size_t base = out->size();
+  out->resize(base + 2 + kFrameHeaderSize + 3 + parent.size() + 1 + 5 * tokens.size() + 2 + 4);
+  uint8_t* p = out->data() + base;
+  *p++ = kProto;
+  *p++ = 5;
+  uint8_t* frame = p;
+  p += kFrameHeaderSize;
+  const uint8_t* body = p;
+  *p++ = kShortBinBytes;
+  *p++ = static_cast<uint8_t>(parent.size());
+  if (!parent.empty()) std::memcpy(p, parent.data(), parent.size());
+  p += parent.size();
+  *p++ = kMemoize;
+  const size_t n = tokens.size();
+  if (n > 3) *p++ = kMark;
+  for (TokenId t : tokens) {
+    if (t >= 0 && t <= 0xff) {
+      *p++ = kBinInt1;
+      *p++ = static_cast<uint8_t>(t);
+    } else if (t >= 0 && t <= 0xffff) {
+      *p++ = kBinInt2;
+      *p++ = static_cast<uint8_t>(t);
+      *p++ = static_cast<uint8_t>(t >> 8);
+    } else {
+      uint32_t u = static_cast<uint32_t>(t);
+      *p++ = kBinInt;
+      for (int i = 0; i < 4; ++i) *p++ = static_cast<uint8_t>(u >> (8 * i));
+    }
+  }
+  if (n == 0) {
+    *p++ = kEmptyTuple;
+  } else {
+    *p++ = n <= 3 ? kTupleN[n] : kTuple;
+    *p++ = kMemoize;
+  }
+  *p++ = kNone;
+  *p++ = kTupleN[3];
+  *p++ = kMemoize;
+  *p++ = kStop;
+  const uint64_t len = static_cast<uint64_t>(p - body);
+  frame[0] = kFrame;
+  for (int i = 0; i < 8; ++i) frame[1 + i] = static_cast<uint8_t>(len >> (8 * i));
+  out->resize(static_cast<size_t>(p - out->data()));
+  return true;
+}
+
+}  // namespace
+
 void encode_block_key_pickle(std::span<const uint8_t> parent, std::span<const TokenId> tokens,
                              const ExtraKeys* extra_keys, std::vector<uint8_t>* out) {
+  if (encode_block_key_pickle_small(parent, tokens, extra_keys, out)) return;
   PickleWriter w(out);
   w.open_tuple(3);
   w.bytes_value(parent);

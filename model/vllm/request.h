@@ -54,6 +54,12 @@ class Request {
   // Hashes every full block of the prompt when block_hasher is non-null.
   Request(std::string request_id, std::vector<TokenId> prompt_token_ids, RequestOptions options,
           RequestBlockHasher* block_hasher);
+  // As above, with the first known_block_hashes.size() prompt block hashes given by the caller
+  // (e.g. memoised per shared prefix); block_hasher hashes the blocks after them.
+  // REQUIRES: they are exactly what block_hasher would give for these tokens, and the request has
+  // no extra keys (LoRA, multimodal inputs, cache salt).
+  Request(std::string request_id, std::vector<TokenId> prompt_token_ids, RequestOptions options,
+          RequestBlockHasher* block_hasher, std::vector<BlockHash> known_block_hashes);
 
   const std::string& request_id() const { return request_id_; }
   int64_t max_tokens() const { return options_.max_tokens; }

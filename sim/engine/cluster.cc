@@ -40,6 +40,9 @@ Cluster::Cluster(const scenario::Scenario& s, workload::Workload* workload,
       step_model_(make_step_model(s, geometry_)),
       tokens_(s.run.seed, s.model.vocab_size),
       hasher_(make_hasher(s, layout_)),
+      prompt_hashes_(
+          hasher_ ? std::make_unique<PromptHashMemo>(hasher_->hasher(), layout_.hash_block_size)
+                  : nullptr),
       mover_(&sim_, s.links, s.cluster.instances, s.run.seed),
       router_(Router::policy_from_name(s.cluster.router), layout_.hash_block_size) {
   InstanceContext ctx;
@@ -119,8 +122,11 @@ void Cluster::arrive() {
     tokens_.prompt_tokens(t, &prompt);
     model::vllm::RequestOptions options;
     options.max_tokens = t.output_tokens;
-    raw->req = std::make_unique<model::vllm::Request>(std::to_string(t.index), std::move(prompt),
-                                                      std::move(options), hasher_.get());
+    std::vector<model::vllm::BlockHash> known;  // the options carry no extra keys
+    if (prompt_hashes_) prompt_hashes_->prompt_hashes(t, prompt, &known);
+    raw->req =
+        std::make_unique<model::vllm::Request>(std::to_string(t.index), std::move(prompt),
+                                               std::move(options), hasher_.get(), std::move(known));
     int target = router_.route(instance_ptrs_, raw->req->block_hashes());
     instances_[static_cast<size_t>(target)]->add_request(raw);
   }

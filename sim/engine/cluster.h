@@ -21,6 +21,7 @@
 #include "sim/engine/instance.h"
 #include "sim/engine/kv_cache_layout.h"
 #include "sim/engine/lmcache_connector.h"
+#include "sim/engine/prompt_hash_memo.h"
 #include "sim/engine/router.h"
 #include "sim/hw/model_geometry.h"
 #include "sim/hw/modeled_mover.h"
@@ -73,6 +74,7 @@ class Cluster {
   std::unique_ptr<hw::StepModel> step_model_;
   workload::TokenSynthesizer tokens_;
   std::unique_ptr<model::vllm::RequestBlockHasher> hasher_;
+  std::unique_ptr<PromptHashMemo> prompt_hashes_;  // with hasher_: prompt hashes per trace block
   hw::ModeledMover mover_;
   std::unique_ptr<Mover> mover_override_;  // from the MoverFactory, or null
   Router router_;

@@ -170,7 +170,7 @@ void Instance::drain_events() {
 int64_t Instance::cached_prefix_blocks(const std::vector<model::vllm::BlockHash>& hashes) const {
   int64_t n = 0;
   for (const model::vllm::BlockHash& h : hashes) {
-    if (!cached_hashes_.count(h.low64())) break;
+    if (!cached_hashes_.contains(h.low64())) break;
     ++n;
   }
   return n;

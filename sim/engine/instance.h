@@ -24,6 +24,7 @@
 #include "model/vllm/kv_cache_manager.h"
 #include "sim/engine/kv_cache_layout.h"
 #include "sim/engine/scheduler.h"
+#include "sim/engine/u64_set.h"
 #include "sim/hw/step_model.h"
 #include "sim/report/run_recorder.h"
 #include "sim/simulator.h"
@@ -100,7 +101,7 @@ class Instance {
   bool busy_ = false;
   SimTime step_start_ = 0;
   uint64_t computed_tokens_ = 0;
-  std::unordered_set<uint64_t> cached_hashes_;  // low 64 bits of cached block hashes
+  U64Set cached_hashes_;  // low 64 bits of cached block hashes
 };
 
 // Options of the vLLM KV-cache manager for a scenario.

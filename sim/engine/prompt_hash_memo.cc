@@ -1,0 +1,61 @@
+#include "sim/engine/prompt_hash_memo.h"
+
+#include <algorithm>
+
+#include "model/check.h"
+#include "sim/random.h"
+
+namespace kvtwin::sim::engine {
+
+using model::vllm::BlockHash;
+using model::vllm::TokenId;
+
+PromptHashMemo::PromptHashMemo(model::vllm::BlockHasher hasher, int hash_block_size, size_t slots)
+    : hasher_(std::move(hasher)), block_size_(hash_block_size), slots_(slots) {
+  KVTWIN_CHECK(hash_block_size >= 1) << "hash block size " << hash_block_size;
+  KVTWIN_CHECK(slots >= 1 && (slots & (slots - 1)) == 0) << "slots " << slots;
+}
+
+void PromptHashMemo::prompt_hashes(const workload::TraceRequest& t, std::span<const TokenId> prompt,
+                                   std::vector<BlockHash>* out) {
+  const int64_t T = t.block_size;
+  const int64_t B = block_size_;
+  if (T <= 0 || T % B != 0 || t.block_ids.empty()) return;
+  const int64_t n_tokens = std::min<int64_t>(t.prompt_tokens, static_cast<int64_t>(prompt.size()));
+  if (per_slot_ != T / B) {  // (re)lay out the table for this trace block size
+    per_slot_ = static_cast<int32_t>(T / B);
+    std::fill(slots_.begin(), slots_.end(), Slot{});
+    hashes_.assign(slots_.size() * static_cast<size_t>(per_slot_), BlockHash());
+  }
+  const size_t mask = slots_.size() - 1;
+  BlockHash parent;  // empty: the first block's parent is NONE_HASH
+  for (size_t i = 0; i < t.block_ids.size(); ++i) {
+    const int64_t start = static_cast<int64_t>(i) * T;
+    const int64_t covered = std::min<int64_t>(T, n_tokens - start);
+    const int32_t n = static_cast<int32_t>(std::max<int64_t>(covered, 0) / B);
+    if (n == 0) return;
+    const uint64_t id = t.block_ids[i];
+    const uint64_t parent_word = parent.empty() ? 0 : parent.low64();
+    const size_t s =
+        static_cast<size_t>(mix64(id ^ mix64(parent_word ^ static_cast<uint64_t>(T)))) & mask;
+    Slot& slot = slots_[s];
+    if (slot.trace_block_size != T || slot.id != id || !(slot.parent == parent)) {
+      slot = Slot{parent, id, static_cast<int32_t>(T), 0};
+    }
+    BlockHash* run = &hashes_[s * static_cast<size_t>(per_slot_)];
+    const int32_t have = std::min(slot.count, n);
+    stats_.hits += static_cast<uint64_t>(have);
+    for (int32_t k = slot.count; k < n; ++k) {
+      const BlockHash& prev = k == 0 ? parent : run[k - 1];
+      auto tokens = prompt.subspan(static_cast<size_t>(start + k * B), static_cast<size_t>(B));
+      run[k] = hasher_.hash_block_tokens(prev, tokens, nullptr);
+      ++stats_.hashed;
+    }
+    slot.count = std::max(slot.count, n);
+    out->insert(out->end(), run, run + n);
+    if (n < per_slot_) return;  // the next hash block straddles unique tokens
+    parent = run[n - 1];
+  }
+}
+
+}  // namespace kvtwin::sim::engine

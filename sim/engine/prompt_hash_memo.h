@@ -1,0 +1,69 @@
+// PromptHashMemo: the vLLM block hashes of a trace request's prompt, memoised per trace block.
+//
+// TokenSynthesizer makes token j of a trace block a pure function of (seed, block id, j). So
+// with the hash block size B dividing the trace block size T, the hashes of the T/B hash blocks
+// inside trace block i depend only on (hash of the block before it, id i), and a conversation
+// that re-sends its history re-hashes the same trace blocks turn after turn. The memo keeps,
+// per (parent hash, id, T), the hashes of the trace block's hash blocks computed so far:
+//
+//   prompt:  | id 7 (T tokens)        | id 9 (T tokens)        | id 4 (partial) |unique..|
+//   hashes:  | h0 h1 ... h(T/B-1)     | ...                    | h h | (straddling / unique
+//            |  key (NONE, 7)         |  key (h(T/B-1), 9)     |  key(.., 4)     blocks: not
+//                                                                                here)
+//
+// It is exact: a memoised hash is one that hash_block_tokens gave for the same parent and the
+// same tokens, since equal (id, position) means equal tokens. Only blocks wholly inside an id's
+// covered tokens are served; the rest of the prompt (a block straddling the covered end, unique
+// tokens) is left to RequestBlockHasher. Requests with extra keys (LoRA, multimodal inputs, cache
+// salt) must not use it (vLLM hashes those keys into the blocks).
+//
+// Memory is bounded: a direct-mapped table of `slots` entries of T/B hashes each; a collision
+// replaces the older entry (the memo changes speed, never results).
+//
+// Threading: one per simulation thread.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "model/vllm/hashing.h"
+#include "sim/workload/trace_request.h"
+
+namespace kvtwin::sim::engine {
+
+class PromptHashMemo {
+ public:
+  // `hasher` must be the one the requests' RequestBlockHasher uses (same function, NONE_HASH).
+  // REQUIRES: hash_block_size >= 1, slots a power of two.
+  PromptHashMemo(model::vllm::BlockHasher hasher, int hash_block_size, size_t slots = 16384);
+
+  // Appends to *out the hashes of the leading full hash blocks of `prompt` that lie wholly inside
+  // the id-covered tokens of `t` (none when B does not divide t.block_size). `prompt` is the
+  // request's prompt as TokenSynthesizer made it from `t`.
+  void prompt_hashes(const workload::TraceRequest& t, std::span<const model::vllm::TokenId> prompt,
+                     std::vector<model::vllm::BlockHash>* out);
+
+  struct Stats {
+    uint64_t hits = 0;    // hashes served from the memo
+    uint64_t hashed = 0;  // hashes computed
+  };
+  const Stats& stats() const { return stats_; }
+
+ private:
+  struct Slot {
+    model::vllm::BlockHash parent;
+    uint64_t id = 0;
+    int32_t trace_block_size = 0;  // 0: empty
+    int32_t count = 0;             // valid hashes in this slot's run of hashes_
+  };
+
+  model::vllm::BlockHasher hasher_;
+  int block_size_;
+  int32_t per_slot_ = 0;  // T / B of the table's current layout
+  std::vector<Slot> slots_;
+  std::vector<model::vllm::BlockHash> hashes_;  // slot s: [s*per_slot_, (s+1)*per_slot_)
+  Stats stats_;
+};
+
+}  // namespace kvtwin::sim::engine
