@@ -4,9 +4,9 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 namespace kvtwin::model::lmcache {
 
@@ -26,17 +26,19 @@ class DiskDirectory {
   }
   // os.remove: false when the file does not exist (upstream raises FileNotFoundError).
   bool remove(const std::string& name) { return files_.erase(name) != 0; }
+  // A scan: only reports and golden probes ask.
   size_t count_with_prefix(std::string_view prefix) const {
     size_t n = 0;
-    for (auto it = files_.lower_bound(std::string(prefix));
-         it != files_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it)
-      ++n;
+    for (const auto& [name, file] : files_)
+      if (std::string_view(name).substr(0, prefix.size()) == prefix) ++n;
     return n;
   }
   size_t size() const { return files_.size(); }
 
  private:
-  std::map<std::string, File> files_;
+  // Hashed: the names share a long "<model>@<ws>@<worker>@" prefix, which made every ordered
+  // comparison a long memcmp; nothing depends on the order of names.
+  std::unordered_map<std::string, File> files_;
 };
 
 }  // namespace kvtwin::model::lmcache

@@ -58,12 +58,14 @@ void LocalDiskBackend::touch_cache() {
 }
 
 bool LocalDiskBackend::exists_in_put_tasks(const CacheEngineKey& key) const {
-  return std::find(put_tasks_.begin(), put_tasks_.end(), key) != put_tasks_.end();
+  return put_task_index_.contains(key);
 }
 
 void LocalDiskBackend::remove_put_task(const CacheEngineKey& key) {
+  if (put_task_index_.erase(key) == 0) return;
   auto it = std::find(put_tasks_.begin(), put_tasks_.end(), key);
-  if (it != put_tasks_.end()) put_tasks_.erase(it);
+  KVTWIN_CHECK(it != put_tasks_.end()) << "put task index out of step";
+  put_tasks_.erase(it);
 }
 
 void LocalDiskBackend::submit_put_task(const CacheEngineKey& key, const PyRef& obj) {
@@ -71,6 +73,7 @@ void LocalDiskBackend::submit_put_task(const CacheEngineKey& key, const PyRef& o
   if (exists_in_put_tasks(key)) return;  // skip repeated save
   if (!quirks_.disk_reput_double_accounting && dict_.contains(key)) return;
   put_tasks_.push_back(key);
+  put_task_index_.insert(key);
   int64_t required = static_cast<int64_t>(obj->phy_size);
   bool evict_success = true;
   CanEvictFn can_evict = [this](uint32_t slot) { return metas_[slot].can_evict(); };
@@ -109,9 +112,9 @@ std::vector<PendingWrite> LocalDiskBackend::pending_writes() const {
 }
 
 bool LocalDiskBackend::complete_write(uint64_t id) {
-  auto it = std::find_if(pending_.begin(), pending_.end(),
-                         [id](const WriteJob& j) { return j.id == id; });
-  if (it == pending_.end()) return false;
+  auto it = std::lower_bound(pending_.begin(), pending_.end(), id,
+                             [](const WriteJob& j, uint64_t v) { return j.id < v; });
+  if (it == pending_.end() || it->id != id) return false;
   WriteJob job = std::move(*it);
   pending_.erase(it);
   // async_save_bytes_to_disk

@@ -30,6 +30,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "model/lmcache/cache_policy.h"
@@ -121,7 +122,9 @@ class LocalDiskBackend final : public StorageBackendInterface {
   std::vector<DiskCacheMetadata> metas_;
   std::vector<uint32_t> free_metas_;
   std::vector<CacheEngineKey> put_tasks_;  // in-flight list (LocalDiskWorker.put_tasks)
-  std::deque<WriteJob> pending_;
+  // The same keys as put_tasks_ (which has no duplicates), for O(1) membership.
+  std::unordered_set<CacheEngineKey, CacheEngineKeyHash> put_task_index_;
+  std::deque<WriteJob> pending_;  // ids strictly increasing (job ids are handed out in order)
   std::vector<CacheEngineKey> keys_in_request_;
   int64_t current_cache_size_ = 0;
   int64_t usage_ = 0;

@@ -51,12 +51,15 @@ std::optional<ReqMeta> req_meta_from_tracker(RequestTracker& tracker,
   meta.req_id = tracker.req_id;
   meta.token_ids.assign(tracker.token_ids.begin(),
                         tracker.token_ids.begin() + static_cast<ptrdiff_t>(to_save));
-  for (int64_t b : tracker.allocated_block_ids) {
-    for (int64_t off = 0; off < options.block_size; ++off) {
-      if (meta.slot_mapping.size() >= meta.token_ids.size()) break;
-      meta.slot_mapping.push_back(b * options.block_size + off);
-    }
-    if (meta.slot_mapping.size() >= meta.token_ids.size()) break;
+  // Slots of the saved tokens, block by block (cut at to_save).
+  const size_t num_slots = std::min(
+      meta.token_ids.size(), tracker.allocated_block_ids.size() *
+                                 static_cast<size_t>(std::max<int64_t>(options.block_size, 0)));
+  meta.slot_mapping.resize(num_slots);
+  for (size_t i = 0, j = 0; i < num_slots; ++j) {
+    const int64_t base = tracker.allocated_block_ids[j] * options.block_size;
+    for (int64_t off = 0; off < options.block_size && i < num_slots; ++off, ++i)
+      meta.slot_mapping[i] = base + off;
   }
   meta.is_last_prefill = is_last_prefill;
   meta.save_spec = SaveSpec{skip_leading, !skip_save};

@@ -1,5 +1,6 @@
 #include "model/lmcache/token_database.h"
 
+#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
 #include <xxhash.h>
 
 #include <cstring>
@@ -48,13 +49,15 @@ ChunkHash ChunkedTokenDatabase::hash_chunk(const ChunkHash& prefix,
                                            std::span<const TokenId> tokens) {
   if (hasher_)
     return ChunkHash::from_digest(hasher_->hash_block_tokens(prefix.digest(), tokens, nullptr));
-  // Builtin stand-in: hash (prefix, tokens) as little-endian int64s.
-  std::vector<int64_t> buf;
-  buf.reserve(tokens.size() + 1);
-  buf.push_back(prefix.int_value());
-  buf.insert(buf.end(), tokens.begin(), tokens.end());
-  return ChunkHash::from_int(
-      builtin_hash_bytes(buf.data(), buf.size() * sizeof(int64_t), 0x6c6d6361636865ULL));
+  // Builtin stand-in: hash (prefix, tokens) as little-endian int64s, streamed (XXH3's streaming
+  // digest equals the one-shot digest of the concatenation) so no buffer is built per chunk.
+  static_assert(sizeof(TokenId) == sizeof(int64_t));
+  XXH3_state_t state;
+  XXH3_64bits_reset_withSeed(&state, 0x6c6d6361636865ULL);
+  int64_t p = prefix.int_value();
+  XXH3_64bits_update(&state, &p, sizeof p);
+  XXH3_64bits_update(&state, tokens.data(), tokens.size() * sizeof(TokenId));
+  return ChunkHash::from_int(static_cast<int64_t>(XXH3_64bits_digest(&state)));
 }
 
 std::vector<ChunkSpan> ChunkedTokenDatabase::process_tokens(std::span<const TokenId> tokens,
