@@ -10,6 +10,7 @@
 // no kEmpty slot in between. The key kEmpty itself is kept in has_empty_key_.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 

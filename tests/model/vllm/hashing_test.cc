@@ -3,6 +3,7 @@
 #include "model/vllm/hashing.h"
 
 #include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
 #include <simdjson.h>
 
 #include <filesystem>
@@ -23,6 +24,31 @@ std::vector<uint8_t> parent32() {
 
 std::string hex_of(const std::vector<uint8_t>& v) {
   return to_hex(v);
+}
+
+// A plain key (no extra keys) takes a direct writer; the general writer with an empty extra-keys
+// tuple must give the same bytes but for that one element (EMPTY_TUPLE 0x29 instead of None
+// 0x4e, four bytes from the end). Tokens of every width, blocks up to past the 64 KiB frame.
+RC_GTEST_PROP(PickleEncoder, PlainKeysMatchTheGeneralWriter, ()) {
+  const auto gen_token =
+      rc::gen::oneOf(rc::gen::inRange<TokenId>(0, 256), rc::gen::inRange<TokenId>(0, 65536),
+                     rc::gen::inRange<TokenId>(INT32_MIN, INT32_MAX), rc::gen::arbitrary<TokenId>(),
+                     rc::gen::element<TokenId>(INT32_MIN, INT32_MAX, -1, 255, 256, 65535, 65536));
+  const size_t n = *rc::gen::oneOf(rc::gen::inRange<size_t>(0, 40),
+                                   rc::gen::element<size_t>(4096u, 4097u, 13200u, 13500u));
+  const bool wide = *rc::gen::inRange(0, 10) == 0;  // some blocks with a 64-bit token
+  std::vector<TokenId> tokens;
+  for (size_t i = 0; i < n; ++i) tokens.push_back(wide || i % 2 ? *gen_token : i % 300);
+  const size_t parent_size = *rc::gen::element<size_t>(16u, 32u);
+  std::vector<uint8_t> parent(parent_size, 0xab);
+  std::vector<uint8_t> plain{0x01}, general{0x01};  // appends after existing bytes
+  encode_block_key_pickle(parent, tokens, nullptr, &plain);
+  ExtraKeys none;
+  encode_block_key_pickle(parent, tokens, &none, &general);
+  RC_ASSERT(plain.size() == general.size());
+  RC_ASSERT(general[general.size() - 4] == 0x29);
+  general[general.size() - 4] = 0x4e;
+  RC_ASSERT(plain == general);
 }
 
 // Expected bytes below were printed by CPython 3.11's C pickler: pickle.dumps(obj, protocol=5).
