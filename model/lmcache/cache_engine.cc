@@ -121,13 +121,19 @@ RetrieveResult LMCacheEngine::retrieve(const RetrieveRequest& req) {
     if (!healthy_) return out;
     std::vector<char> ret_mask(req.tokens.size(), 0);
     std::vector<ProcessedChunk> chunks;
-    if (!is_passive()) chunks = process_tokens_internal(req, ret_mask, out);
+    const bool async = config_.enable_async_loading;
+    if (!is_passive())
+      chunks = async ? async_process_tokens_internal(req, ret_mask)
+                     : process_tokens_internal(req, ret_mask, out);
     for (const ProcessedChunk& c : chunks) {
       const MemoryObj& o = *c.obj;
       bool bad = !o.valid || o.content != expected_content(c.key);
-      out.loaded.push_back({c.start, c.end, c.location, bad});
+      out.loaded.push_back({c.start, c.end, c.location, bad, async});
     }
-    for (const ProcessedChunk& c : chunks) storage_manager_->allocator().ref_count_down(c.obj.id());
+    for (const ProcessedChunk& c : chunks) {
+      if (c.unpin) storage_manager_->allocator().unpin(c.obj.id());
+      storage_manager_->allocator().ref_count_down(c.obj.id());
+    }
     out.ret_mask = mask_runs(ret_mask);
     for (const TokenRange& r : out.ret_mask) out.ret_tokens += r.end - r.start;
   } catch (const UpstreamError& e) {
@@ -279,7 +285,14 @@ int64_t LMCacheEngine::lookup_impl(const LookupRequest& req) {
 
 PinMap LMCacheEngine::lookup_unpin(const std::string& lookup_id) {
   auto it = lookup_pin_index_.find(lookup_id);
-  if (it == lookup_pin_index_.end()) return {};
+  if (it == lookup_pin_index_.end()) {
+    // #2559: an async lookup's prefetch that no retrieve took is released here.
+    const AsyncPrefetcher* p = storage_manager_->async_prefetcher();
+    if (p != nullptr && !config_.quirks.async_loading_leaks &&
+        p->event_status(lookup_id) != EventStatus::kNotFound)
+      cleanup_memory_objs(lookup_id);
+    return {};
+  }
   PinMap pins = std::move(it->second->second);
   lookup_pins_.erase(it->second);
   lookup_pin_index_.erase(it);

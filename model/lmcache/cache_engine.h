@@ -13,7 +13,14 @@
 //                            lookup_pins[lookup_id] (replacing an earlier entry), then every tier
 //                            is touched (reverse order: prefix most recent). Layerwise: chunk by
 //                            chunk, all layer keys in one tier.
-//   lookup_unpin(id)         unpins and forgets lookup_pins[id].
+//   lookup_unpin(id)         unpins and forgets lookup_pins[id] (async loading, fixed: releases a
+//                            finished prefetch nobody retrieved; see cache_engine_async.cc).
+//   async_lookup_and_prefetch(hashes, id)   (enable_async_loading) the chunk keys and their
+//                            cumulative lengths go to the StorageManager's prefetcher
+//                            (async_prefetch.h); retrieve then takes the objects of the DONE
+//                            event `req_id` instead of reading the tiers: chunk by chunk, stopping
+//                            at the first chunk without an object; unused objects are released.
+//   cleanup_memory_objs(id)  releases the objects of a finished prefetch (aborted lookups).
 //   store_layer / retrieve_layer   generators, see layerwise_tasks.h.
 //   clear(tokens?)           remove the tokens' chunks everywhere, or clear the CPU tier.
 //
@@ -94,7 +101,8 @@ struct LoadedChunk {
   int64_t start = 0;
   int64_t end = 0;
   std::string location;
-  bool bad = false;  // the object did not hold this key's KV (never, upstream, in the data)
+  bool bad = false;         // the object did not hold this key's KV (never, upstream, in the data)
+  bool prefetched = false;  // async loading: already in the CPU pool (`location` was its source)
 };
 
 // One StorageManager.batched_get (or one layerwise_batched_get).
@@ -146,6 +154,10 @@ class LMCacheEngine {
   LookupResult lookup(const LookupRequest& req);
   // The pins released (empty when lookup_id had none).
   PinMap lookup_unpin(const std::string& lookup_id);
+  // Async loading (REQUIRES config().enable_async_loading): submits the lookup to the prefetcher;
+  // its answer comes later through storage_manager().async_prefetcher()->take_responses().
+  void async_lookup_and_prefetch(const LookupRequest& req);
+  void cleanup_memory_objs(const std::string& lookup_id);
   // Generators (see layerwise_tasks.h); nothing runs until the first next().
   std::unique_ptr<StoreLayerTask> store_layer(const StoreRequest& req);
   std::unique_ptr<RetrieveLayerTask> retrieve_layer(const RetrieveRequest& req);
@@ -197,12 +209,16 @@ class LMCacheEngine {
     int64_t start;
     int64_t end;
     std::string location;
+    bool unpin = false;  // async, fixed: release the lookup's pin with the reference
   };
   std::vector<ChunkSpan> spans_of(const TokenInput& input, int64_t num_masked);
   void store_impl(const StoreRequest& req, StoreResult& out);
   std::vector<ProcessedChunk> process_tokens_internal(const RetrieveRequest& req,
                                                       std::vector<char>& ret_mask,
                                                       RetrieveResult& out);
+  std::vector<ProcessedChunk> async_process_tokens_internal(const RetrieveRequest& req,
+                                                            std::vector<char>& ret_mask);
+  void release_prefetched(const LoadingEvent& ev);
   int64_t lookup_impl(const LookupRequest& req);
   PinMap& pins_for(const std::string& lookup_id);  // defaultdict access
 

@@ -1,8 +1,8 @@
 // LMCacheEngineConfig: the LMCache settings the model honours (v1/config.py names, sizes in bytes
 // instead of GB: upstream's int(GB * 2^30)), plus the quirk switches.
 //
-// Not modelled (rejected by validate()): async loading / prefetch, blending, PD, P2P, NIXL, GDS,
-// CacheGen/KIVI serde, the controller, health-monitor timing, PinMonitor timeouts.
+// Not modelled: blending, PD, P2P, NIXL, GDS, CacheGen/KIVI serde, the controller, health-monitor
+// timing, PinMonitor timeouts.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +43,12 @@ struct LMCacheEngineConfig {
   bool use_layerwise = false;
   bool save_decode_cache = false;
   bool force_store_wait = false;  // extra_config: stores busy-wait for memory
+  // Scheduler-driven lookup + prefetch (async_prefetch.h). The lookup client answers "pending"
+  // until every rank answered; after lookup_timeout_ms it answers 0. lookup_backoff_time_s
+  // (extra_config) is the scheduler's sleep after sending a lookup and on each pending check.
+  bool enable_async_loading = false;
+  int64_t lookup_timeout_ms = 3000;
+  double lookup_backoff_time_s = 0.01;
   // extra_config save_only_first_rank / remote_enable_mla_worker_id_as0; unset = use_mla.
   std::optional<bool> save_only_first_rank;
   std::optional<bool> remote_enable_mla_worker_id_as0;

@@ -214,6 +214,27 @@ std::vector<PyRef> LocalDiskBackend::batched_get_non_blocking(
   return objs;
 }
 
+PyRef LocalDiskBackend::prefetch_allocate(const CacheEngineKey& key, std::string* path) {
+  DiskCacheMetadata* m = find_meta(key);
+  if (m == nullptr) raise(PyError::kAssertionError, "Key not found in disk cache after pinning");
+  *path = m->path;
+  Shape shape = m->shape;
+  KvDtype dtype = m->dtype;
+  MemoryFormat fmt = m->fmt;
+  PyRef obj = local_cpu_->allocate(shape, dtype, fmt, /*eviction=*/true, /*busy_loop=*/false);
+  if (!obj) return obj;
+  ++find_meta(key)->pin_count;
+  policy_->update_on_hit(key, dict_);
+  return obj;
+}
+
+bool LocalDiskBackend::prefetch_read(const CacheEngineKey& key, const std::string& path,
+                                     MemoryObj& dst) {
+  if (!read_file(key, path, dst)) return false;
+  unpin(key);
+  return true;
+}
+
 bool LocalDiskBackend::pin(const CacheEngineKey& key) {
   DiskCacheMetadata* m = find_meta(key);
   if (m == nullptr) return false;

@@ -71,6 +71,18 @@ class LocalDiskBackend final : public StorageBackendInterface {
   void touch_cache() override;
   LocalCPUBackend* get_allocator_backend() override { return local_cpu_; }
 
+  // The async prefetch (batched_get_non_blocking of an async lookup) in two halves, so that the
+  // owner charges the read's time between them (async_prefetch.h):
+  //   prefetch_allocate(k)   a CPU buffer for k's chunk (evicting, never waiting: an empty PyRef
+  //                          when nothing is evictable); then k's entry is pinned and its recency
+  //                          updated (a prefetch counts as a hit). Raises AssertionError when k is
+  //                          not on disk (upstream asserts).
+  //   prefetch_read(k, obj)  reads the file into obj and unpins k's entry once; false when the file
+  //                          is missing (Quirks::disk_missing_file_raises_key_error decides
+  //                          whether the entry's bytes are released).
+  PyRef prefetch_allocate(const CacheEngineKey& key, std::string* path);
+  bool prefetch_read(const CacheEngineKey& key, const std::string& path, MemoryObj& dst);
+
   std::vector<PendingWrite> pending_writes() const;
   // Completes one queued write; false if `id` is not pending here.
   bool complete_write(uint64_t id);

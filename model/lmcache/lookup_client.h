@@ -10,10 +10,25 @@
 //
 // A rank whose lookup raises stands for the lookup server thread dying: the client times out and
 // answers 0 (upstream then also rebuilds its sockets).
+//
+// Async loading (config.enable_async_loading: LMCacheAsyncLookupClient / LMCacheAsyncLookupServer):
+//   lookup_cache_async(id, now)  absent: marks id pending (answers kAbsent, the caller sends the
+//                        lookup); pending: one backoff sleep, and past lookup_timeout_ms since the
+//                        first check answers 0 (the status stays pending; fixed #2559: the lookup
+//                        is also cancelled); else the hit. First, cancelled lookups whose answer
+//                        has arrived are cleaned up on every rank (cleanup_memory_objs).
+//   lookup_async(tokens, id)     every rank runs async_lookup_and_prefetch(hashes, id, pin=True);
+//                        one backoff sleep; the answer is always "pending".
+//   process_responses()  the receiver thread: the ranks' answers (their prefetchers' responses);
+//                        once every rank answered, the status is their minimum.
+// Deviation: after a timeout upstream forgets the first-lookup time, so a second pending check
+// raises KeyError in vLLM's scheduler; the model answers 0 again.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -36,13 +51,51 @@ class LMCacheLookupClient {
   Result lookup(std::span<const TokenId> token_ids, const std::string& lookup_id,
                 const RequestConfigs* request_configs);
   int64_t lookup_cache(const std::string& lookup_id) const;
-  void clear_lookup_status(const std::string& lookup_id) { reqs_status_.erase(lookup_id); }
+  void clear_lookup_status(const std::string& lookup_id) {
+    reqs_status_.erase(lookup_id);
+    async_status_.erase(lookup_id);
+    first_lookup_ns_.erase(lookup_id);
+  }
+
+  // Async loading.
+  bool is_async() const { return async_; }
+  struct AsyncStatus {
+    enum Kind { kAbsent, kPending, kHit } kind = kAbsent;
+    int64_t hit_tokens = 0;
+    bool timed_out = false;
+  };
+  AsyncStatus lookup_cache_async(const std::string& lookup_id, int64_t now_ns);
+  void lookup_async(std::span<const TokenId> token_ids, const std::string& lookup_id,
+                    const RequestConfigs* request_configs);
+  // Returns the ids whose status became known.
+  std::vector<std::string> process_responses();
+  void cancel_lookup(const std::string& lookup_id) { aborted_.insert(lookup_id); }
+  bool is_pending(const std::string& lookup_id) const;
+  // Backoff sleeps (lookup_backoff_time each) taken since the last call.
+  int take_backoff_sleeps() {
+    int n = backoff_sleeps_;
+    backoff_sleeps_ = 0;
+    return n;
+  }
+  uint64_t num_timeouts() const { return num_timeouts_; }
 
  private:
+  void cleanup_finished_aborted_lookups();
+
   KeyScopeRegistry registry_;
   ChunkedTokenDatabase token_database_;
   std::vector<LMCacheEngine*> engines_;
   std::unordered_map<std::string, int64_t> reqs_status_;
+
+  bool async_ = false;
+  int64_t timeout_ns_ = 0;
+  bool cancel_on_timeout_ = false;                                        // #2559
+  std::unordered_map<std::string, std::optional<int64_t>> async_status_;  // nullopt: pending
+  std::unordered_map<std::string, int64_t> first_lookup_ns_;
+  std::map<std::string, std::vector<int64_t>> res_for_each_worker_;
+  std::set<std::string> aborted_;
+  int backoff_sleeps_ = 0;
+  uint64_t num_timeouts_ = 0;
 };
 
 }  // namespace kvtwin::model::lmcache

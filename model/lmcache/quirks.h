@@ -50,6 +50,37 @@ struct Quirks {
   // (UnboundLocalError). Fix: the last step yields the all-False mask.
   bool retrieve_layer_zero_hits_unbound = true;
 
+  // Async loading (enable_async_loading, see async_prefetch.h). The async lookup pins CPU objects
+  // (batched_async_contains with pin=True) but records no lookup_pins, so lookup_unpin releases
+  // nothing and the pins stay forever; the prefetched objects are released only by a retrieve,
+  // so a lookup whose request never retrieves (its hit not beyond vLLM's own prefix, below
+  // min_retrieve_tokens, timed out, aborted) keeps its event and objects forever; the scheduler
+  // does not cancel a timed-out lookup; and cleanup_memory_objs fails on (key, obj) tuples.
+  // Fixed upstream by #2559 (e2adfbf7, 2026-03-07). Fix: every prefetched object is released
+  // exactly once (and CPU objects unpinned) by the retrieve, by lookup_unpin after the request's
+  // first scheduled step, or by the cleanup of a timed-out / aborted lookup.
+  bool async_loading_leaks = true;
+  // LocalDiskBackend pins a disk entry in batched_async_contains (pin=True) and again in
+  // batched_get_non_blocking, and the load unpins once: every disk chunk an async lookup prefetched
+  // stays pinned, never evictable (unchanged on dev as of 2026-04). Fix: the load releases both.
+  bool async_disk_prefetch_pins_twice = true;
+  // Disk and Redis prefetches allocate their CPU buffers with busy_loop=True: with nothing
+  // evictable they sleep 0.1 s and retry, holding the serializer (and the disk lock), until other
+  // requests free memory; the lookup may time out meanwhile (#1780). Fix (dev b7d025a0,
+  // busy_loop=False): the tier returns the chunks it could allocate, a shorter prefix.
+  bool async_prefetch_busy_waits_for_memory = true;
+  // prefetch_all_done_callback: when a tier returned fewer chunks than its contains count and a
+  // later tier returned objects, it calls ref_count_down on (key, obj) tuples -> AttributeError in
+  // the callback: no answer reaches the scheduler (its lookup times out after lookup_timeout_ms
+  // and the request recomputes) and the event keeps every object. Unfixed on dev (2026-04). Fix:
+  // release the later tiers' objects and answer the contiguous length.
+  bool async_done_callback_tuple_error = true;
+  // RedisConnector._batched_get_non_blocking drops the chunks it could not read and the caller
+  // zips the survivors with the leading keys: after a missing chunk, the next chunk's KV is loaded
+  // in its place (wrong data, silently). Unfixed on dev (2026-04). Fix: keep the leading run of
+  // read chunks and release the rest.
+  bool remote_prefetch_drops_missing_chunks = true;
+
   static Quirks upstream() { return Quirks{}; }
   static Quirks all_fixed() {
     Quirks q;
@@ -63,6 +94,11 @@ struct Quirks {
     q.layerwise_eviction_ignores_other_layers = false;
     q.pinned_lookup_without_id_leaks_pins = false;
     q.retrieve_layer_zero_hits_unbound = false;
+    q.async_loading_leaks = false;
+    q.async_disk_prefetch_pins_twice = false;
+    q.async_prefetch_busy_waits_for_memory = false;
+    q.async_done_callback_tuple_error = false;
+    q.remote_prefetch_drops_missing_chunks = false;
     return q;
   }
 };

@@ -148,6 +148,28 @@ PyRef RemoteBackend::get_one(const CacheEngineKey& key) {
   return obj;
 }
 
+std::optional<PyRef> RemoteBackend::prefetch_allocate(const CacheEngineKey& key) {
+  const RemoteMetadataBytes* meta = store_->metadata(remote_key(key).to_string());
+  if (meta == nullptr) return std::nullopt;
+  RemoteMetadataBytes m = *meta;
+  auto dtype = dtype_from_remote_code(get_i32(m, 2));
+  if (!dtype) raise(PyError::kKeyError, "INT_TO_DTYPE");
+  Shape shape{get_i32(m, 3), get_i32(m, 4), get_i32(m, 5), get_i32(m, 6)};
+  auto fmt = static_cast<MemoryFormat>(get_i32(m, 1));
+  return local_cpu_->allocate(shape, *dtype, fmt, /*eviction=*/true, /*busy_loop=*/false);
+}
+
+bool RemoteBackend::prefetch_fill(const CacheEngineKey& key, MemoryObj& dst) {
+  std::string k = remote_key(key).to_string();
+  const RemoteKvStore::KvBytes* kv = store_->kv_bytes(k);
+  if (kv == nullptr) {
+    store_->delete_metadata(k);
+    return false;
+  }
+  dst.content = kv->content;
+  return true;
+}
+
 PyRef RemoteBackend::get_blocking(const CacheEngineKey& key) {
   PyRef r = get_one(remote_key(key));
   last_result_ = r;

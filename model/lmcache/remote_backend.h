@@ -52,6 +52,12 @@ class RemoteBackend final : public StorageBackendInterface {
   bool remove(const CacheEngineKey&, bool) override { return false; }
   LocalCPUBackend* get_allocator_backend() override { return local_cpu_; }
 
+  // RedisConnector._get of an async prefetch in two halves (async_prefetch.h): GET metadata and
+  // allocate a CPU buffer (nullopt: no metadata; an empty PyRef: nothing evictable, never waits),
+  // then GET kv_bytes into the buffer (false: the bytes are gone, the metadata is deleted).
+  std::optional<PyRef> prefetch_allocate(const CacheEngineKey& key);
+  bool prefetch_fill(const CacheEngineKey& key, MemoryObj& dst);
+
   std::vector<PendingWrite> pending_writes() const;
   bool complete_write(uint64_t id);
   size_t num_pending_writes() const { return pending_.size(); }

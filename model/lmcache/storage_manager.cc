@@ -38,10 +38,13 @@ StorageManager::StorageManager(const LMCacheEngineConfig& config, const LMCacheM
     remote_ = remote.get();
     backends_.push_back(std::move(remote));
   }
+  if (config.enable_async_loading)
+    prefetcher_ = std::make_unique<AsyncPrefetcher>(this, config.quirks);
 }
 
 StorageManager::~StorageManager() {
-  // Tiers release their references while the pool still exists.
+  // Events and tiers release their references while the pool still exists.
+  prefetcher_.reset();
   backends_.clear();
 }
 
@@ -241,6 +244,7 @@ std::vector<MemObjId> StorageManager::held_objects() const {
   if (remote_ != nullptr) {
     for (MemObjId id : remote_->pending_objects()) out.push_back(id);
   }
+  if (prefetcher_) prefetcher_->append_held_objects(&out);
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;

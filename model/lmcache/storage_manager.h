@@ -16,6 +16,9 @@
 //   get_block_mapping         the same without pins, as (tier -> chunk infos)
 //   freeze: gets and lookups see only the CPU tier (the engine skips stores)
 //   bypass: a tier left out of puts, gets and lookups
+//   async_lookup_and_prefetch  (enable_async_loading) see async_prefetch.h; the manager owns the
+//                             prefetcher, whose events hold prefetched objects until a retrieve
+//                             or a cleanup takes them
 //
 // Asynchronous writes are explicit: a put queues disk writes (one per chunk) and remote writes (one
 // per batched call) that complete only when the owner calls complete_write(id) or
@@ -38,6 +41,7 @@
 #include <utility>
 #include <vector>
 
+#include "model/lmcache/async_prefetch.h"
 #include "model/lmcache/config.h"
 #include "model/lmcache/disk_directory.h"
 #include "model/lmcache/local_cpu_backend.h"
@@ -101,6 +105,15 @@ class StorageManager {
   int64_t clear(const std::vector<std::string>* locations);
   bool memcheck() const { return allocator_->memcheck(); }
 
+  // The tiers a lookup searches, in order (get_active_storage_backends without a location).
+  std::vector<StorageBackendInterface*> active_backends(
+      const std::vector<std::string>* search_range) const {
+    return active({}, search_range);
+  }
+  // Null unless enable_async_loading.
+  AsyncPrefetcher* async_prefetcher() { return prefetcher_.get(); }
+  const AsyncPrefetcher* async_prefetcher() const { return prefetcher_.get(); }
+
   void set_freeze(bool enabled) { freeze_ = enabled; }
   bool is_frozen() const { return freeze_; }
   void set_backend_bypass(const std::string& name, bool bypassed);
@@ -115,9 +128,9 @@ class StorageManager {
   };
   Completed complete_all_writes();
   void release_executor_results();
-  // Objects the tiers hold (hot cache entries, queued writes), sorted. After an operation (and
-  // release_executor_results) every block still allocated belongs to one of them: LMCache's leaks
-  // are reclaimed when their last Python reference goes.
+  // Objects the tiers hold (hot cache entries, queued writes, prefetch events), sorted. After an
+  // operation (and release_executor_results) every block still allocated belongs to one of them:
+  // LMCache's leaks are reclaimed when their last Python reference goes.
   std::vector<MemObjId> held_objects() const;
 
   // Tiers.
@@ -150,6 +163,7 @@ class StorageManager {
   RemoteBackend* remote_ = nullptr;
   bool freeze_ = false;
   std::set<std::string> bypassed_;
+  std::unique_ptr<AsyncPrefetcher> prefetcher_;  // destroyed first (holds objects)
 };
 
 }  // namespace kvtwin::model::lmcache

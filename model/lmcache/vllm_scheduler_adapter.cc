@@ -39,10 +39,18 @@ void LMCacheSchedulerAdapter::put_tracker(RequestTracker t) {
 }
 
 LMCacheSchedulerAdapter::MatchResult LMCacheSchedulerAdapter::get_num_new_matched_tokens(
-    const VllmRequest& request, int64_t num_computed_tokens) {
+    const VllmRequest& request, int64_t num_computed_tokens, int64_t now_ns) {
   MatchResult out;
   const std::string& req_id = request.request_id;
-  int64_t hit = lookup_client_->lookup_cache(req_id);
+  const bool async = lookup_client_->is_async();
+  int64_t hit = -1;
+  if (async) {
+    LMCacheLookupClient::AsyncStatus st = lookup_client_->lookup_cache_async(req_id, now_ns);
+    if (st.kind == LMCacheLookupClient::AsyncStatus::kPending) return out;
+    if (st.kind == LMCacheLookupClient::AsyncStatus::kHit) hit = st.hit_tokens;
+  } else {
+    hit = lookup_client_->lookup_cache(req_id);
+  }
   if (hit == -1) {
     requests_priority_[req_id] = request.priority;
     std::vector<TokenId> tokens = request.all_token_ids;
@@ -52,6 +60,10 @@ LMCacheSchedulerAdapter::MatchResult LMCacheSchedulerAdapter::get_num_new_matche
       tokens.resize(tokens.size() - drop);
     }
     const RequestConfigs* configs = request.request_configs ? &*request.request_configs : nullptr;
+    if (async) {
+      lookup_client_->lookup_async(tokens, req_id, configs);
+      return out;  // None: vLLM tries again next step
+    }
     LMCacheLookupClient::Result r = lookup_client_->lookup(tokens, req_id, configs);
     hit = r.hit_tokens;
     out.rank_hits = std::move(r.rank_hits);

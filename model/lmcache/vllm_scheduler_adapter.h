@@ -17,8 +17,8 @@
 //   request_finished -> (false, nullopt): vLLM may free the blocks at once.
 //
 // Requests are vLLM's: the caller owns them and keeps them alive while they are unfinished (the
-// adapter keeps pointers, as upstream keeps references). Async lookup, disaggregation, multimodal
-// hashes and mock DP requests are not modelled.
+// adapter keeps pointers, as upstream keeps references). Disaggregation, multimodal hashes and
+// mock DP requests are not modelled.
 #pragma once
 
 #include <list>
@@ -85,7 +85,10 @@ class LMCacheSchedulerAdapter {
     std::optional<int64_t> ret;
     std::vector<std::pair<int, int64_t>> rank_hits;  // empty when the cached result was used
   };
-  MatchResult get_num_new_matched_tokens(const VllmRequest& request, int64_t num_computed_tokens);
+  // With async loading the answer is nullopt ("try again next step") until the lookup client has
+  // every rank's answer; `now_ns` drives the client's timeout.
+  MatchResult get_num_new_matched_tokens(const VllmRequest& request, int64_t num_computed_tokens,
+                                         int64_t now_ns = 0);
   // Throws UpstreamError(kAssertionError) on a token-count mismatch.
   void update_state_after_alloc(const VllmRequest& request, int64_t num_external_tokens);
   // `requests` maps request ids to the caller's requests (for new requests' prompts and configs).

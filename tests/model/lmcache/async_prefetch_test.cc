@@ -1,0 +1,380 @@
+// Async lookup-and-prefetch (enable_async_loading): the tier prefix rule, the serializer, the
+// events retrieve consumes, the cleanup paths, memory pressure, and each async quirk with its fix.
+#include "model/lmcache/async_prefetch.h"
+
+#include <gtest/gtest.h>
+
+#include "model/lmcache/lookup_client.h"
+#include "model/lmcache/vllm_scheduler_adapter.h"
+#include "tests/model/lmcache/lmcache_test_util.h"
+
+namespace kvtwin::model::lmcache {
+namespace {
+
+using namespace testing;
+using State = AsyncPrefetcher::State;
+
+LMCacheEngineConfig async_config(uint64_t cpu, uint64_t disk, bool remote, bool quirks) {
+  LMCacheEngineConfig c = toy_config(cpu, disk, remote);
+  c.enable_async_loading = true;
+  c.quirks = quirks ? Quirks::upstream() : Quirks::all_fixed();
+  return c;
+}
+
+AsyncPrefetcher& pf(LMCacheEngine& e) {
+  return *e.storage_manager().async_prefetcher();
+}
+
+void submit(LMCacheEngine& e, const std::vector<TokenId>& t, const std::string& id) {
+  LookupRequest req;
+  req.input = TokenInput::of_tokens(t);
+  req.lookup_id = id;
+  req.pin = true;
+  e.async_lookup_and_prefetch(req);
+  e.end_of_operation();
+}
+
+// Runs the serializer to the end, completing every timed job at once.
+void run_all(LMCacheEngine& e) {
+  for (;;) {
+    State s = pf(e).advance();
+    if (s != State::kRunning) {
+      ASSERT_EQ(s, State::kIdle);
+      return;
+    }
+    pf(e).complete(pf(e).in_flight()->job_id);
+    e.end_of_operation();
+  }
+}
+
+int64_t response_of(LMCacheEngine& e, const std::string& id) {
+  int64_t hit = -1;
+  for (const LookupResponse& r : pf(e).take_responses())
+    if (r.lookup_id == id) hit = r.hit_tokens;
+  return hit;
+}
+
+// Stores `t` in every tier, then removes chunks [from, n) from the CPU tier.
+void store_on_disk_from(LMCacheEngine& e, const std::vector<TokenId>& t, size_t from) {
+  store(e, t);
+  e.storage_manager().complete_all_writes();
+  std::vector<std::string> cpu_only{"LocalCPUBackend"};
+  auto infos = e.chunk_infos(t, nullptr);
+  for (size_t i = from; i < infos.size(); ++i) e.storage_manager().remove(infos[i].key, &cpu_only);
+}
+
+// After everything is consumed: hot objects hold only their own reference, nothing is pinned,
+// and no block outside the hot cache is allocated.
+void expect_no_leaks(LMCacheEngine& e) {
+  StorageManager& sm = e.storage_manager();
+  uint64_t hot_bytes = 0;
+  for (const auto& [k, id] : sm.local_cpu().entries()) {
+    const MemoryObj& o = sm.allocator().obj(id);
+    EXPECT_EQ(o.ref_count, 1) << k.kid();
+    EXPECT_EQ(o.pin_count, 0) << k.kid();
+    hot_bytes += o.phy_size;
+  }
+  EXPECT_EQ(sm.allocator().total_allocated_size(), hot_bytes);
+  if (sm.local_disk() != nullptr) {
+    for (const auto& [k, m] : sm.local_disk()->entries()) EXPECT_EQ(m.pin_count, 0) << k.kid();
+  }
+  EXPECT_EQ(pf(e).num_events(), 0u);
+}
+
+TEST(AsyncPrefetch, APrefixSplitAcrossCpuAndDiskIsPrefetchedThenRetrievedFromTheEvent) {
+  LMCacheEngine e(async_config(8, 8, false, false), toy_metadata());
+  std::vector<TokenId> a = seq(64, 1);
+  store_on_disk_from(e, a, 2);
+  submit(e, a, "a");
+  EXPECT_EQ(pf(e).event_status("a"), EventStatus::kOngoing);
+  ASSERT_EQ(pf(e).advance(), State::kRunning);  // the CPU job finished at once
+  std::optional<PrefetchTransfer> t = pf(e).in_flight();
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->tier, Tier::kDisk);
+  EXPECT_EQ(t->num_chunks, 2);
+  EXPECT_EQ(t->bytes, 2 * kChunkBytes);
+  EXPECT_EQ(response_of(e, "a"), -1);  // no answer before the read
+  pf(e).complete(t->job_id);
+  EXPECT_EQ(pf(e).advance(), State::kIdle);
+  EXPECT_EQ(response_of(e, "a"), 64);
+  EXPECT_EQ(pf(e).event_status("a"), EventStatus::kDone);
+  RetrieveResult r = retrieve(e, a, "a");
+  ASSERT_FALSE(r.error);
+  EXPECT_EQ(r.ret_tokens, 64);
+  ASSERT_EQ(r.loaded.size(), 4u);
+  EXPECT_EQ(r.loaded[1].location, "LocalCPUBackend");
+  EXPECT_EQ(r.loaded[2].location, "LocalDiskBackend");
+  for (const LoadedChunk& c : r.loaded) {
+    EXPECT_TRUE(c.prefetched);
+    EXPECT_FALSE(c.bad);
+  }
+  EXPECT_TRUE(r.gets.empty());  // nothing read from the tiers at retrieve time
+  e.lookup_unpin("a");
+  expect_no_leaks(e);
+}
+
+TEST(AsyncPrefetch, ZeroHitsAnswerAtOnceWithoutAnEvent) {
+  LMCacheEngine e(async_config(8, 8, true, false), toy_metadata());
+  submit(e, seq(48, 7), "x");
+  EXPECT_EQ(response_of(e, "x"), 0);
+  EXPECT_EQ(pf(e).event_status("x"), EventStatus::kNotFound);
+  EXPECT_EQ(pf(e).advance(), State::kIdle);
+}
+
+TEST(AsyncPrefetch, ATierWithoutTheNextChunkIsSkippedAsInBatchedContains) {
+  // Chunk 0 only on disk (removed from CPU), chunks 1.. on CPU: the CPU tier counts 0 leading
+  // hits for chunk 0 and is skipped; the disk holds the whole prefix.
+  LMCacheEngine e(async_config(8, 8, false, false), toy_metadata());
+  std::vector<TokenId> a = seq(48, 1);
+  store(e, a);
+  e.storage_manager().complete_all_writes();
+  std::vector<std::string> cpu_only{"LocalCPUBackend"};
+  e.storage_manager().remove(e.chunk_infos(a, nullptr)[0].key, &cpu_only);
+  submit(e, a, "a");
+  ASSERT_EQ(pf(e).advance(), State::kRunning);
+  EXPECT_EQ(pf(e).in_flight()->tier, Tier::kDisk);
+  EXPECT_EQ(pf(e).in_flight()->num_chunks, 3);
+}
+
+TEST(AsyncPrefetch, TheSerializerRunsOneRequestsPrefetchAtATimeInArrivalOrder) {
+  LMCacheEngine e(async_config(16, 16, false, false), toy_metadata());
+  std::vector<TokenId> a = seq(32, 1), b = seq(32, 5000);
+  store_on_disk_from(e, a, 0);
+  store_on_disk_from(e, b, 0);
+  submit(e, a, "a");
+  submit(e, b, "b");
+  ASSERT_EQ(pf(e).advance(), State::kRunning);
+  EXPECT_EQ(pf(e).in_flight()->lookup_id, "a");
+  EXPECT_EQ(pf(e).advance(), State::kRunning);  // still a's job: b waits for the lock
+  EXPECT_EQ(pf(e).in_flight()->lookup_id, "a");
+  pf(e).complete(pf(e).in_flight()->job_id);
+  ASSERT_EQ(pf(e).advance(), State::kRunning);
+  EXPECT_EQ(pf(e).in_flight()->lookup_id, "b");
+  EXPECT_EQ(response_of(e, "a"), 32);
+}
+
+TEST(AsyncPrefetch, RetrieveSkipsMaskedChunksAndReleasesTheirObjects) {
+  for (bool quirks : {true, false}) {
+    LMCacheEngine e(async_config(8, 8, false, quirks), toy_metadata());
+    std::vector<TokenId> a = seq(48, 1);
+    store_on_disk_from(e, a, 0);
+    submit(e, a, "a");
+    run_all(e);
+    ASSERT_EQ(response_of(e, "a"), 48);
+    // vLLM already holds the first chunk: the prefetched copy of it is released unused (#3490).
+    RetrieveResult r = retrieve(e, a, "a", kChunk);
+    EXPECT_EQ(r.ret_tokens, 32);
+    EXPECT_EQ(r.loaded.size(), 2u);
+    EXPECT_EQ(e.storage_manager().allocator().num_active_allocations(),
+              e.storage_manager().local_cpu().size());
+  }
+}
+
+TEST(AsyncPrefetch, PinsAndReferencesAreBalancedAfterRetrieveOnlyWithTheFix) {
+  for (bool quirks : {true, false}) {
+    LMCacheEngine e(async_config(8, 8, false, quirks), toy_metadata());
+    std::vector<TokenId> a = seq(64, 1);
+    store_on_disk_from(e, a, 2);
+    submit(e, a, "a");
+    run_all(e);
+    retrieve(e, a, "a");
+    e.lookup_unpin("a");
+    if (!quirks) {
+      expect_no_leaks(e);
+      continue;
+    }
+    // f4261ef6: the CPU chunks keep the lookup's pin, the disk chunks the contains-check's pin.
+    StorageManager& sm = e.storage_manager();
+    auto infos = e.chunk_infos(a, nullptr);
+    EXPECT_EQ(sm.local_cpu().peek(infos[0].key)->pin_count, 1);
+    EXPECT_EQ(sm.local_cpu().peek(infos[0].key)->ref_count, 1);
+    for (const auto& [k, m] : sm.local_disk()->entries()) {
+      bool prefetched = k == infos[2].key || k == infos[3].key;
+      EXPECT_EQ(m.pin_count, prefetched ? 1 : 0) << k.kid();
+    }
+  }
+}
+
+TEST(AsyncPrefetch, APrefetchNobodyRetrievesLeaksUntilTheFixReleasesItOnUnpin) {
+  for (bool quirks : {true, false}) {
+    LMCacheEngine e(async_config(8, 8, false, quirks), toy_metadata());
+    std::vector<TokenId> a = seq(64, 1);
+    store_on_disk_from(e, a, 2);
+    submit(e, a, "a");
+    run_all(e);
+    // vLLM's own prefix cache covered the hit: no LoadSpec, no retrieve; wait_for_save unpins.
+    e.lookup_unpin("a");
+    StorageManager& sm = e.storage_manager();
+    if (!quirks) {
+      expect_no_leaks(e);
+      continue;
+    }
+    EXPECT_EQ(pf(e).event_status("a"), EventStatus::kDone);
+    EXPECT_EQ(sm.allocator().num_active_allocations(), sm.local_cpu().size() + 2);
+    auto infos = e.chunk_infos(a, nullptr);
+    EXPECT_EQ(sm.local_cpu().peek(infos[0].key)->ref_count, 2);
+  }
+}
+
+TEST(AsyncPrefetch, CleanupOfAnAbortedLookupReleasesOnlyWithTheFix) {
+  for (bool quirks : {true, false}) {
+    LMCacheEngine e(async_config(8, 8, false, quirks), toy_metadata());
+    std::vector<TokenId> a = seq(64, 1);
+    store_on_disk_from(e, a, 2);
+    submit(e, a, "a");
+    e.cleanup_memory_objs("a");  // not finished: nothing to do yet
+    EXPECT_EQ(pf(e).event_status("a"), EventStatus::kOngoing);
+    run_all(e);
+    e.cleanup_memory_objs("a");
+    EXPECT_EQ(pf(e).event_status("a"), EventStatus::kNotFound);
+    StorageManager& sm = e.storage_manager();
+    if (!quirks) {
+      expect_no_leaks(e);
+      continue;
+    }
+    // The (key, obj) tuples defeat ref_count_down: the disk buffers go with their last Python
+    // reference, the CPU objects keep the prefetch's reference and the lookup's pin.
+    EXPECT_EQ(sm.allocator().num_active_allocations(), sm.local_cpu().size());
+    auto infos = e.chunk_infos(a, nullptr);
+    EXPECT_EQ(sm.local_cpu().peek(infos[0].key)->ref_count, 2);
+    EXPECT_EQ(sm.local_cpu().peek(infos[0].key)->pin_count, 1);
+  }
+}
+
+TEST(AsyncPrefetch, WithoutEvictableMemoryTheDiskPrefetchWaitsOrReturnsAShorterPrefix) {
+  for (bool quirks : {true, false}) {
+    // 3 CPU chunks: b's two chunks are pinned by a sync lookup, one slot stays free.
+    LMCacheEngineConfig cfg = async_config(3, 8, false, quirks);
+    LMCacheEngine e(cfg, toy_metadata());
+    std::vector<TokenId> a = seq(48, 1), b = seq(32, 9000);
+    store_on_disk_from(e, a, 0);
+    store(e, b);
+    e.storage_manager().complete_all_writes();
+    lookup(e, b, "b", true);  // pins b's CPU chunks
+    submit(e, a, "a");
+    if (quirks) {
+      EXPECT_EQ(pf(e).advance(), State::kBlocked);  // one buffer allocated, then nothing to evict
+      EXPECT_EQ(pf(e).advance(), State::kBlocked);
+      EXPECT_EQ(pf(e).stats().blocked, 2u);
+      e.lookup_unpin("b");  // memory becomes evictable: the prefetch goes on
+      ASSERT_EQ(pf(e).advance(), State::kRunning);
+      EXPECT_EQ(pf(e).in_flight()->num_chunks, 3);
+      run_all(e);
+      EXPECT_EQ(response_of(e, "a"), 48);
+    } else {
+      ASSERT_EQ(pf(e).advance(), State::kRunning);
+      EXPECT_EQ(pf(e).in_flight()->num_chunks, 1);
+      run_all(e);
+      EXPECT_EQ(response_of(e, "a"), 16);
+      RetrieveResult r = retrieve(e, a, "a");
+      EXPECT_EQ(r.ret_tokens, 16);
+      e.lookup_unpin("b");
+      expect_no_leaks(e);
+    }
+  }
+}
+
+TEST(AsyncPrefetch, RedisDropsAMissingChunkAndShiftsTheNextOneIntoItsPlaceUnlessFixed) {
+  for (bool quirks : {true, false}) {
+    LMCacheEngine e(async_config(8, 0, true, quirks), toy_metadata());
+    std::vector<TokenId> a = seq(48, 1);
+    store(e, a);
+    e.storage_manager().complete_all_writes();
+    e.clear(std::nullopt, nullptr, nullptr);
+    auto infos = e.chunk_infos(a, nullptr);
+    e.storage_manager().shared().remote->delete_kv_bytes(infos[1].key.to_string());
+    submit(e, a, "a");
+    run_all(e);
+    RetrieveResult r = retrieve(e, a, "a");
+    if (quirks) {
+      // Chunks 0 and 2 came back and were zipped with keys 0 and 1.
+      ASSERT_EQ(r.loaded.size(), 2u);
+      EXPECT_FALSE(r.loaded[0].bad);
+      EXPECT_TRUE(r.loaded[1].bad);
+      EXPECT_EQ(r.ret_tokens, 32);
+    } else {
+      ASSERT_EQ(r.loaded.size(), 1u);
+      EXPECT_EQ(r.ret_tokens, 16);
+      expect_no_leaks(e);
+    }
+  }
+}
+
+TEST(AsyncPrefetch, AShortTierBeforeAnotherLosesTheAnswerUnlessFixed) {
+  for (bool tuple_quirk : {true, false}) {
+    // Chunks 0-1 on disk only, 2-3 on Redis only; chunk 1's file is gone.
+    LMCacheEngineConfig cfg = async_config(8, 8, true, false);
+    cfg.quirks.async_done_callback_tuple_error = tuple_quirk;
+    LMCacheEngine e(cfg, toy_metadata());
+    std::vector<TokenId> a = seq(64, 1);
+    store(e, a);
+    e.storage_manager().complete_all_writes();
+    e.clear(std::nullopt, nullptr, nullptr);
+    auto infos = e.chunk_infos(a, nullptr);
+    std::vector<std::string> disk_only{"LocalDiskBackend"};
+    e.storage_manager().remove(infos[2].key, &disk_only);
+    e.storage_manager().remove(infos[3].key, &disk_only);
+    for (int i = 0; i < 2; ++i)
+      e.storage_manager().shared().remote->delete_metadata(infos[i].key.to_string());
+    e.storage_manager().shared().disk->remove(infos[1].key.disk_file_name());
+    submit(e, a, "a");
+    run_all(e);
+    if (tuple_quirk) {
+      EXPECT_EQ(response_of(e, "a"), -1);
+      EXPECT_EQ(pf(e).stats().lost_responses, 1u);
+    } else {
+      EXPECT_EQ(response_of(e, "a"), 16);
+      RetrieveResult r = retrieve(e, a, "a");
+      EXPECT_EQ(r.ret_tokens, 16);
+      expect_no_leaks(e);
+    }
+  }
+}
+
+TEST(AsyncLookupClient, AnswersPendingUntilTheRankAnswersThenTheHit) {
+  LMCacheEngineConfig cfg = async_config(8, 8, false, false);
+  LMCacheEngine e(cfg, toy_metadata());
+  std::vector<TokenId> a = seq(64, 1);
+  store_on_disk_from(e, a, 2);
+  LMCacheLookupClient client(cfg, toy_metadata(), {&e});
+  LMCacheSchedulerAdapter adapter(cfg, AdapterConfig{}, &client);
+  VllmRequest req{"r", a, a, 0, 0, std::nullopt};
+  auto m = adapter.get_num_new_matched_tokens(req, 0, 0);
+  EXPECT_FALSE(m.ret.has_value());  // the lookup was just sent
+  EXPECT_TRUE(client.is_pending("r"));
+  m = adapter.get_num_new_matched_tokens(req, 0, 1'000'000);
+  EXPECT_FALSE(m.ret.has_value());
+  run_all(e);
+  client.process_responses();
+  m = adapter.get_num_new_matched_tokens(req, 0, 2'000'000);
+  ASSERT_TRUE(m.ret.has_value());
+  EXPECT_EQ(*m.ret, 63);  // the whole prompt hit: vLLM recomputes the last token
+  EXPECT_EQ(client.take_backoff_sleeps(), 2);  // after sending, and on the pending check
+}
+
+TEST(AsyncLookupClient, APendingLookupAnswersZeroAfterTheTimeout) {
+  for (bool quirks : {true, false}) {
+    LMCacheEngineConfig cfg = async_config(8, 8, false, quirks);
+    LMCacheEngine e(cfg, toy_metadata());
+    std::vector<TokenId> a = seq(64, 1);
+    store_on_disk_from(e, a, 0);
+    LMCacheLookupClient client(cfg, toy_metadata(), {&e});
+    LMCacheSchedulerAdapter adapter(cfg, AdapterConfig{}, &client);
+    VllmRequest req{"r", a, a, 0, 0, std::nullopt};
+    adapter.get_num_new_matched_tokens(req, 0, 0);
+    EXPECT_FALSE(adapter.get_num_new_matched_tokens(req, 0, 3'000'000'000).ret.has_value());
+    auto m = adapter.get_num_new_matched_tokens(req, 0, 3'000'000'001);
+    ASSERT_TRUE(m.ret.has_value());
+    EXPECT_EQ(*m.ret, 0);
+    EXPECT_EQ(client.num_timeouts(), 1u);
+    // The prefetch finishes later. Fixed: the timeout cancelled it, so the next check cleans up.
+    run_all(e);
+    client.process_responses();
+    VllmRequest other{"o", seq(8, 1), seq(8, 1), 0, 0, std::nullopt};
+    adapter.get_num_new_matched_tokens(other, 0, 4'000'000'000);
+    EXPECT_EQ(pf(e).event_status("r"), quirks ? EventStatus::kDone : EventStatus::kNotFound);
+  }
+}
+
+}  // namespace
+}  // namespace kvtwin::model::lmcache
