@@ -25,6 +25,18 @@ void AsyncPrefetcher::release(PyRef& obj) {
   obj.reset();
 }
 
+void AsyncPrefetcher::release_objects(std::vector<PyRef>& objs, bool pinned) {
+  for (PyRef& o : objs) {
+    if (pinned && o) storage_->allocator().unpin(o.id());
+    release(o);
+  }
+  objs.clear();
+}
+
+void AsyncPrefetcher::release_event(LoadingEvent& ev) {
+  for (PrefetchedTier& t : ev.tiers) release_objects(t.objs, t.pinned);
+}
+
 void AsyncPrefetcher::submit(const std::string& lookup_id, const std::vector<CacheEngineKey>& keys,
                              const std::vector<int64_t>& cum_lengths,
                              const std::vector<std::string>* search_range, bool pin) {
@@ -52,6 +64,11 @@ void AsyncPrefetcher::submit(const std::string& lookup_id, const std::vector<Cac
     j.tier = tier_of(t.location);
     j.keys = t.keys;
     j.limit = j.keys.size();
+    j.pinned = t.pinned;
+    if (t.pinned && !quirks_.async_loading_leaks) {
+      for (const CacheEngineKey& k : j.keys)
+        j.pinned_objs.push_back(storage_->local_cpu().entry(k));
+    }
     jobs.push_back(std::move(j));
     ev.tiers.push_back(std::move(t));
     matched += static_cast<size_t>(hits);
@@ -62,7 +79,9 @@ void AsyncPrefetcher::submit(const std::string& lookup_id, const std::vector<Cac
   }
   ev.jobs_left = static_cast<int>(jobs.size());
   stats_.jobs += jobs.size();
-  events_[lookup_id] = std::move(ev);  // add_event: a later lookup of the id replaces the entry
+  auto old = events_.find(lookup_id);  // add_event: a later lookup of the id replaces the entry
+  if (old != events_.end() && !quirks_.async_loading_leaks) release_event(old->second);
+  events_[lookup_id] = std::move(ev);
   for (Job& j : jobs) queue_.push_back(std::move(j));
 }
 
@@ -122,20 +141,40 @@ void AsyncPrefetcher::complete(uint64_t job_id) {
 
 bool AsyncPrefetcher::allocate(Job& j) {
   switch (j.tier) {
-    case Tier::kCpu: {
-      // batched_get_non_blocking: the pinned objects, one reference each.
-      std::vector<PyRef> objs = storage_->local_cpu().batched_get_non_blocking(j.keys);
-      j.bufs = std::move(objs);
-      j.allocated = true;
-      j.needs_time = false;
-      return true;
-    }
+    case Tier::kCpu:
+      return allocate_cpu(j);
     case Tier::kDisk:
       return allocate_disk(j);
     case Tier::kRemote:
       return allocate_remote(j);
   }
   return true;
+}
+
+// batched_get_non_blocking: the pinned objects, one reference each; upstream raises KeyError for
+// a key removed meanwhile. The fix stops at the first key whose pinned object left the cache.
+bool AsyncPrefetcher::allocate_cpu(Job& j) {
+  j.allocated = true;
+  j.needs_time = false;
+  if (quirks_.async_loading_leaks || !j.pinned) {
+    j.bufs = storage_->local_cpu().batched_get_non_blocking(j.keys);
+    return true;
+  }
+  for (size_t i = 0; i < j.keys.size(); ++i) {
+    PyRef now = storage_->local_cpu().entry(j.keys[i]);
+    if (!now || !(now == j.pinned_objs[i])) break;
+    storage_->allocator().ref_count_up(now.id());
+    j.bufs.push_back(std::move(now));
+  }
+  return true;
+}
+
+// Fixed behaviour: the contains-check's pins on objects the job did not return.
+void AsyncPrefetcher::unpin_not_returned(Job& j, size_t returned) {
+  for (size_t i = returned; i < j.pinned_objs.size(); ++i) {
+    if (j.pinned_objs[i]) storage_->allocator().unpin(j.pinned_objs[i].id());
+  }
+  j.pinned_objs.clear();
 }
 
 bool AsyncPrefetcher::allocate_disk(Job& j) {
@@ -181,6 +220,7 @@ void AsyncPrefetcher::finish(Job& j) {
   switch (j.tier) {
     case Tier::kCpu:
       objs = std::move(j.bufs);
+      unpin_not_returned(j, objs.size());
       break;
     case Tier::kDisk:
       objs = finish_disk(j);
@@ -191,7 +231,10 @@ void AsyncPrefetcher::finish(Job& j) {
   }
   stats_.prefetched_chunks += objs.size();
   LoadingEvent* ev = event_of(j);
-  if (ev == nullptr) return;  // replaced by a later lookup of the id: the objects are dropped
+  if (ev == nullptr) {  // replaced by a later lookup of the id: the objects are dropped
+    if (!quirks_.async_loading_leaks) release_objects(objs, j.pinned);
+    return;
+  }
   ev->tiers[j.tier_index].objs = std::move(objs);
   if (--ev->jobs_left == 0) done_callback(j.lookup_id, *ev);
 }
@@ -243,7 +286,14 @@ std::vector<PyRef> AsyncPrefetcher::finish_remote(Job& j) {
 // A job raised: asyncio.gather fails, so does the event's future; its done callback raises before
 // answering. The job's buffers are dropped (their Python references go).
 void AsyncPrefetcher::fail(Job& j) {
+  if (j.tier == Tier::kDisk && !quirks_.async_disk_prefetch_pins_twice) {
+    // The fix releases the disk pins too: the prefetch's and the contains-check's.
+    LocalDiskBackend* disk = storage_->local_disk();
+    for (size_t i = 0; i < j.bufs.size(); ++i) disk->unpin(j.keys[i]);
+    for (const CacheEngineKey& k : j.keys) disk->unpin(k);
+  }
   j.bufs.clear();
+  unpin_not_returned(j, 0);
   LoadingEvent* ev = event_of(j);
   if (ev == nullptr) return;
   ev->failed = true;
@@ -304,6 +354,9 @@ void AsyncPrefetcher::append_held_objects(std::vector<MemObjId>* out) const {
   }
   for (const Job& j : queue_) {
     for (const PyRef& b : j.bufs) {
+      if (b) out->push_back(b.id());
+    }
+    for (const PyRef& b : j.pinned_objs) {
       if (b) out->push_back(b.id());
     }
   }

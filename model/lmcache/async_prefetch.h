@@ -117,6 +117,10 @@ class AsyncPrefetcher {
   // The DONE event of `lookup_id` (removed), or nullopt when it is not DONE.
   std::optional<LoadingEvent> pop_event(const std::string& lookup_id);
 
+  // Releases an event's objects once each (CPU objects the lookup pinned are also unpinned): the
+  // fixed behaviour (Quirks::async_loading_leaks off) of every path that drops an event.
+  void release_event(LoadingEvent& ev);
+
   size_t num_queued_jobs() const { return queue_.size(); }
   size_t num_events() const { return events_.size(); }
   const PrefetchStats& stats() const { return stats_; }
@@ -137,7 +141,13 @@ class AsyncPrefetcher {
     std::vector<std::string> paths;  // disk
     bool allocated = false;
     bool needs_time = false;
+    bool pinned = false;  // CPU objects the contains-check pinned
+    // Fixed behaviour only: the objects the contains-check pinned, so that exactly those are
+    // unpinned whatever happens to their keys meanwhile.
+    std::vector<PyRef> pinned_objs;
   };
+  bool allocate_cpu(Job& j);
+  void unpin_not_returned(Job& j, size_t returned);
   // The first half (allocations). False when blocked on memory.
   bool allocate(Job& j);
   bool allocate_disk(Job& j);
@@ -150,6 +160,7 @@ class AsyncPrefetcher {
   void done_callback(const std::string& lookup_id, LoadingEvent& ev);
   LoadingEvent* event_of(const Job& j);
   void release(PyRef& obj);
+  void release_objects(std::vector<PyRef>& objs, bool pinned);
 
   StorageManager* storage_;
   Quirks quirks_;

@@ -218,7 +218,6 @@ class LMCacheEngine {
                                                       RetrieveResult& out);
   std::vector<ProcessedChunk> async_process_tokens_internal(const RetrieveRequest& req,
                                                             std::vector<char>& ret_mask);
-  void release_prefetched(const LoadingEvent& ev);
   int64_t lookup_impl(const LookupRequest& req);
   PinMap& pins_for(const std::string& lookup_id);  // defaultdict access
 

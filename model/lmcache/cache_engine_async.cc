@@ -30,22 +30,13 @@ void LMCacheEngine::async_lookup_and_prefetch(const LookupRequest& req) {
   p->submit(*req.lookup_id, keys, cum_lengths, req.search_range, req.pin);
 }
 
-void LMCacheEngine::release_prefetched(const LoadingEvent& ev) {
-  for (const PrefetchedTier& t : ev.tiers) {
-    for (const PyRef& o : t.objs) {
-      if (t.pinned) storage_manager_->allocator().unpin(o.id());
-      storage_manager_->allocator().ref_count_down(o.id());
-    }
-  }
-}
-
 void LMCacheEngine::cleanup_memory_objs(const std::string& lookup_id) {
   AsyncPrefetcher* p = storage_manager_->async_prefetcher();
   if (p == nullptr) return;
   std::optional<LoadingEvent> ev = p->pop_event(lookup_id);  // only a DONE event
   if (!ev) return;
   if (config_.quirks.async_loading_leaks) return;  // AttributeError per object: nothing released
-  release_prefetched(*ev);
+  p->release_event(*ev);
 }
 
 std::vector<LMCacheEngine::ProcessedChunk> LMCacheEngine::async_process_tokens_internal(

@@ -222,6 +222,11 @@ const MemoryObj* LocalCPUBackend::peek(const CacheEngineKey& key) const {
   return slot == nullptr ? nullptr : &*entries_[*slot];
 }
 
+PyRef LocalCPUBackend::entry(const CacheEngineKey& key) const {
+  const uint32_t* slot = hot_cache_.find(key);
+  return slot == nullptr ? PyRef() : entries_[*slot];
+}
+
 uint64_t LocalCPUBackend::resident_bytes() const {
   uint64_t total = 0;
   for (uint32_t n = hot_cache_.first(); n != KeyOrderedDict::kEnd; n = hot_cache_.next(n))

@@ -74,6 +74,8 @@ class LocalCPUBackend final : public StorageBackendInterface {
   size_t size() const { return hot_cache_.size(); }
   // The object of a key, or nullptr.
   const MemoryObj* peek(const CacheEngineKey& key) const;
+  // A new Python reference to the object of a key (empty when absent).
+  PyRef entry(const CacheEngineKey& key) const;
   // Sum of the entries' physical sizes.
   uint64_t resident_bytes() const;
   void check_invariants() const;
