@@ -181,16 +181,23 @@ void Cluster::report_links() {
                                  s_.lmcache.max_local_disk_size_gb * kGiB * ranks);
     std::array<uint64_t, report::kNumTiers> loaded{}, evicted{};
     uint64_t stalled = 0, failed_stores = 0;
+    report::Summary::AsyncLoading async;
     for (const auto& c : connectors_) {
       const LmcacheTierStats& st = c->stats();
       stalled += st.stalled_loads;
       failed_stores += st.failed_stores;
+      async.lookups += st.async_lookups;
+      async.timeouts += st.async_lookup_timeouts;
+      async.prefetch_bytes += st.prefetch_bytes;
+      async.busy_waits += st.prefetch_busy_waits;
+      async.wrong_kv_chunks += st.wrong_kv_chunks;
       for (int t = 0; t < report::kNumTiers; ++t) {
         loaded[t] += st.loaded_tokens[t];
         evicted[t] += st.evictions[t];
       }
     }
     recorder_->set_lmcache_failures(stalled, failed_stores);
+    recorder_->set_lmcache_async(async);
     for (int t = 0; t < report::kNumTiers; ++t) {
       recorder_->set_loaded_tokens(t, loaded[t]);
       recorder_->set_tier_evictions(t, evicted[t]);

@@ -139,12 +139,15 @@ void Instance::finish_step(const SchedulerOutput& out, const std::set<EngineRequ
 }
 
 bool Instance::reject_stuck_head() {
-  // Nothing runs and nothing could be scheduled. Unless some request waits for a KV load (its
-  // completion kicks the instance), the head of the queue can never fit in the pool: reject it,
-  // as vLLM would otherwise stall.
+  // Nothing runs and nothing could be scheduled. Unless some request waits for a KV load or an
+  // async lookup (their completion kicks the instance), the head of the queue can never fit in the
+  // pool: reject it, as vLLM would otherwise stall.
   if (scheduler_.num_running() > 0 || scheduler_.num_waiting() == 0) return false;
-  for (const EngineRequest* r : scheduler_.waiting())
+  const KvConnector* connector = scheduler_.connector();
+  for (const EngineRequest* r : scheduler_.waiting()) {
     if (r->status == RequestStatus::kWaitingForRemoteKvs) return false;
+    if (connector != nullptr && connector->lookup_pending(*r)) return false;
+  }
   EngineRequest* head = scheduler_.waiting().front();
   scheduler_.abort_waiting_head(head);
   drain_events();

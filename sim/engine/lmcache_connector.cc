@@ -37,6 +37,9 @@ lm::LMCacheEngineConfig engine_config(const scenario::Scenario& s) {
   c.use_layerwise = l.use_layerwise;
   c.save_decode_cache = l.save_decode_cache;
   c.min_retrieve_tokens = l.min_retrieve_tokens;
+  c.enable_async_loading = l.enable_async_loading;
+  c.lookup_timeout_ms = l.lookup_timeout_ms;
+  c.lookup_backoff_time_s = l.lookup_backoff_ms / 1000.0;
   c.quirks = l.upstream_fixes ? lm::Quirks::all_fixed() : lm::Quirks::upstream();
   return c;
 }
@@ -71,6 +74,24 @@ LmcacheConnector::LmcacheConnector(const scenario::Scenario& s, Context ctx)
       std::make_unique<lm::LMCacheSchedulerAdapter>(config_, adapter_config_, lookup_client_.get());
   worker_adapter_ = std::make_unique<lm::LMCacheWorkerAdapter>(engine_.get(), adapter_config_);
   chunk_bytes_ = object_bytes(config_.chunk_size);
+  if (config_.enable_async_loading) {
+    LmcachePrefetchDriver::Context p;
+    p.sim = ctx_.sim;
+    p.mover = ctx_.mover;
+    p.instance = ctx_.instance;
+    p.tp = ctx_.geometry->tp;
+    p.engine = engine_.get();
+    p.client = lookup_client_.get();
+    p.backoff_ns = from_seconds(config_.lookup_backoff_time_s);
+    p.timeout_ns = config_.lookup_timeout_ms * 1'000'000;
+    p.kick = [this] {
+      if (instance_ != nullptr) instance_->kick();
+    };
+    p.before_remote_read = [this](const std::vector<lm::CacheEngineKey>& keys) {
+      inject_faults_into(keys);
+    };
+    prefetch_ = std::make_unique<LmcachePrefetchDriver>(std::move(p));
+  }
 }
 
 LmcacheConnector::~LmcacheConnector() = default;
@@ -104,10 +125,28 @@ std::optional<KvConnector::Match> LmcacheConnector::get_num_new_matched_tokens(
     EngineRequest& r, int64_t num_local_computed) {
   live_[r.id()] = &r;
   sync(r, r.req->num_computed_tokens);
-  auto result = scheduler_adapter_->get_num_new_matched_tokens(mirror(r), num_local_computed);
+  const SimTime now = ctx_.sim->now();
+  const uint64_t timeouts = lookup_client_->num_timeouts();
+  const bool was_pending = lookup_client_->is_pending(r.id());
+  auto result = scheduler_adapter_->get_num_new_matched_tokens(mirror(r), num_local_computed, now);
   engine_->end_of_operation();
+  if (prefetch_) {
+    if (sleeps_at_ != now) sleep_ns_ = 0;
+    sleeps_at_ = now;
+    sleep_ns_ +=
+        lookup_client_->take_backoff_sleeps() * from_seconds(config_.lookup_backoff_time_s);
+    stats_.async_lookup_timeouts += lookup_client_->num_timeouts() - timeouts;
+    if (!was_pending && lookup_client_->is_pending(r.id()) && !result.ret) {
+      ++stats_.async_lookups;
+      prefetch_->on_lookup_sent();
+    }
+  }
   if (!result.ret) return std::nullopt;
   return Match{*result.ret, false};
+}
+
+bool LmcacheConnector::lookup_pending(const EngineRequest& r) const {
+  return prefetch_ && lookup_client_->is_pending(r.id());
 }
 
 void LmcacheConnector::update_state_after_alloc(EngineRequest& r,
@@ -151,12 +190,23 @@ void LmcacheConnector::request_finished(EngineRequest& r) {
   live_.erase(r.id());
   mirrors_.erase(r.id());
   seen_.erase(r.id());
+  if (prefetch_ && lookup_client_->is_pending(r.id())) {
+    lookup_client_->cancel_lookup(r.id());  // an aborted request (vLLM: FINISHED_ABORTED)
+    return;
+  }
   lookup_client_->clear_lookup_status(r.id());
 }
 
 // Deletes, with probability links.remote_get_failure_rate, the remote copy of each chunk a
 // request pinned in the remote tier: the Redis GET that follows finds nothing, LMCache's retrieve
 // fails from that chunk on, and vLLM recomputes the tokens (upstream's failure path).
+void LmcacheConnector::inject_faults_into(const std::vector<lm::CacheEngineKey>& keys) {
+  double p = s_.links.remote_get_failure_rate;
+  if (p <= 0) return;
+  for (const lm::CacheEngineKey& k : keys)
+    if (faults_.next_double() < p) ctx_.shared.remote->delete_kv_bytes(k.to_string());
+}
+
 void LmcacheConnector::inject_remote_faults() {
   double p = s_.links.remote_get_failure_rate;
   if (p <= 0 || !config_.remote) return;
@@ -178,7 +228,10 @@ void LmcacheConnector::begin_step(const SchedulerOutput& /*out*/, const hw::Step
   per_layer_ns_ = compute.per_layer_ns;
   inject_remote_faults();
   if (!config_.use_layerwise) {
-    load_bulk(std::move(ready));
+    // The scheduler's backoff sleeps in this step's schedule() delay the step.
+    SimDuration sleep = sleeps_at_ == ctx_.sim->now() ? sleep_ns_ : 0;
+    sleep_ns_ = 0;
+    load_bulk([ready = std::move(ready), sleep](SimDuration extra) { ready(extra + sleep); });
     return;
   }
   // Layerwise: run the generators' logic for the whole step now; charge time as transfers that
@@ -283,7 +336,8 @@ void LmcacheConnector::load_bulk(std::function<void(SimDuration)> ready) {
       uint64_t b = object_bytes(tokens);
       stats_.loaded_tokens[t] += static_cast<uint64_t>(tokens);
       if (it != live_.end()) it->second->record.loaded_tokens[t] += tokens;
-      if (t != report::kTierCpu) by_tier[t] += b;
+      if (t != report::kTierCpu && !c.prefetched) by_tier[t] += b;
+      if (c.bad) ++stats_.wrong_kv_chunks;
       to_gpu += b;
     }
   }
@@ -444,6 +498,10 @@ double LmcacheConnector::remote_bytes() const {
 
 const LmcacheTierStats& LmcacheConnector::stats() {
   drain_evictions();
+  if (prefetch_) {
+    stats_.prefetch_bytes = prefetch_->stats().bytes;
+    stats_.prefetch_busy_waits = prefetch_->stats().busy_wait_retries;
+  }
   return stats_;
 }
 

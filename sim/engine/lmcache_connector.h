@@ -20,6 +20,13 @@
 //                  run asynchronously afterwards, each completing its write in the model
 //                  (a key becomes visible to lookups only then)
 //
+// Async loading (lmcache.enable_async_loading): the scheduler-side lookup is LMCache's async
+// lookup-and-prefetch. get_num_new_matched_tokens answers nullopt (vLLM skips the request this
+// step and it holds no budget) until every rank answered; meanwhile LmcachePrefetchDriver moves the
+// disk / remote chunks into the CPU pool through the mover, and the answer kicks the instance. The
+// load then copies the prefetched objects CPU → GPU only. The scheduler's backoff sleeps (one per
+// lookup sent and per pending check) lengthen the step that follows them.
+//
 // Layerwise mode: loads start with the step and stores one layer after it; the forward pass runs
 // concurrently, and the step ends when the compute, the last layer's load + one layer of compute,
 // and the stores have all finished.
@@ -42,6 +49,7 @@
 #include "model/lmcache/vllm_worker_adapter.h"
 #include "sim/engine/instance.h"
 #include "sim/engine/kv_connector.h"
+#include "sim/engine/lmcache_prefetch.h"
 #include "sim/mover.h"
 #include "sim/random.h"
 
@@ -51,8 +59,13 @@ struct LmcacheTierStats {
   std::array<uint64_t, report::kNumTiers> loaded_tokens{};
   std::array<uint64_t, report::kNumTiers> evictions{};
   uint64_t stored_chunks = 0;
-  uint64_t stalled_loads = 0;  // loads upstream would wait on forever, recomputed instead
-  uint64_t failed_stores = 0;  // steps whose store raised upstream (stores dropped)
+  uint64_t stalled_loads = 0;          // loads upstream would wait on forever, recomputed instead
+  uint64_t failed_stores = 0;          // steps whose store raised upstream (stores dropped)
+  uint64_t async_lookups = 0;          // async lookups sent
+  uint64_t async_lookup_timeouts = 0;  // answered 0 after lmcache.lookup_timeout_ms
+  uint64_t prefetch_bytes = 0;         // disk / remote → CPU prefetch bytes (per rank)
+  uint64_t prefetch_busy_waits = 0;    // prefetch retries for want of evictable CPU memory
+  uint64_t wrong_kv_chunks = 0;        // loaded chunks holding another chunk's KV
 };
 
 class LmcacheConnector final : public KvConnector, public StepHooks {
@@ -79,6 +92,7 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
                                 int64_t num_external_tokens) override;
   void build_connector_meta(const SchedulerOutput& output) override;
   void request_finished(EngineRequest& r) override;
+  bool lookup_pending(const EngineRequest& r) const override;
 
   // StepHooks.
   void begin_step(const SchedulerOutput& out, const hw::StepTime& compute,
@@ -106,6 +120,7 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   void inject_remote_faults();
   void fail_whole_load(const model::lmcache::ReqMeta& m);
   void save(model::lmcache::WorkerLog* log);
+  void inject_faults_into(const std::vector<model::lmcache::CacheEngineKey>& keys);
 
   const scenario::Scenario& s_;
   Context ctx_;
@@ -137,6 +152,10 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   std::set<uint64_t> known_writes_;                                      // queued or in flight
   std::array<std::deque<model::lmcache::PendingWrite>, 2> write_queue_;  // disk, remote
   std::array<int, 2> writes_in_flight_{};
+
+  std::unique_ptr<LmcachePrefetchDriver> prefetch_;  // async loading only
+  SimTime sleeps_at_ = -1;                           // scheduler backoff sleeps taken at this time
+  SimDuration sleep_ns_ = 0;
 
   uint64_t chunk_bytes_ = 0;
   LmcacheTierStats stats_;

@@ -96,6 +96,7 @@ class Scheduler {
   // REQUIRES: r is at the head of the waiting queue and holds no blocks.
   void abort_waiting_head(EngineRequest* r);
 
+  const KvConnector* connector() const { return connector_; }
   size_t num_waiting() const { return waiting_.size(); }
   size_t num_running() const { return running_.size(); }
   bool has_unfinished() const { return !waiting_.empty() || !running_.empty(); }

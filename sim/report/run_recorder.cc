@@ -302,6 +302,16 @@ std::string RunRecorder::summary_json(const Summary& s) {
   j.field("failed_load_tokens", s.failed_load_tokens);
   j.field("stalled_loads", s.stalled_loads);
   j.field("failed_stores", s.failed_stores);
+  if (s.async_loading.lookups > 0) {
+    j.key("async_loading");
+    j.begin_object();
+    j.field("lookups", s.async_loading.lookups);
+    j.field("timeouts", s.async_loading.timeouts);
+    j.field("prefetch_bytes_per_rank", s.async_loading.prefetch_bytes);
+    j.field("busy_wait_retries", s.async_loading.busy_waits);
+    j.field("wrong_kv_chunks", s.async_loading.wrong_kv_chunks);
+    j.end_object();
+  }
   for (int t = 0; t < kNumTiers; ++t) {
     j.key(tier_name(t));
     j.begin_object();
@@ -371,6 +381,13 @@ std::string RunRecorder::screen(const Summary& s) {
         "on\n",
         static_cast<unsigned long long>(s.failed_load_tokens),
         static_cast<unsigned long long>(s.stalled_loads));
+  if (s.async_loading.lookups > 0)
+    line(
+        "  async     %llu lookups, %llu timed out, %.1f GiB prefetched per rank, %llu busy waits\n",
+        static_cast<unsigned long long>(s.async_loading.lookups),
+        static_cast<unsigned long long>(s.async_loading.timeouts),
+        static_cast<double>(s.async_loading.prefetch_bytes) / kGiB,
+        static_cast<unsigned long long>(s.async_loading.busy_waits));
   for (int t = 0; t < kNumTiers; ++t)
     if (s.tier_capacity_bytes[t] > 0)
       line("  %-6s    peak %.1f GiB of %.1f GiB, mean %.1f GiB, %llu evictions\n", tier_name(t),

@@ -98,6 +98,10 @@ struct Summary {
   uint64_t failed_load_tokens = 0;
   uint64_t stalled_loads = 0;  // loads upstream would block on forever (recomputed here)
   uint64_t failed_stores = 0;
+  // LMCache async loading (lmcache.enable_async_loading); all 0 when off.
+  struct AsyncLoading {
+    uint64_t lookups = 0, timeouts = 0, prefetch_bytes = 0, busy_waits = 0, wrong_kv_chunks = 0;
+  } async_loading;
   uint64_t preemptions = 0;
   int64_t gpu_evictions = -1;  // -1: not tracked (vLLM KV events off)
   std::array<uint64_t, kNumTiers> tier_evictions{};
@@ -138,6 +142,7 @@ class RunRecorder {
     summary_.stalled_loads = stalled_loads;
     summary_.failed_stores = failed_stores;
   }
+  void set_lmcache_async(const Summary::AsyncLoading& a) { summary_.async_loading = a; }
   void set_link_stats(const std::string& kind, double bytes, double busy_fraction);
 
   // Computes the summary, writes summary.json, plots; returns the summary.

@@ -102,6 +102,8 @@ struct LmcacheConfig {
   bool save_decode_cache = false;
   bool save_unfull_chunk = false;
   bool enable_async_loading = false;
+  int lookup_timeout_ms = 3000;     // async lookups answer 0 after this long
+  double lookup_backoff_ms = 10.0;  // scheduler sleep per async lookup sent / pending check
   int min_retrieve_tokens = 0;
   bool upstream_fixes = false;  // apply every later upstream fix of a reproduced quirk
 };

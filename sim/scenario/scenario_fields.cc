@@ -225,7 +225,11 @@ std::vector<FieldSpec> make_fields() {
                       "store a trailing partial chunk"));
   f.push_back(
       boolean("lmcache.enable_async_loading", &S::lmcache, &LmcacheConfig::enable_async_loading,
-              "prefetch from disk/remote while the request waits (not modelled yet: rejected)"));
+              "scheduler-side async lookup + prefetch into CPU; the request waits meanwhile"));
+  f.push_back(numeric("lmcache.lookup_timeout_ms", &S::lmcache, &LmcacheConfig::lookup_timeout_ms,
+                      1, 1e7, "ms", "async lookup answers 0 (recompute) after this long"));
+  f.push_back(numeric("lmcache.lookup_backoff_ms", &S::lmcache, &LmcacheConfig::lookup_backoff_ms,
+                      0, 1e4, "ms", "scheduler sleep per async lookup sent or still pending"));
   f.push_back(numeric("lmcache.min_retrieve_tokens", &S::lmcache,
                       &LmcacheConfig::min_retrieve_tokens, 0, 1 << 24, "tokens",
                       "skip loads shorter than this"));

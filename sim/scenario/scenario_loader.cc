@@ -155,9 +155,9 @@ void validate_rest(const Scenario& s) {
     if (s.model.layer_pattern.find('S') != std::string::npos)
       invalid(s, "lmcache.enabled",
               "LMCache needs one KV cache group (vLLM's hybrid manager off): use layer_pattern F");
-    if (l.enable_async_loading)
+    if (l.enable_async_loading && l.use_layerwise)
       invalid(s, "lmcache.enable_async_loading",
-              "async loading (prefetch) is not modelled by model/lmcache yet");
+              "LMCache's async loading has no layerwise path (use_layerwise = false)");
   }
   if (s.workload.prefix_groups > 0 && s.workload.prefix_tokens <= 0)
     invalid(s, "workload.prefix_tokens", "synthetic prefixes need prefix_tokens > 0");

@@ -76,6 +76,18 @@ TEST(ScenarioLoader, InconsistentCombinationsCiteTheField) {
             "s.toml:2: model.layer_pattern: only F, S and M may appear");
 }
 
+TEST(ScenarioLoader, AsyncLoadingIsAcceptedButNotWithLayerwise) {
+  Scenario s = load("[lmcache]\nenabled = true\nenable_async_loading = true\n");
+  EXPECT_TRUE(s.lmcache.enable_async_loading);
+  EXPECT_EQ(s.lmcache.lookup_timeout_ms, 3000);
+  EXPECT_NE(input_error([] {
+              load(
+                  "[lmcache]\nenabled = true\nenable_async_loading = true\n"
+                  "use_layerwise = true\n");
+            }).find("lmcache.enable_async_loading: LMCache's async loading has no layerwise"),
+            std::string::npos);
+}
+
 TEST(ScenarioLoader, MissingFileIsAnInputError) {
   EXPECT_EQ(input_error([] { load_scenario_file("/nonexistent.toml"); }),
             "/nonexistent.toml: cannot open scenario file");

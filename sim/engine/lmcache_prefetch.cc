@@ -1,0 +1,64 @@
+#include "sim/engine/lmcache_prefetch.h"
+
+namespace kvtwin::sim::engine {
+namespace lm = model::lmcache;
+
+void LmcachePrefetchDriver::on_lookup_sent() {
+  poke();
+  ctx_.sim->schedule_after(ctx_.timeout_ns + 1, [this] { ctx_.kick(); });
+}
+
+void LmcachePrefetchDriver::poke() {
+  if (pump_scheduled_) return;
+  pump_scheduled_ = true;
+  ctx_.sim->schedule_after(0, [this] {
+    pump_scheduled_ = false;
+    pump();
+  });
+}
+
+void LmcachePrefetchDriver::deliver() {
+  if (ctx_.client->process_responses().empty()) return;
+  ctx_.sim->schedule_after(ctx_.backoff_ns, [this] { ctx_.kick(); });
+}
+
+void LmcachePrefetchDriver::pump() {
+  if (transfer_running_) return;
+  lm::AsyncPrefetcher* p = ctx_.engine->storage_manager().async_prefetcher();
+  lm::AsyncPrefetcher::State st = p->advance();
+  ctx_.engine->end_of_operation();
+  deliver();
+  if (st == lm::AsyncPrefetcher::State::kBlocked) {
+    if (!retry_scheduled_) {
+      retry_scheduled_ = true;
+      ++stats_.busy_wait_retries;
+      ctx_.sim->schedule_after(kBusyWaitRetry, [this] {
+        retry_scheduled_ = false;
+        pump();
+      });
+    }
+    return;
+  }
+  if (st != lm::AsyncPrefetcher::State::kRunning) return;
+  lm::PrefetchTransfer t = *p->in_flight();
+  if (t.tier == lm::Tier::kRemote && ctx_.before_remote_read) ctx_.before_remote_read(t.keys);
+  transfer_running_ = true;
+  ++stats_.transfers;
+  stats_.bytes += t.bytes;
+  Transfer tr{t.tier == lm::Tier::kDisk ? Location::kDisk : Location::kRemote,
+              Location::kCpu,
+              ctx_.instance,
+              "prefetch",
+              {}};
+  tr.objects.push_back(
+      KvObject{"prefetched chunks", t.bytes * static_cast<uint64_t>(ctx_.tp), -1, {}});
+  uint64_t job = t.job_id;
+  ctx_.mover->start(std::move(tr), [this, job](const TransferResult&) {
+    transfer_running_ = false;
+    ctx_.engine->storage_manager().async_prefetcher()->complete(job);
+    ctx_.engine->end_of_operation();
+    pump();
+  });
+}
+
+}  // namespace kvtwin::sim::engine

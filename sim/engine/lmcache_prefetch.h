@@ -1,0 +1,68 @@
+// LmcachePrefetchDriver: runs LMCache's async lookup-and-prefetch (model/lmcache/async_prefetch.h)
+// in simulated time for one instance, as LMCache's storage-manager event loop and the lookup
+// client's receiver thread do upstream.
+//
+//   scheduler lookup ──▶ poke() ──(same time, own event)──▶ pump():
+//     advance the serializer: CPU jobs finish at once; a disk / remote job moves its bytes into the
+//       CPU pool through the mover (tier → CPU, node-wide links carry every rank's bytes), then
+//       complete(job) and pump again;
+//     a job without evictable memory retries every kBusyWaitRetry (upstream's 0.1 s sleep);
+//     answers the prefetcher produced go to the lookup client; the instance is kicked one backoff
+//       later (the scheduler notices at its next poll).
+//   Each lookup also schedules a kick at its timeout, so an idle instance re-checks it.
+//
+// Threading: the simulation thread only.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "model/lmcache/cache_engine.h"
+#include "model/lmcache/lookup_client.h"
+#include "sim/mover.h"
+#include "sim/simulator.h"
+
+namespace kvtwin::sim::engine {
+
+class LmcachePrefetchDriver {
+ public:
+  struct Context {
+    Simulator* sim = nullptr;
+    Mover* mover = nullptr;
+    int instance = 0;
+    int tp = 1;  // ranks whose bytes cross the node-wide links
+    model::lmcache::LMCacheEngine* engine = nullptr;
+    model::lmcache::LMCacheLookupClient* client = nullptr;
+    SimDuration backoff_ns = 0;
+    SimDuration timeout_ns = 0;
+    std::function<void()> kick;  // wakes the instance (a no-op while it is busy)
+    // Called with the keys of a remote job just before its GETs (fault injection).
+    std::function<void(const std::vector<model::lmcache::CacheEngineKey>&)> before_remote_read;
+  };
+  static constexpr SimDuration kBusyWaitRetry = 100'000'000;  // time.sleep(0.1)
+
+  explicit LmcachePrefetchDriver(Context ctx) : ctx_(std::move(ctx)) {}
+
+  // A lookup was sent at now(): pump at once (in its own event) and kick at its timeout.
+  void on_lookup_sent();
+
+  struct Stats {
+    uint64_t transfers = 0;
+    uint64_t bytes = 0;  // per rank
+    uint64_t busy_wait_retries = 0;
+  };
+  const Stats& stats() const { return stats_; }
+
+ private:
+  void poke();
+  void pump();
+  void deliver();
+
+  Context ctx_;
+  bool pump_scheduled_ = false;
+  bool transfer_running_ = false;
+  bool retry_scheduled_ = false;
+  Stats stats_;
+};
+
+}  // namespace kvtwin::sim::engine
