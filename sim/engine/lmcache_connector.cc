@@ -419,6 +419,7 @@ void LmcacheConnector::end_step(const SchedulerOutput& /*out*/,
   }
   lm::WorkerLog log;
   save(&log);
+  if (prefetch_) prefetch_->memory_changed();  // retrieves and stores released objects
   uint64_t stored = 0;
   for (const lm::TokenRange& r : log.stored) stored += object_bytes(r.end - r.start);
   stats_.stored_chunks += log.stored.size();
@@ -465,6 +466,7 @@ void LmcacheConnector::start_writes() {
         engine_->end_of_operation();
         known_writes_.erase(id);
         --writes_in_flight_[q];
+        if (prefetch_) prefetch_->memory_changed();
         drain_evictions();
         start_writes();
       });

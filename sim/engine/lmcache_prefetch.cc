@@ -8,6 +8,18 @@ void LmcachePrefetchDriver::on_lookup_sent() {
   ctx_.sim->schedule_after(ctx_.timeout_ns + 1, [this] { ctx_.kick(); });
 }
 
+void LmcachePrefetchDriver::memory_changed() {
+  if (!blocked_ || retry_scheduled_) return;
+  retry_scheduled_ = true;
+  ++stats_.busy_wait_retries;
+  SimDuration since = ctx_.sim->now() - blocked_since_;
+  SimDuration wait = kBusyWaitRetry - since % kBusyWaitRetry;  // the next tick of the sleep loop
+  ctx_.sim->schedule_after(wait, [this] {
+    retry_scheduled_ = false;
+    pump();
+  });
+}
+
 void LmcachePrefetchDriver::poke() {
   if (pump_scheduled_) return;
   pump_scheduled_ = true;
@@ -29,16 +41,11 @@ void LmcachePrefetchDriver::pump() {
   ctx_.engine->end_of_operation();
   deliver();
   if (st == lm::AsyncPrefetcher::State::kBlocked) {
-    if (!retry_scheduled_) {
-      retry_scheduled_ = true;
-      ++stats_.busy_wait_retries;
-      ctx_.sim->schedule_after(kBusyWaitRetry, [this] {
-        retry_scheduled_ = false;
-        pump();
-      });
-    }
-    return;
+    if (!blocked_) blocked_since_ = ctx_.sim->now();
+    blocked_ = true;
+    return;  // memory_changed() retries
   }
+  blocked_ = false;
   if (st != lm::AsyncPrefetcher::State::kRunning) return;
   lm::PrefetchTransfer t = *p->in_flight();
   if (t.tier == lm::Tier::kRemote && ctx_.before_remote_read) ctx_.before_remote_read(t.keys);

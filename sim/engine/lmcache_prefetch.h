@@ -6,7 +6,9 @@
 //     advance the serializer: CPU jobs finish at once; a disk / remote job moves its bytes into the
 //       CPU pool through the mover (tier → CPU, node-wide links carry every rank's bytes), then
 //       complete(job) and pump again;
-//     a job without evictable memory retries every kBusyWaitRetry (upstream's 0.1 s sleep);
+//     a job without evictable memory retries on the first 0.1 s tick (upstream's sleep) after
+//       something that may free CPU memory (a step's end, a write's completion: memory_changed()),
+//       so that a prefetch blocked for good does not keep the simulation alive;
 //     answers the prefetcher produced go to the lookup client; the instance is kicked one backoff
 //       later (the scheduler notices at its next poll).
 //   Each lookup also schedules a kick at its timeout, so an idle instance re-checks it.
@@ -45,6 +47,8 @@ class LmcachePrefetchDriver {
 
   // A lookup was sent at now(): pump at once (in its own event) and kick at its timeout.
   void on_lookup_sent();
+  // CPU memory may have been freed: a blocked prefetch retries at its next 0.1 s tick.
+  void memory_changed();
 
   struct Stats {
     uint64_t transfers = 0;
@@ -62,6 +66,8 @@ class LmcachePrefetchDriver {
   bool pump_scheduled_ = false;
   bool transfer_running_ = false;
   bool retry_scheduled_ = false;
+  bool blocked_ = false;
+  SimTime blocked_since_ = 0;
   Stats stats_;
 };
 
