@@ -190,8 +190,8 @@ void LmcacheConnector::request_finished(EngineRequest& r) {
   live_.erase(r.id());
   mirrors_.erase(r.id());
   seen_.erase(r.id());
-  if (prefetch_ && lookup_client_->is_pending(r.id())) {
-    lookup_client_->cancel_lookup(r.id());  // an aborted request (vLLM: FINISHED_ABORTED)
+  if (prefetch_ && r.record.first_scheduled < 0 && lookup_client_->is_pending(r.id())) {
+    lookup_client_->cancel_lookup(r.id());  // aborted while its lookup runs (FINISHED_ABORTED)
     return;
   }
   lookup_client_->clear_lookup_status(r.id());
