@@ -57,9 +57,11 @@ LMCacheLookupClient::AsyncStatus LMCacheLookupClient::lookup_cache_async(
   out.kind = AsyncStatus::kPending;
   auto first = first_lookup_ns_.find(lookup_id);
   if (first == first_lookup_ns_.end() || now_ns - first->second > timeout_ns_) {
-    if (first != first_lookup_ns_.end()) first_lookup_ns_.erase(first);
-    ++num_timeouts_;
-    if (cancel_on_timeout_) cancel_lookup(lookup_id);
+    if (first != first_lookup_ns_.end()) {  // the first time only
+      first_lookup_ns_.erase(first);
+      ++num_timeouts_;
+      if (cancel_on_timeout_) cancel_lookup(lookup_id);
+    }
     out.kind = AsyncStatus::kHit;
     out.hit_tokens = 0;
     out.timed_out = true;

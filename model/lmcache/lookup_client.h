@@ -77,6 +77,7 @@ class LMCacheLookupClient {
     backoff_sleeps_ = 0;
     return n;
   }
+  // Lookups that timed out (counted once each).
   uint64_t num_timeouts() const { return num_timeouts_; }
 
  private:
