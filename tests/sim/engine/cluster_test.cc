@@ -9,37 +9,19 @@
 
 #include "sim/cli/run_command.h"
 #include "sim/scenario/scenario_loader.h"
+#include "tests/sim/engine/engine_harness.h"
 #include "tests/support/paths.h"
 
 namespace kvtwin::sim::engine {
 namespace {
 
-// A profile whose fit is exactly step_us = 1000 + 1 · num_new_tokens.
-std::string write_profile(const std::string& dir) {
-  std::string path = dir + "/profile.csv";
-  std::ofstream out(path);
-  out << "num_new_tokens,num_seqs,context_tokens,step_us\n";
-  for (int t : {1, 10, 100, 1000})
-    for (int s : {1, 2, 4})
-      for (int c : {0, 5000}) out << t << "," << s << "," << c << "," << 1000 + t << "\n";
-  return path;
-}
+// The exact 1000 µs + 1 µs per token profile.
+using harness::write_profile;
 
-struct Result {
-  std::map<uint64_t, report::RequestRecord> records;
-  report::Summary summary;
-};
+using Result = harness::RunResult;
 
 Result run(const scenario::Scenario& s, const std::string& trace) {
-  workload::Workload w(workload::open_trace_bytes("<t>", trace, workload::TraceFormat::kAuto),
-                       workload::WorkloadOptions{});
-  report::RunRecorder rec(s, "<t>", "");
-  Cluster c(s, &w, &rec);
-  Result r;
-  c.set_request_observer([&](const report::RequestRecord& x) { r.records[x.index] = x; });
-  c.run(nullptr);
-  r.summary = rec.finish(c.now());
-  return r;
+  return harness::run_cluster(s, trace);
 }
 
 scenario::Scenario tiny(const std::string& dir, const std::vector<std::string>& sets = {}) {

@@ -8,50 +8,29 @@
 
 #include "sim/engine/cluster.h"
 #include "sim/scenario/scenario_loader.h"
+#include "tests/sim/engine/engine_harness.h"
 #include "tests/support/paths.h"
 
 namespace kvtwin::sim::engine {
 namespace {
 
-struct Result {
-  std::map<uint64_t, report::RequestRecord> records;
-  report::Summary summary;
-};
+using Result = harness::RunResult;
 
 // Llama-3.1-8B geometry (32 MiB per 256-token chunk), a profile step model (1000 µs + 1 µs per
 // token), 100 GPU blocks, a CPU tier of 4 chunks (128 MiB) and a 1 GiB disk.
 scenario::Scenario scenario_with(const std::vector<std::string>& sets) {
-  std::string dir = kvtwin::testing::scratch_dir();
-  {
-    std::ofstream out(dir + "/profile.csv");
-    out << "num_new_tokens,num_seqs,context_tokens,step_us\n";
-    for (int t : {1, 10, 100, 1000})
-      for (int s : {1, 2, 4})
-        for (int c : {0, 5000}) out << t << "," << s << "," << c << "," << 1000 + t << "\n";
-  }
-  scenario::Scenario s = scenario::load_scenario_text(
+  return harness::profile_scenario(
       "[step]\nmodel = \"profile\"\nprofile = \"profile.csv\"\n"
       "[vllm]\nblock_size = 16\nnum_gpu_blocks = 100\n"
       "[lmcache]\nenabled = true\nchunk_size = 256\nmax_local_cpu_size_gb = 0.125\n"
       "max_local_disk_size_gb = 1\n"
       "[links]\npcie_h2d_gbps = 35\npcie_d2h_gbps = 50\npcie_latency_us = 10\n"
       "disk_read_gbps = 7\ndisk_write_gbps = 5\ndisk_latency_us = 80\n",
-      "lm_async.toml", dir);
-  for (const std::string& set : sets) scenario::apply_override(&s, set);
-  scenario::validate(s);
-  return s;
+      "lm_async.toml", sets);
 }
 
 Result run(const scenario::Scenario& s, const std::string& trace) {
-  workload::Workload w(workload::open_trace_bytes("<t>", trace, workload::TraceFormat::kAuto),
-                       workload::WorkloadOptions{});
-  report::RunRecorder rec(s, "<t>", "");
-  Cluster c(s, &w, &rec);
-  Result r;
-  c.set_request_observer([&](const report::RequestRecord& x) { r.records[x.index] = x; });
-  c.run(nullptr);
-  r.summary = rec.finish(c.now());
-  return r;
+  return harness::run_cluster(s, trace);
 }
 
 // ceil(bytes / (gbps GB/s)) + latency, as the modeled links charge one transfer alone.

@@ -1,0 +1,43 @@
+#include "tests/sim/engine/engine_harness.h"
+
+#include <fstream>
+
+#include "sim/engine/cluster.h"
+#include "sim/scenario/scenario_loader.h"
+#include "tests/support/paths.h"
+
+namespace kvtwin::sim::engine::harness {
+
+std::string write_profile(const std::string& dir) {
+  std::string path = dir + "/profile.csv";
+  std::ofstream out(path);
+  out << "num_new_tokens,num_seqs,context_tokens,step_us\n";
+  for (int t : {1, 10, 100, 1000})
+    for (int s : {1, 2, 4})
+      for (int c : {0, 5000}) out << t << "," << s << "," << c << "," << 1000 + t << "\n";
+  return path;
+}
+
+scenario::Scenario profile_scenario(const std::string& toml, const std::string& name,
+                                    const std::vector<std::string>& sets) {
+  std::string dir = kvtwin::testing::scratch_dir();
+  write_profile(dir);
+  scenario::Scenario s = scenario::load_scenario_text(toml, name, dir);
+  for (const std::string& set : sets) scenario::apply_override(&s, set);
+  scenario::validate(s);
+  return s;
+}
+
+RunResult run_cluster(const scenario::Scenario& s, const std::string& trace) {
+  workload::Workload w(workload::open_trace_bytes("<t>", trace, workload::TraceFormat::kAuto),
+                       workload::WorkloadOptions{});
+  report::RunRecorder rec(s, "<t>", "");
+  Cluster c(s, &w, &rec);
+  RunResult r;
+  c.set_request_observer([&](const report::RequestRecord& x) { r.records[x.index] = x; });
+  c.run(nullptr);
+  r.summary = rec.finish(c.now());
+  return r;
+}
+
+}  // namespace kvtwin::sim::engine::harness
