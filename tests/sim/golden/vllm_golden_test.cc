@@ -3,7 +3,6 @@
 // The public suites themselves are replayed by the ctest test vllm_golden_public.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
-#include <zlib.h>
 
 #include <cstdio>
 #include <fstream>
@@ -15,6 +14,7 @@
 
 #include "model/vllm/block_hash.h"
 #include "sim/golden/vllm_golden.h"
+#include "tests/support/gzip.h"
 #include "tests/support/paths.h"
 
 namespace kvtwin::sim::golden {
@@ -68,20 +68,6 @@ std::string write(const std::string& name, const std::string& content) {
   return path;
 }
 
-std::string gzip(const std::string& data) {
-  z_stream zs{};
-  deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
-  std::string out(deflateBound(&zs, data.size()) + 64, '\0');
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
-  zs.avail_in = static_cast<uInt>(data.size());
-  zs.next_out = reinterpret_cast<Bytef*>(out.data());
-  zs.avail_out = static_cast<uInt>(out.size());
-  deflate(&zs, Z_FINISH);
-  out.resize(zs.total_out);
-  deflateEnd(&zs);
-  return out;
-}
-
 struct KvtwinRun {
   int exit_code;
   std::string output;
@@ -112,7 +98,8 @@ TEST(VllmGolden, AValidLogWithUnknownFieldsPasses) {
 }
 
 TEST(VllmGolden, GzipLogsAreReadToo) {
-  KvtwinRun r = run_kvtwin(write("ok.jsonl.gz", gzip(make_log(valid_ops()))));
+  KvtwinRun r =
+      run_kvtwin(write("ok.jsonl.gz", kvtwin::testing::gzip_bytes(make_log(valid_ops()))));
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
@@ -172,7 +159,7 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& param_info) { return std::string(param_info.param.name); });
 
 TEST(VllmGolden, ATruncatedGzipIsAnInputError) {
-  std::string gz = gzip(make_log(valid_ops()));
+  std::string gz = kvtwin::testing::gzip_bytes(make_log(valid_ops()));
   std::string path = write("cut.jsonl.gz", gz.substr(0, gz.size() / 2));
   KvtwinRun r = run_kvtwin(path);
   EXPECT_EQ(r.exit_code, 2) << r.output;

@@ -1,11 +1,11 @@
 #include "sim/io/line_reader.h"
 
 #include <gtest/gtest.h>
-#include <zlib.h>
 
 #include <fstream>
 
 #include "sim/io/input_error.h"
+#include "tests/support/gzip.h"
 #include "tests/support/paths.h"
 
 namespace kvtwin::sim::io {
@@ -15,20 +15,6 @@ std::string write_file(const std::string& dir, const std::string& name, const st
   std::string path = dir + "/" + name;
   std::ofstream(path, std::ios::binary) << bytes;
   return path;
-}
-
-std::string gzip(const std::string& data) {
-  z_stream zs{};
-  deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
-  std::string out(deflateBound(&zs, data.size()) + 64, '\0');
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
-  zs.avail_in = static_cast<uInt>(data.size());
-  zs.next_out = reinterpret_cast<Bytef*>(out.data());
-  zs.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
-  out.resize(zs.total_out);
-  deflateEnd(&zs);
-  return out;
 }
 
 std::vector<std::string> read_all(const std::string& path) {
@@ -52,7 +38,8 @@ TEST(LineReader, GzipIsDetectedByContentAndMatchesPlain) {
   std::string dir = testing::scratch_dir();
   std::string text;
   for (int i = 0; i < 200000; ++i) text += "{\"i\":" + std::to_string(i) + "}\n";
-  std::string path = write_file(dir, "x.data", gzip(text));  // no .gz suffix on purpose
+  std::string path =
+      write_file(dir, "x.data", kvtwin::testing::gzip_bytes(text));  // no .gz suffix on purpose
   LineReader r(path);
   EXPECT_TRUE(r.compressed());
   std::string_view line;
@@ -66,7 +53,8 @@ TEST(LineReader, GzipIsDetectedByContentAndMatchesPlain) {
 
 TEST(LineReader, MultiMemberGzip) {
   std::string dir = testing::scratch_dir();
-  auto lines = read_all(write_file(dir, "m.gz", gzip("a\nb\n") + gzip("c\n")));
+  auto lines = read_all(write_file(
+      dir, "m.gz", kvtwin::testing::gzip_bytes("a\nb\n") + kvtwin::testing::gzip_bytes("c\n")));
   EXPECT_EQ(lines, (std::vector<std::string>{"a", "b", "c"}));
 }
 
@@ -83,7 +71,7 @@ TEST(LineReader, TruncatedGzipIsAnInputErrorNamingTheFile) {
   std::string dir = testing::scratch_dir();
   std::string text;
   for (int i = 0; i < 50000; ++i) text += "line " + std::to_string(i) + "\n";
-  std::string z = gzip(text);
+  std::string z = kvtwin::testing::gzip_bytes(text);
   std::string path = write_file(dir, "t.jsonl.gz", z.substr(0, z.size() / 2));
   LineReader r(path);
   std::string_view line;
@@ -100,7 +88,7 @@ TEST(LineReader, TruncatedGzipIsAnInputErrorNamingTheFile) {
 
 TEST(LineReader, CorruptGzipIsAnInputError) {
   std::string dir = testing::scratch_dir();
-  std::string z = gzip(std::string(100000, 'a') + "\n");
+  std::string z = kvtwin::testing::gzip_bytes(std::string(100000, 'a') + "\n");
   for (size_t i = 20; i < 40; ++i) z[i] = static_cast<char>(z[i] ^ 0x5a);
   std::string path = write_file(dir, "c.jsonl.gz", z);
   EXPECT_THROW(read_all(path), InputError);

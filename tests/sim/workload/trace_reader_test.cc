@@ -1,11 +1,11 @@
 #include "sim/workload/trace_reader.h"
 
 #include <gtest/gtest.h>
-#include <zlib.h>
 
 #include <fstream>
 
 #include "sim/io/input_error.h"
+#include "tests/support/gzip.h"
 #include "tests/support/paths.h"
 
 namespace kvtwin::sim::workload {
@@ -162,25 +162,11 @@ TEST(MooncakeTrace, MalformedLinesNameFileLineAndKey) {
             std::string::npos);
 }
 
-std::string gzip(const std::string& data) {
-  z_stream zs{};
-  deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
-  std::string out(deflateBound(&zs, data.size()) + 64, '\0');
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
-  zs.avail_in = static_cast<uInt>(data.size());
-  zs.next_out = reinterpret_cast<Bytef*>(out.data());
-  zs.avail_out = static_cast<uInt>(out.size());
-  deflate(&zs, Z_FINISH);
-  out.resize(zs.total_out);
-  deflateEnd(&zs);
-  return out;
-}
-
 TEST(MooncakeTrace, GzipInputGivesTheSameRequests) {
   std::string text =
       "{\"timestamp\": 3, \"input_length\": 600, \"output_length\": 5, \"hash_ids\": [7, 8]}\n";
   auto plain = read_all(write_file("p.jsonl", text));
-  auto packed = read_all(write_file("p.jsonl.gz", gzip(text)));
+  auto packed = read_all(write_file("p.jsonl.gz", kvtwin::testing::gzip_bytes(text)));
   ASSERT_EQ(plain.size(), 1u);
   ASSERT_EQ(packed.size(), 1u);
   EXPECT_EQ(packed[0].block_ids, plain[0].block_ids);
