@@ -16,38 +16,17 @@
 #include <vector>
 
 #include "tests/cuda/tiers/redis_server.h"
+#include "tests/support/command.h"
 #include "tests/support/paths.h"
 
 namespace kvtwin::sim {
 namespace {
 
-struct CommandRun {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+using kvtwin::testing::CommandRun;
+using kvtwin::testing::slurp;
 
 CommandRun kvtwin(const std::string& args) {
-  static int calls = 0;
-  const std::string dir = std::string(KVTWIN_BINARY_DIR) +
-                          "/test_scratch/scenario_validation_test_runs." +
-                          std::to_string(::getpid()) + "." + std::to_string(calls++);
-  std::filesystem::create_directories(dir);
-  const std::string cmd = std::string(KVTWIN_BINARY_DIR) + "/kvtwin " + args + " > " + dir +
-                          "/out.txt 2> " + dir + "/err.txt";
-  const int status = std::system(cmd.c_str());
-  CommandRun r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(dir + "/out.txt");
-  r.err = slurp(dir + "/err.txt");
-  return r;
+  return kvtwin::testing::run_kvtwin(args);
 }
 
 std::vector<std::string> split(const std::string& line, char sep) {

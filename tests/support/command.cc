@@ -1,0 +1,35 @@
+#include "tests/support/command.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace kvtwin::testing {
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+CommandRun run_kvtwin(const std::string& args) {
+  static int calls = 0;
+  const std::string dir = std::string(KVTWIN_BINARY_DIR) + "/test_scratch/kvtwin_runs." +
+                          std::to_string(::getpid()) + "." + std::to_string(calls++);
+  std::filesystem::create_directories(dir);
+  const std::string cmd = std::string(KVTWIN_BINARY_DIR) + "/kvtwin " + args + " > " + dir +
+                          "/out.txt 2> " + dir + "/err.txt";
+  const int status = std::system(cmd.c_str());
+  CommandRun r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(dir + "/out.txt");
+  r.err = slurp(dir + "/err.txt");
+  return r;
+}
+
+}  // namespace kvtwin::testing

@@ -1,0 +1,22 @@
+// Running the kvtwin binary from a test: its exit code, stdout and stderr, each captured in a
+// fresh directory under the build tree (not the test's scratch directory, which scratch_dir()
+// would wipe). And reading a whole file.
+#pragma once
+
+#include <string>
+
+namespace kvtwin::testing {
+
+struct CommandRun {
+  int exit_code = -1;  // -1 when the process did not exit normally
+  std::string out;
+  std::string err;
+};
+
+// Runs `<build>/kvtwin <args>` through the shell (args are not quoted).
+CommandRun run_kvtwin(const std::string& args);
+
+// The bytes of `path` ("" when it cannot be read).
+std::string slurp(const std::string& path);
+
+}  // namespace kvtwin::testing
