@@ -6,14 +6,16 @@
 
 namespace kvtwin::model::lmcache {
 
-void RequestTracker::update(const std::vector<TokenId>& new_token_ids,
+void RequestTracker::update(std::span<const TokenId> new_token_ids,
                             const std::optional<std::vector<int64_t>>& new_block_ids,
                             bool preempted, int64_t lmcache_cached_tokens,
                             int64_t vllm_cached_tokens, const std::vector<TokenId>* all_token_ids) {
-  std::vector<int64_t> blocks = new_block_ids.value_or(std::vector<int64_t>{});
   if (preempted) {
     KVTWIN_CHECK(all_token_ids != nullptr) << "preempted request " << req_id << " needs its tokens";
-    allocated_block_ids = std::move(blocks);
+    if (new_block_ids)
+      allocated_block_ids = *new_block_ids;
+    else
+      allocated_block_ids.clear();
     num_saved_tokens = lmcache_cached_tokens;
     int64_t num_computed = std::max(lmcache_cached_tokens, vllm_cached_tokens);
     int64_t needed = std::max<int64_t>(num_computed + static_cast<int64_t>(new_token_ids.size()),
@@ -21,7 +23,9 @@ void RequestTracker::update(const std::vector<TokenId>& new_token_ids,
     size_t n = std::min<size_t>(static_cast<size_t>(needed), all_token_ids->size());
     token_ids.assign(all_token_ids->begin(), all_token_ids->begin() + static_cast<ptrdiff_t>(n));
   } else {
-    allocated_block_ids.insert(allocated_block_ids.end(), blocks.begin(), blocks.end());
+    if (new_block_ids)
+      allocated_block_ids.insert(allocated_block_ids.end(), new_block_ids->begin(),
+                                 new_block_ids->end());
     token_ids.insert(token_ids.end(), new_token_ids.begin(), new_token_ids.end());
   }
   if (new_token_ids.size() == 1) is_decode_phase = true;
@@ -55,11 +59,12 @@ std::optional<ReqMeta> req_meta_from_tracker(RequestTracker& tracker,
   const size_t num_slots = std::min(
       meta.token_ids.size(), tracker.allocated_block_ids.size() *
                                  static_cast<size_t>(std::max<int64_t>(options.block_size, 0)));
-  meta.slot_mapping.resize(num_slots);
-  for (size_t i = 0, j = 0; i < num_slots; ++j) {
+  meta.slot_mapping.reserve(num_slots);
+  for (size_t j = 0; meta.slot_mapping.size() < num_slots; ++j) {
     const int64_t base = tracker.allocated_block_ids[j] * options.block_size;
-    for (int64_t off = 0; off < options.block_size && i < num_slots; ++off, ++i)
-      meta.slot_mapping[i] = base + off;
+    const int64_t n = std::min<int64_t>(options.block_size,
+                                        static_cast<int64_t>(num_slots - meta.slot_mapping.size()));
+    for (int64_t off = 0; off < n; ++off) meta.slot_mapping.push_back(base + off);
   }
   meta.is_last_prefill = is_last_prefill;
   meta.save_spec = SaveSpec{skip_leading, !skip_save};

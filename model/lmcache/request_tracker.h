@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -49,7 +50,7 @@ struct RequestTracker {
 
   // RequestTracker.update for a running request scheduled again. `all_token_ids` is required when
   // preempted (the tokens are rebuilt from it).
-  void update(const std::vector<TokenId>& new_token_ids,
+  void update(std::span<const TokenId> new_token_ids,
               const std::optional<std::vector<int64_t>>& new_block_ids, bool preempted,
               int64_t lmcache_cached_tokens, int64_t vllm_cached_tokens,
               const std::vector<TokenId>* all_token_ids);

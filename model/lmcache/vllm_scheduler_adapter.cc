@@ -1,6 +1,7 @@
 #include "model/lmcache/vllm_scheduler_adapter.h"
 
 #include <algorithm>
+#include <span>
 
 #include "model/lmcache/upstream_error.h"
 
@@ -10,6 +11,20 @@ LMCacheSchedulerAdapter::LMCacheSchedulerAdapter(const LMCacheEngineConfig& conf
                                                  const AdapterConfig& adapter,
                                                  LMCacheLookupClient* lookup_client)
     : config_(config), adapter_(adapter), lookup_client_(lookup_client) {}
+
+namespace {
+
+// output.num_scheduled_tokens[req_id], or the count the caller gave inline.
+int64_t scheduled_tokens(const SchedulerOutput& output, const std::string& req_id,
+                         const std::optional<int64_t>& given) {
+  if (given) return *given;
+  auto it = output.num_scheduled_tokens.find(req_id);
+  if (it == output.num_scheduled_tokens.end())
+    raise(PyError::kKeyError, "num_scheduled_tokens[" + req_id + "]");
+  return it->second;
+}
+
+}  // namespace
 
 ReqMetaOptions LMCacheSchedulerAdapter::meta_options() const {
   return {adapter_.vllm_block_size, config_.chunk_size,
@@ -116,10 +131,8 @@ ConnectorMetadata LMCacheSchedulerAdapter::build_connector_meta(
     auto rit = requests.find(nr.req_id);
     if (rit == requests.end()) raise(PyError::kKeyError, "new request " + nr.req_id);
     const VllmRequest& request = *rit->second;
-    auto sched = output.num_scheduled_tokens.find(nr.req_id);
-    if (sched == output.num_scheduled_tokens.end())
-      raise(PyError::kKeyError, "num_scheduled_tokens[" + nr.req_id + "]");
-    int64_t to_compute = nr.num_computed_tokens + sched->second;
+    int64_t to_compute =
+        nr.num_computed_tokens + scheduled_tokens(output, nr.req_id, nr.num_scheduled_tokens);
     int64_t priority = 0;
     if (auto p = requests_priority_.find(nr.req_id); p != requests_priority_.end()) {
       priority = p->second;
@@ -144,17 +157,15 @@ ConnectorMetadata LMCacheSchedulerAdapter::build_connector_meta(
   for (const CachedRequestData& cr : output.scheduled_cached_reqs) {
     RequestTracker* t = tracker(cr.req_id);
     if (t == nullptr) raise(PyError::kKeyError, "_request_trackers[" + cr.req_id + "]");
-    auto sched = output.num_scheduled_tokens.find(cr.req_id);
-    if (sched == output.num_scheduled_tokens.end())
-      raise(PyError::kKeyError, "num_scheduled_tokens[" + cr.req_id + "]");
+    const int64_t num_scheduled = scheduled_tokens(output, cr.req_id, cr.num_scheduled_tokens);
     auto u = unfinished_requests_.find(cr.req_id);
     if (u == unfinished_requests_.end())
       raise(PyError::kValueError, "Request " + cr.req_id + " is not in _unfinished_requests");
     const VllmRequest& request = *u->second;
     int64_t from = std::min<int64_t>(request.num_computed_tokens, request.num_tokens());
-    int64_t to = std::min<int64_t>(from + sched->second, request.num_tokens());
-    std::vector<TokenId> new_tokens(request.all_token_ids.begin() + from,
-                                    request.all_token_ids.begin() + to);
+    int64_t to = std::min<int64_t>(from + num_scheduled, request.num_tokens());
+    std::span<const TokenId> new_tokens(request.all_token_ids.data() + from,
+                                        static_cast<size_t>(to - from));
     std::optional<LoadSpec> load_spec;
     if (auto it = load_specs_.find(cr.req_id); it != load_specs_.end()) {
       load_spec = it->second;

@@ -44,10 +44,14 @@ struct VllmRequest {
   int64_t num_tokens() const { return static_cast<int64_t>(all_token_ids.size()); }
 };
 
+// num_scheduled_tokens, when set, is the request's entry of SchedulerOutput.num_scheduled_tokens
+// given inline (the simulator's per-step path: no string-keyed map to build); unset, the adapter
+// looks the id up in the map, as upstream does.
 struct NewRequestData {
   std::string req_id;
   std::vector<int64_t> block_ids;
   int64_t num_computed_tokens = 0;
+  std::optional<int64_t> num_scheduled_tokens{};
 };
 
 struct CachedRequestData {
@@ -55,6 +59,7 @@ struct CachedRequestData {
   std::optional<std::vector<int64_t>> new_block_ids;
   int64_t num_computed_tokens = 0;  // already set on the request by the caller
   bool resumed = false;
+  std::optional<int64_t> num_scheduled_tokens{};  // as in NewRequestData
 };
 
 struct SchedulerOutput {
@@ -91,7 +96,8 @@ class LMCacheSchedulerAdapter {
                                          int64_t now_ns = 0);
   // Throws UpstreamError(kAssertionError) on a token-count mismatch.
   void update_state_after_alloc(const VllmRequest& request, int64_t num_external_tokens);
-  // `requests` maps request ids to the caller's requests (for new requests' prompts and configs).
+  // `requests` maps request ids to the caller's requests (read for new requests only: their
+  // prompts and configs).
   // Throws UpstreamError where upstream raises (unknown tracker, preemption asserts).
   ConnectorMetadata build_connector_meta(
       const SchedulerOutput& output,

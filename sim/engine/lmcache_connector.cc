@@ -100,21 +100,21 @@ uint64_t LmcacheConnector::object_bytes(int64_t tokens) const {
   return static_cast<uint64_t>(metadata_.shape_bytes(metadata_.get_shape(tokens)));
 }
 
-lm::VllmRequest& LmcacheConnector::mirror(const EngineRequest& r) {
-  auto& m = mirrors_[r.id()];
-  if (!m) {
-    m = std::make_unique<lm::VllmRequest>();
-    m->request_id = r.id();
+LmcacheConnector::RequestState& LmcacheConnector::state_of(const EngineRequest& r) {
+  RequestState& st = requests_[r.id()];
+  if (!st.mirror) {
+    st.mirror = std::make_unique<lm::VllmRequest>();
+    st.mirror->request_id = r.id();
     auto prompt =
         r.req->all_token_ids().subspan(0, static_cast<size_t>(r.req->num_prompt_tokens()));
-    m->prompt_token_ids.assign(prompt.begin(), prompt.end());
+    st.mirror->prompt_token_ids.assign(prompt.begin(), prompt.end());
   }
-  return *m;
+  return st;
 }
 
 // Brings the adapter's view of a request up to date: tokens appended since, computed tokens.
-void LmcacheConnector::sync(const EngineRequest& r, int64_t num_computed_tokens) {
-  lm::VllmRequest& m = mirror(r);
+void LmcacheConnector::sync(lm::VllmRequest& m, const EngineRequest& r,
+                            int64_t num_computed_tokens) {
   auto all = r.req->all_token_ids();
   if (m.all_token_ids.size() < all.size())
     m.all_token_ids.insert(m.all_token_ids.end(), all.begin() + m.all_token_ids.size(), all.end());
@@ -123,12 +123,13 @@ void LmcacheConnector::sync(const EngineRequest& r, int64_t num_computed_tokens)
 
 std::optional<KvConnector::Match> LmcacheConnector::get_num_new_matched_tokens(
     EngineRequest& r, int64_t num_local_computed) {
-  live_[r.id()] = &r;
-  sync(r, r.req->num_computed_tokens);
+  RequestState& st = state_of(r);
+  st.live = &r;
+  sync(*st.mirror, r, r.req->num_computed_tokens);
   const SimTime now = ctx_.sim->now();
   const uint64_t timeouts = lookup_client_->num_timeouts();
   const bool was_pending = lookup_client_->is_pending(r.id());
-  auto result = scheduler_adapter_->get_num_new_matched_tokens(mirror(r), num_local_computed, now);
+  auto result = scheduler_adapter_->get_num_new_matched_tokens(*st.mirror, num_local_computed, now);
   engine_->end_of_operation();
   if (prefetch_) {
     if (sleeps_at_ != now) sleep_ns_ = 0;
@@ -156,40 +157,42 @@ void LmcacheConnector::update_state_after_alloc(EngineRequest& r,
 }
 
 void LmcacheConnector::build_connector_meta(const SchedulerOutput& output) {
-  lm::SchedulerOutput o;
-  o.finished_req_ids = std::move(finished_since_meta_);
+  lm::SchedulerOutput& o = sched_out_;
+  o.finished_req_ids.swap(finished_since_meta_);
   finished_since_meta_.clear();
-  std::unordered_map<std::string, const lm::VllmRequest*> requests;
+  o.scheduled_new_reqs.clear();
+  o.scheduled_cached_reqs.clear();
+  new_requests_.clear();
   for (const ScheduledRequest& s : output.scheduled) {
     const EngineRequest& r = *s.request;
-    sync(r, s.num_computed_before);
-    requests[r.id()] = &mirror(r);
-    o.num_scheduled_tokens[r.id()] = s.num_new_tokens;
-    bool first = seen_.insert(r.id()).second;
+    RequestState& st = state_of(r);
+    sync(*st.mirror, r, s.num_computed_before);
+    const bool first = !st.seen;
+    st.seen = true;
     if (first || s.is_new) {  // new, or resumed after preemption: every block is new to it
       const auto blocks = instance_->kv().get_blocks(r.id());
       std::vector<int64_t> ids(blocks[0].begin(), blocks[0].end());
-      if (first)
+      if (first) {
+        new_requests_.emplace(r.id(), st.mirror.get());
         o.scheduled_new_reqs.push_back(
-            lm::NewRequestData{r.id(), std::move(ids), s.num_computed_before});
-      else
-        o.scheduled_cached_reqs.push_back(
-            lm::CachedRequestData{r.id(), std::move(ids), s.num_computed_before, true});
+            lm::NewRequestData{r.id(), std::move(ids), s.num_computed_before, s.num_new_tokens});
+      } else {
+        o.scheduled_cached_reqs.push_back(lm::CachedRequestData{
+            r.id(), std::move(ids), s.num_computed_before, true, s.num_new_tokens});
+      }
     } else {
-      std::vector<int64_t> fresh(s.new_block_ids.begin(), s.new_block_ids.end());
-      o.scheduled_cached_reqs.push_back(
-          lm::CachedRequestData{r.id(), std::optional<std::vector<int64_t>>(std::move(fresh)),
-                                s.num_computed_before, false});
+      std::optional<std::vector<int64_t>> fresh(std::in_place, s.new_block_ids.begin(),
+                                                s.new_block_ids.end());
+      o.scheduled_cached_reqs.push_back(lm::CachedRequestData{
+          r.id(), std::move(fresh), s.num_computed_before, false, s.num_new_tokens});
     }
   }
-  meta_ = scheduler_adapter_->build_connector_meta(o, requests);
+  meta_ = scheduler_adapter_->build_connector_meta(o, new_requests_);
 }
 
 void LmcacheConnector::request_finished(EngineRequest& r) {
   finished_since_meta_.push_back(r.id());
-  live_.erase(r.id());
-  mirrors_.erase(r.id());
-  seen_.erase(r.id());
+  requests_.erase(r.id());
   if (prefetch_ && r.record.first_scheduled < 0 && lookup_client_->is_pending(r.id())) {
     lookup_client_->cancel_lookup(r.id());  // aborted while its lookup runs (FINISHED_ABORTED)
     return;
@@ -329,13 +332,14 @@ void LmcacheConnector::load_bulk(std::function<void(SimDuration)> ready) {
       continue;
     }
     engine_->end_of_operation();
-    auto it = live_.find(m.req_id);
+    auto it = requests_.find(m.req_id);
+    EngineRequest* live = it != requests_.end() ? it->second.live : nullptr;
     for (const lm::LoadedChunk& c : log.loaded) {
       int t = tier_of(c.location);
       int64_t tokens = c.end - c.start;
       uint64_t b = object_bytes(tokens);
       stats_.loaded_tokens[t] += static_cast<uint64_t>(tokens);
-      if (it != live_.end()) it->second->record.loaded_tokens[t] += tokens;
+      if (live != nullptr) live->record.loaded_tokens[t] += tokens;
       if (t != report::kTierCpu && !c.prefetched) by_tier[t] += b;
       if (c.bad) ++stats_.wrong_kv_chunks;
       to_gpu += b;

@@ -109,8 +109,15 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   model::lmcache::LMCacheEngine& engine() { return *engine_; }
 
  private:
-  model::lmcache::VllmRequest& mirror(const EngineRequest& r);
-  void sync(const EngineRequest& r, int64_t num_computed_tokens);
+  struct RequestState {
+    std::unique_ptr<model::lmcache::VllmRequest> mirror;  // the request as the adapters see it
+    EngineRequest* live = nullptr;  // set once the scheduler asked for its matched tokens
+    bool seen = false;              // scheduled at least once (new vs cached request data)
+  };
+  RequestState& state_of(const EngineRequest& r);
+  model::lmcache::VllmRequest& mirror(const EngineRequest& r) { return *state_of(r).mirror; }
+  static void sync(model::lmcache::VllmRequest& m, const EngineRequest& r,
+                   int64_t num_computed_tokens);
   void load_bulk(std::function<void(SimDuration)> ready);
   void start_fetches(const std::map<int, uint64_t>& bytes_by_tier, uint64_t to_gpu_bytes,
                      std::function<void()> done);
@@ -133,12 +140,13 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   std::unique_ptr<model::lmcache::LMCacheSchedulerAdapter> scheduler_adapter_;
   std::unique_ptr<model::lmcache::LMCacheWorkerAdapter> worker_adapter_;
 
-  // vLLM requests as the adapters see them, by request id.
-  std::unordered_map<std::string, std::unique_ptr<model::lmcache::VllmRequest>> mirrors_;
-  std::unordered_map<std::string, EngineRequest*> live_;
-  std::set<std::string> seen_;  // scheduled at least once (new vs cached request data)
+  // Per unfinished request, by request id (one look-up per scheduled request and step).
+  std::unordered_map<std::string, RequestState> requests_;
   std::vector<std::string> finished_since_meta_;
   model::lmcache::ConnectorMetadata meta_;
+  // build_connector_meta's input, kept between steps so its buffers are reused.
+  model::lmcache::SchedulerOutput sched_out_;
+  std::unordered_map<std::string, const model::lmcache::VllmRequest*> new_requests_;
 
   // The step in flight.
   std::set<EngineRequest*> failed_;
