@@ -59,12 +59,13 @@ std::optional<ReqMeta> req_meta_from_tracker(RequestTracker& tracker,
   const size_t num_slots = std::min(
       meta.token_ids.size(), tracker.allocated_block_ids.size() *
                                  static_cast<size_t>(std::max<int64_t>(options.block_size, 0)));
-  meta.slot_mapping.reserve(num_slots);
-  for (size_t j = 0; meta.slot_mapping.size() < num_slots; ++j) {
+  meta.slot_mapping.resize(num_slots);
+  int64_t* slot = meta.slot_mapping.data();
+  for (size_t i = 0, j = 0; i < num_slots; ++j) {
     const int64_t base = tracker.allocated_block_ids[j] * options.block_size;
-    const int64_t n = std::min<int64_t>(options.block_size,
-                                        static_cast<int64_t>(num_slots - meta.slot_mapping.size()));
-    for (int64_t off = 0; off < n; ++off) meta.slot_mapping.push_back(base + off);
+    const size_t n = std::min(static_cast<size_t>(options.block_size), num_slots - i);
+    for (size_t off = 0; off < n; ++off) slot[i + off] = base + static_cast<int64_t>(off);
+    i += n;
   }
   meta.is_last_prefill = is_last_prefill;
   meta.save_spec = SaveSpec{skip_leading, !skip_save};

@@ -143,6 +143,7 @@ ConnectorMetadata LMCacheSchedulerAdapter::build_connector_meta(
     t.prompt_len = static_cast<int64_t>(request.prompt_token_ids.size());
     size_t n = std::min<size_t>(static_cast<size_t>(std::max<int64_t>(to_compute, 0)),
                                 request.prompt_token_ids.size());
+    t.token_ids.reserve(request.prompt_token_ids.size());  // prefill appends without moving
     t.token_ids.assign(request.prompt_token_ids.begin(),
                        request.prompt_token_ids.begin() + static_cast<ptrdiff_t>(n));
     t.allocated_block_ids = nr.block_ids;

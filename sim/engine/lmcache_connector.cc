@@ -108,6 +108,7 @@ LmcacheConnector::RequestState& LmcacheConnector::state_of(const EngineRequest& 
     auto prompt =
         r.req->all_token_ids().subspan(0, static_cast<size_t>(r.req->num_prompt_tokens()));
     st.mirror->prompt_token_ids.assign(prompt.begin(), prompt.end());
+    st.mirror->all_token_ids.reserve(prompt.size());
   }
   return st;
 }
