@@ -52,7 +52,11 @@ ChunkHash ChunkedTokenDatabase::hash_chunk(const ChunkHash& prefix,
   // Builtin stand-in: hash (prefix, tokens) as little-endian int64s, streamed (XXH3's streaming
   // digest equals the one-shot digest of the concatenation) so no buffer is built per chunk.
   static_assert(sizeof(TokenId) == sizeof(int64_t));
+  // A state on the stack must be initialised before the reset: with a seed, the reset reads the
+  // state's previous seed and keeps its derived secret when they match, so stack garbage left by
+  // an earlier call could keep a half-overwritten secret (runs then differed with ASLR).
   XXH3_state_t state;
+  XXH3_INITSTATE(&state);
   XXH3_64bits_reset_withSeed(&state, 0x6c6d6361636865ULL);
   int64_t p = prefix.int_value();
   XXH3_64bits_update(&state, &p, sizeof p);
