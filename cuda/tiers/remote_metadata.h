@@ -12,18 +12,12 @@
 #include <optional>
 #include <span>
 
+#include "model/lmcache/memory_format.h"
+
 namespace kvtwin::cuda::tiers {
 
-// LMCache's MemoryFormat values (memory_management.py).
-enum class MemoryFormat : int32_t {
-  kUndefined = 0,
-  kKv2LTD = 1,  // [2, num_layers, num_tokens, hidden_dim]
-  kKvT2D = 2,
-  kKv2TD = 3,
-  kBinary = 4,
-  kBinaryBuffer = 5,
-  kKvMlaFmt = 6,
-};
+// LMCache's MemoryFormat values (memory_management.py), as model/lmcache defines them.
+using MemoryFormat = model::lmcache::MemoryFormat;
 
 // LMCache's DTYPE_TO_INT codes (protocol.py).
 enum class DtypeCode : int32_t {
