@@ -9,6 +9,31 @@ TokenDatabaseConfig tdb_config(const LMCacheEngineConfig& c) {
   return {c.chunk_size, c.save_unfull_chunk, c.pre_caching_hash_algorithm, c.python_hash_seed};
 }
 
+// What every rank is asked, sync or async: the prompt's chunk hashes and chunk lengths, pinned.
+// The request views the vectors, so it must not outlive this object.
+struct HashedPrompt {
+  std::vector<ChunkHash> hashes;
+  std::vector<int64_t> lengths;
+
+  explicit HashedPrompt(const std::vector<ChunkSpan>& spans) {
+    hashes.reserve(spans.size());
+    lengths.reserve(spans.size());
+    for (const ChunkSpan& s : spans) {
+      hashes.push_back(s.hash);
+      lengths.push_back(s.end - s.start);
+    }
+  }
+  LookupRequest pinned_request(const std::string& lookup_id,
+                               const RequestConfigs* request_configs) const {
+    LookupRequest req;
+    req.input = TokenInput::of_hashes(hashes, lengths);
+    req.lookup_id = lookup_id;
+    req.pin = true;
+    req.request_configs = request_configs;
+    return req;
+  }
+};
+
 }  // namespace
 
 LMCacheLookupClient::LMCacheLookupClient(const LMCacheEngineConfig& config,
@@ -72,20 +97,9 @@ LMCacheLookupClient::AsyncStatus LMCacheLookupClient::lookup_cache_async(
 void LMCacheLookupClient::lookup_async(std::span<const TokenId> token_ids,
                                        const std::string& lookup_id,
                                        const RequestConfigs* request_configs) {
-  std::vector<ChunkHash> hashes;
-  std::vector<int64_t> offsets;
-  for (const ChunkSpan& s : token_database_.process_tokens(token_ids, 0)) {
-    hashes.push_back(s.hash);
-    offsets.push_back(s.end - s.start);
-  }
-  for (LMCacheEngine* engine : engines_) {
-    LookupRequest req;
-    req.input = TokenInput::of_hashes(hashes, offsets);
-    req.lookup_id = lookup_id;
-    req.pin = true;
-    req.request_configs = request_configs;
-    engine->async_lookup_and_prefetch(req);
-  }
+  const HashedPrompt prompt(token_database_.process_tokens(token_ids, 0));
+  const LookupRequest req = prompt.pinned_request(lookup_id, request_configs);
+  for (LMCacheEngine* engine : engines_) engine->async_lookup_and_prefetch(req);
   ++backoff_sleeps_;
 }
 
@@ -117,19 +131,10 @@ LMCacheLookupClient::Result LMCacheLookupClient::lookup(std::span<const TokenId>
   Result out;
   std::vector<ChunkSpan> spans = token_database_.process_tokens(token_ids, 0);
   if (spans.empty()) return out;
-  std::vector<ChunkHash> hashes;
-  std::vector<int64_t> offsets;
-  for (const ChunkSpan& s : spans) {
-    hashes.push_back(s.hash);
-    offsets.push_back(s.end - s.start);
-  }
+  const HashedPrompt prompt(spans);
+  const LookupRequest req = prompt.pinned_request(lookup_id, request_configs);
   bool failed = false;
   for (LMCacheEngine* engine : engines_) {
-    LookupRequest req;
-    req.input = TokenInput::of_hashes(hashes, offsets);
-    req.lookup_id = lookup_id;
-    req.pin = true;
-    req.request_configs = request_configs;
     LookupResult r = engine->lookup(req);
     if (r.error) failed = true;
     out.rank_hits.emplace_back(engine->metadata().worker_id, r.hit_tokens);
