@@ -8,6 +8,7 @@ find_package(simdjson CONFIG REQUIRED)
 find_package(Eigen3 3.4 REQUIRED NO_MODULE)
 find_package(CLI11 2.1 CONFIG REQUIRED)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+pkg_check_modules(ISAL REQUIRED IMPORTED_TARGET libisal)  # igzip: the gzip inflater of LineReader
 
 # fast-cpp-csv-parser ships only a header: <libfccp/csv.h>.
 find_path(FCCP_INCLUDE_DIR libfccp/csv.h REQUIRED)

@@ -94,6 +94,47 @@ TEST(LineReader, CorruptGzipIsAnInputError) {
   EXPECT_THROW(read_all(path), InputError);
 }
 
+TEST(LineReader, GzipWithoutItsTrailerIsTruncated) {
+  std::string dir = testing::scratch_dir();
+  std::string z = kvtwin::testing::gzip_bytes("a\nb\n");
+  std::string path = write_file(dir, "nt.gz", z.substr(0, z.size() - 4));  // no ISIZE
+  try {
+    read_all(path);
+    FAIL() << "no error for a gzip stream without its trailer";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("truncated gzip"), std::string::npos) << e.what();
+  }
+}
+
+TEST(LineReader, GzipWithAWrongChecksumIsCorrupt) {
+  std::string dir = testing::scratch_dir();
+  std::string z = kvtwin::testing::gzip_bytes("a\nb\n");
+  z[z.size() - 8] = static_cast<char>(z[z.size() - 8] ^ 1);  // CRC32 of the trailer
+  std::string path = write_file(dir, "crc.gz", z);
+  try {
+    read_all(path);
+    FAIL() << "no error for a wrong CRC";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("corrupt gzip"), std::string::npos) << e.what();
+  }
+}
+
+TEST(LineReader, GarbageAfterTheLastGzipMemberIsCorrupt) {
+  std::string dir = testing::scratch_dir();
+  std::string path = write_file(dir, "g.gz", kvtwin::testing::gzip_bytes("a\n") + "garbage");
+  EXPECT_THROW(read_all(path), InputError);
+}
+
+TEST(LineReader, LargeGzipMatchesPlainAcrossManyChunks) {
+  std::string dir = testing::scratch_dir();
+  std::string text;
+  for (int i = 0; i < 400000; ++i) text += "{\"op\":" + std::to_string(i * 7919LL) + "}\n";
+  auto plain = read_all(write_file(dir, "l.jsonl", text));
+  auto gz = read_all(write_file(dir, "l.jsonl.gz", kvtwin::testing::gzip_bytes(text)));
+  ASSERT_EQ(plain.size(), 400000u);
+  EXPECT_EQ(gz, plain);
+}
+
 TEST(LineReader, MissingFileIsAnInputError) {
   EXPECT_THROW(LineReader("/nonexistent/dir/file.jsonl"), InputError);
 }
