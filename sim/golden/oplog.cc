@@ -121,27 +121,35 @@ OplogStream::OplogStream(io::LineReader& reader, std::string_view header_line)
       header_(&path_, 1, parse_object(header_parser_, header_line, false, path_, 1)),
       digest_(std::make_unique<Digest>()) {
   SHA256_Init(&digest_->ctx);
-  hash_line(header_line);
+  SHA256_Update(&digest_->ctx, header_line.data(), header_line.size());  // not padded
+  SHA256_Update(&digest_->ctx, "\n", 1);
 }
 
 OplogStream::~OplogStream() = default;
 
 void OplogStream::hash_line(std::string_view line) {
+  // The byte after a line is readable (LineReader's padding); when it is the '\n' that ended the
+  // line, one update covers both.
+  if (line.data()[line.size()] == '\n') {
+    SHA256_Update(&digest_->ctx, line.data(), line.size() + 1);
+    return;
+  }
   SHA256_Update(&digest_->ctx, line.data(), line.size());
   SHA256_Update(&digest_->ctx, "\n", 1);
 }
 
-bool OplogStream::next(OpFields* op) {
-  if (done_) return false;
-  std::string_view line;
+void OplogStream::next_line(std::string_view* line, uint64_t* line_no) {
   for (;;) {
-    if (!reader_.next(&line))
+    if (!reader_.next(line))
       throw InputError(path_, reader_.line_number() + 1, "footer",
                        "missing footer (truncated op-log?)");
-    if (!line.empty()) break;
-    hash_line(line);  // blank lines are not ops but are covered by the digest
+    if (!line->empty()) break;
+    hash_line(*line);  // blank lines are not ops but are covered by the digest
   }
-  uint64_t line_no = reader_.line_number();
+  *line_no = reader_.line_number();
+}
+
+bool OplogStream::parse_line(std::string_view line, uint64_t line_no, OpFields* op) {
   // The reader guarantees padding after each line: parse in place without a copy.
   simdjson::dom::object obj = parse_object(parser_, line, true, path_, line_no);
   OpFields fields(&path_, line_no, obj);
@@ -158,6 +166,14 @@ bool OplogStream::next(OpFields* op) {
   ++num_ops_;
   *op = fields;
   return true;
+}
+
+bool OplogStream::next(OpFields* op) {
+  if (done_) return false;
+  std::string_view line;
+  uint64_t line_no;
+  next_line(&line, &line_no);
+  return parse_line(line, line_no, op);
 }
 
 void OplogStream::check_footer(const OpFields& footer) {

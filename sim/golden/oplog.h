@@ -78,6 +78,19 @@ class OplogStream {
   // Throws InputError on malformed JSON, a missing footer, a wrong op count or digest.
   bool next(OpFields* op);
 
+  // The same in two steps, for callers with a parser of their own for some lines:
+  // next_line gives the next non-blank line (blank lines are hashed and skipped; the view is
+  // valid until the next call) and its line number; then either take_op(line) when the caller
+  // parsed it as an op itself (only for a line without a "type" key: it cannot be the footer),
+  // or parse_line(line, line_no, op), which is next()'s DOM path (false after the footer).
+  void next_line(std::string_view* line, uint64_t* line_no);
+  void take_op(std::string_view line) {
+    hash_line(line);
+    ++num_ops_;
+  }
+  bool parse_line(std::string_view line, uint64_t line_no, OpFields* op);
+  bool done() const { return done_; }
+
   uint64_t num_ops() const { return num_ops_; }
   const std::string& path() const { return reader_.path(); }
 

@@ -101,9 +101,7 @@ bool int_field_equal(object o, std::string_view key, int64_t v) {
   return o[key].get_int64().get(x) == simdjson::SUCCESS && x == v;
 }
 
-bool hex_equal(element e, const mv::BlockHash& h) {
-  std::string_view s;
-  if (e.get_string().get(s) != simdjson::SUCCESS) return false;
+bool hex_equal(std::string_view s, const mv::BlockHash& h) {
   char buf[2 * mv::BlockHash::kMaxSize];
   static constexpr char kHex[] = "0123456789abcdef";
   if (s.size() != 2 * h.size()) return false;
@@ -112,6 +110,11 @@ bool hex_equal(element e, const mv::BlockHash& h) {
     buf[2 * i + 1] = kHex[h.data()[i] & 15];
   }
   return s == std::string_view(buf, s.size());
+}
+
+bool hex_equal(element e, const mv::BlockHash& h) {
+  std::string_view s;
+  return e.get_string().get(s) == simdjson::SUCCESS && hex_equal(s, h);
 }
 
 // The last n hashes of the request against a full list or a compact {"n", "last"}.
@@ -393,6 +396,38 @@ bool VllmReplayer::fast_equal(const VllmOp& op, element expect) const {
     default:
       return false;
   }
+}
+
+bool VllmReplayer::expect_equal(const VllmOp& op, const VllmExpect& expect,
+                                const VllmExpectArena& data) const {
+  switch (expect.kind) {
+    case VllmExpect::Kind::kNull:
+      return op.kind == VllmOpKind::kAllocateSlots && !allocated_;
+    case VllmExpect::Kind::kGroups: {
+      if (op.kind != VllmOpKind::kAllocateSlots || !allocated_ ||
+          expect.groups.size() != static_cast<uint32_t>(allocated_->num_groups()))
+        return false;
+      for (uint32_t g = 0; g < expect.groups.size(); ++g) {
+        IndexRange r = data.groups[expect.groups.begin + g];
+        std::span<const mv::BlockId> ids = (*allocated_)[static_cast<int>(g)];
+        if (r.size() != ids.size()) return false;
+        for (uint32_t j = 0; j < r.size(); ++j)
+          if (data.ids[r.begin + j] != ids[j]) return false;
+      }
+      return true;
+    }
+    case VllmExpect::Kind::kHashes:
+      if (op.kind != VllmOpKind::kAppendTokens || expect.n != static_cast<int64_t>(num_new_hashes_))
+        return false;
+      if (expect.n == 0) return expect.hex.size() == 0;
+      return expect.hex.size() > 0 &&
+             hex_equal(std::string_view(data.text.data() + expect.hex.begin, expect.hex.size()),
+                       last_request_->block_hashes().back());
+    case VllmExpect::Kind::kAbsent:
+    case VllmExpect::Kind::kText:
+      return false;
+  }
+  return false;
 }
 
 std::optional<VllmMismatch> VllmReplayer::compare(const VllmOp& op, const VllmOpArena& arena,

@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "sim/golden/oplog.h"
+#include "sim/golden/vllm_parse_stage.h"
 #include "sim/io/input_error.h"
 
 namespace kvtwin::sim::golden {
@@ -25,8 +26,25 @@ void check_index(const OpFields& f, bool has_index, uint64_t index) {
     f.fail("i", "op index " + std::to_string(i) + ", expected " + std::to_string(index));
 }
 
+// The expectation of a VllmExpect as a DOM element (parsed in place from the batch's text).
+std::optional<simdjson::dom::element> expect_element(simdjson::dom::parser& parser,
+                                                     const VllmExpect& e,
+                                                     const VllmExpectArena& data,
+                                                     const std::string& path, uint64_t line) {
+  if (e.kind == VllmExpect::Kind::kAbsent) return std::nullopt;
+  simdjson::dom::element root;
+  auto err = parser.parse(data.text.data() + e.text.begin, e.text.size(), false).get(root);
+  if (err != simdjson::SUCCESS)  // the line parsed before: only an internal error gets here
+    throw InputError(path, line, "expect", simdjson::error_message(err));
+  if (!e.whole_line) return root;
+  simdjson::dom::element expect;
+  if (root["expect"].get(expect) != simdjson::SUCCESS) return std::nullopt;
+  return expect;
+}
+
 }  // namespace
 
+// Parsing runs ahead on VllmParseStage's thread; this thread executes and compares, in op order.
 CaseOutcome replay_vllm_kv_golden(io::LineReader& reader, std::string_view header_line,
                                   const ReplayOptions& options) {
   OplogStream stream(reader, header_line);
@@ -44,18 +62,19 @@ CaseOutcome replay_vllm_kv_golden(io::LineReader& reader, std::string_view heade
       return out;
     }
   }
-  const bool has_index = header.boolean("op_index_field");
-  VllmOpArena arena;
-  VllmOp op;
-  OpFields f(nullptr, 0, {});
+  VllmParseStage stage(stream, header.boolean("op_index_field"), options.compare);
+  simdjson::dom::parser expect_parser;
   uint64_t index = 0;
-  while (stream.next(&f)) {
-    check_index(f, has_index, index);
-    arena.clear_op_data();
-    parse_vllm_op(f, &arena, &op);
-    replayer.execute(op, arena);
-    if (options.compare) {
-      if (auto m = replayer.compare(op, arena, f.optional_element("expect"))) {
+  for (;;) {
+    VllmOpBatch* b = stage.next();
+    for (size_t i = 0; i < b->ops.size(); ++i, ++index) {
+      const VllmOp& op = b->ops[i];
+      replayer.execute(op, b->arena);
+      if (!options.compare) continue;
+      const VllmExpect& e = b->expects[i];
+      if (replayer.expect_equal(op, e, b->expect_data)) continue;
+      auto expect = expect_element(expect_parser, e, b->expect_data, stream.path(), op.line);
+      if (auto m = replayer.compare(op, b->arena, expect)) {
         out.op_index = static_cast<int64_t>(index);
         out.op_name = std::string(vllm_op_name(op.kind));
         out.field = m->field;
@@ -65,7 +84,10 @@ CaseOutcome replay_vllm_kv_golden(io::LineReader& reader, std::string_view heade
         return out;
       }
     }
-    ++index;
+    if (b->error) std::rethrow_exception(b->error);
+    bool last = b->last;
+    stage.release(b);
+    if (last) break;
   }
   out.num_ops = stream.num_ops();
   out.passed = true;

@@ -1,8 +1,9 @@
 #include "sim/golden/vllm_ops.h"
 
-#include <xxhash.h>
-
 #include <array>
+#include <bit>
+#include <cstring>
+#include <stdexcept>
 
 namespace kvtwin::sim::golden {
 namespace {
@@ -28,6 +29,22 @@ constexpr std::array<std::string_view, 21> kOpNames = {"add_request",
                                                        "usage",
                                                        "free_queue",
                                                        "pool_state"};
+
+// A fast inline hash of a short name (request ids are a few bytes).
+uint64_t name_hash(std::string_view s) {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ s.size();
+  size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    uint64_t w;
+    std::memcpy(&w, s.data() + i, 8);
+    h = (h ^ w) * 0xff51afd7ed558ccdull;
+    h ^= h >> 32;
+  }
+  uint64_t w = 0;
+  std::memcpy(&w, s.data() + i, s.size() - i);
+  h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
+  return h ^ (h >> 29);
+}
 
 std::optional<VllmOpKind> op_kind(std::string_view name) {
   // The hot ops first.
@@ -148,18 +165,30 @@ std::string_view vllm_op_name(VllmOpKind kind) {
   return kOpNames[static_cast<size_t>(kind)];
 }
 
+const std::string& NameIndex::name(int32_t index) const {
+  size_t i = static_cast<size_t>(index) + 64;
+  int k = std::bit_width(i) - 7;
+  return chunks_[static_cast<size_t>(k)][i - (size_t{64} << k)];
+}
+
 int32_t NameIndex::intern(std::string_view name) {
-  uint64_t h = XXH3_64bits(name.data(), name.size());
+  uint64_t h = name_hash(name);
   size_t mask = table_.size() - 1;
   for (size_t i = h & mask;; i = (i + 1) & mask) {
     Slot& s = table_[i];
     if (s.index < 0) {
-      s = Slot{h, static_cast<int32_t>(names_.size())};
-      names_.emplace_back(name);
-      if (names_.size() * 2 > table_.size()) grow();
-      return static_cast<int32_t>(names_.size()) - 1;
+      size_t at = size_ + 64;
+      int k = std::bit_width(at) - 7;
+      if (k >= kChunks) throw std::length_error("too many names");
+      auto& chunk = chunks_[static_cast<size_t>(k)];
+      if (!chunk) chunk = std::make_unique<std::string[]>(size_t{64} << k);
+      chunk[at - (size_t{64} << k)] = std::string(name);
+      s = Slot{h, static_cast<int32_t>(size_)};
+      ++size_;
+      if (size_ * 2 > table_.size()) grow();
+      return static_cast<int32_t>(size_) - 1;
     }
-    if (s.hash == h && names_[static_cast<size_t>(s.index)] == name) return s.index;
+    if (s.hash == h && this->name(s.index) == name) return s.index;
   }
 }
 

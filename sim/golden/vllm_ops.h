@@ -11,7 +11,9 @@
 // Threading: none.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -96,31 +98,44 @@ struct VllmOp {
 };
 
 // Interns names (request ids, sequence names) to dense indices 0, 1, 2, ... in first-seen order.
-// Open addressing over (hash, index) pairs; the names themselves are kept in `names`.
+// Open addressing over (hash, index) pairs. The names live in chunks that never move (chunk k
+// holds 64 << k names), so one thread may intern while another reads any name whose index was
+// handed to it (through a synchronising queue) before.
 class NameIndex {
  public:
+  NameIndex() = default;
+  NameIndex(const NameIndex&) = delete;
+  NameIndex& operator=(const NameIndex&) = delete;
+
   // The index of `name`, adding it if new.
   int32_t intern(std::string_view name);
-  const std::string& name(int32_t index) const { return names_[static_cast<size_t>(index)]; }
-  size_t size() const { return names_.size(); }
+  const std::string& name(int32_t index) const;
+  size_t size() const { return size_; }
 
  private:
   struct Slot {
     uint64_t hash = 0;
     int32_t index = -1;
   };
+  static constexpr int kChunks = 25;  // 64 * (2^25 - 1) names in all
   void grow();
   std::vector<Slot> table_ = std::vector<Slot>(64);
-  std::vector<std::string> names_;
+  std::array<std::unique_ptr<std::string[]>, kChunks> chunks_;
+  size_t size_ = 0;
+};
+
+// The interning tables of one op-log, shared by every arena that holds its ops.
+struct VllmNames {
+  NameIndex requests;
+  NameIndex seqs;
 };
 
 struct VllmOpArena {
   std::vector<int64_t> tokens;
   std::vector<PromptPart> parts;
   std::vector<AddRequestExtras> extras;
-  // Interning (persistent).
-  NameIndex requests;
-  NameIndex seqs;
+  // Interning (persistent; shared with the arenas of the log's other op batches).
+  std::shared_ptr<VllmNames> names = std::make_shared<VllmNames>();
 
   // Clears the per-op storage, keeping the interning tables.
   void clear_op_data() {
@@ -128,10 +143,41 @@ struct VllmOpArena {
     parts.clear();
     extras.clear();
   }
-  int32_t intern_request(std::string_view name) { return requests.intern(name); }
-  int32_t intern_seq(std::string_view name) { return seqs.intern(name); }
-  const std::string& request_name(int32_t index) const { return requests.name(index); }
-  const std::string& seq_name(int32_t index) const { return seqs.name(index); }
+  int32_t intern_request(std::string_view name) { return names->requests.intern(name); }
+  int32_t intern_seq(std::string_view name) { return names->seqs.intern(name); }
+  const std::string& request_name(int32_t index) const { return names->requests.name(index); }
+  const std::string& seq_name(int32_t index) const { return names->seqs.name(index); }
+};
+
+// An op's recorded expectation in checkable form, parsed without a DOM for the hot ops
+// (vllm_fast_parse.h). Whatever is not in a compact kind is kept as JSON text.
+struct VllmExpect {
+  enum class Kind : uint8_t {
+    kAbsent,  // the line has no "expect"
+    kText,    // only as JSON text: `text` is the whole line (whole_line) or the expect value
+    kNull,    // {"new_block_ids":null}
+    kGroups,  // {"new_block_ids":[[ids],...]}: `groups` ranges of VllmExpectArena::groups
+    kHashes,  // {"new_block_hashes":{"n":n}} or {...,"last":hex}: `hex` empty when no "last"
+  };
+  Kind kind = Kind::kAbsent;
+  bool whole_line = false;
+  int64_t n = 0;
+  IndexRange groups;
+  IndexRange hex;   // in VllmExpectArena::text
+  IndexRange text;  // in VllmExpectArena::text: the expect value (or whole line) as JSON
+};
+
+// Storage of VllmExpect data for a batch of ops. Every text range is followed by at least
+// kPadding readable bytes once the batch is sealed, so it can be parsed in place.
+struct VllmExpectArena {
+  std::vector<IndexRange> groups;  // ranges of ids
+  std::vector<int64_t> ids;
+  std::string text;
+  void clear() {
+    groups.clear();
+    ids.clear();
+    text.clear();
+  }
 };
 
 // Parses one op line into *op (arena data appended to *arena). Throws InputError naming the

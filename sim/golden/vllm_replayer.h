@@ -60,6 +60,9 @@ class VllmReplayer {
   // nullopt when the line has none).
   std::optional<VllmMismatch> compare(const VllmOp& op, const VllmOpArena& arena,
                                       std::optional<simdjson::dom::element> expect);
+  // True when a compact pre-parsed expectation (VllmExpect) certainly equals the outputs of the
+  // op just executed; false means "compare through the DOM" (a difference, or another kind).
+  bool expect_equal(const VllmOp& op, const VllmExpect& expect, const VllmExpectArena& data) const;
 
   const model::vllm::KVCacheManager& manager() const { return manager_; }
   const model::vllm::RequestBlockHasher* hasher() const { return hasher_.get(); }

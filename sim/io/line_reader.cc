@@ -2,6 +2,7 @@
 
 #include <isa-l/igzip_lib.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -16,8 +17,9 @@
 namespace kvtwin::sim::io {
 namespace {
 
-constexpr size_t kChunkBytes = 1 << 20;
-constexpr size_t kMaxQueuedChunks = 8;
+// 256 KiB chunks: a chunk is still in cache when the parser reads the lines the inflater wrote.
+constexpr size_t kChunkBytes = 1 << 18;
+constexpr size_t kMaxQueuedChunks = 16;
 
 // Source errors carry only a message; LineReader adds the file and line.
 struct SourceError : std::runtime_error {
@@ -29,8 +31,9 @@ struct SourceError : std::runtime_error {
 class LineReader::Source {
  public:
   virtual ~Source() = default;
-  // Copies up to n bytes into dst; returns 0 only at the end of the data.
-  virtual size_t read(char* dst, size_t n) = 0;
+  // Replaces *chunk by the next chunk of data (its buffer keeps kPadding bytes beyond size); false
+  // only at the end of the data. A source may swap buffers: the chunk's old buffer is recycled.
+  virtual bool next(Chunk* chunk) = 0;
   virtual bool compressed() const = 0;
 };
 
@@ -40,10 +43,12 @@ class PlainSource final : public LineReader::Source {
  public:
   explicit PlainSource(FILE* f) : f_(f) {}
   ~PlainSource() override { std::fclose(f_); }
-  size_t read(char* dst, size_t n) override {
-    size_t got = std::fread(dst, 1, n, f_);
-    if (got == 0 && std::ferror(f_)) throw SourceError("read error");
-    return got;
+  bool next(LineReader::Chunk* chunk) override {
+    if (chunk->buf.size() < kChunkBytes + LineReader::kPadding)
+      chunk->buf.assign(kChunkBytes + LineReader::kPadding, '\0');
+    chunk->size = std::fread(chunk->buf.data(), 1, kChunkBytes, f_);
+    if (chunk->size == 0 && std::ferror(f_)) throw SourceError("read error");
+    return chunk->size > 0;
   }
   bool compressed() const override { return false; }
 
@@ -70,30 +75,21 @@ class GzipSource final : public LineReader::Source {
     std::fclose(f_);
   }
 
-  size_t read(char* dst, size_t n) override {
-    size_t copied = 0;
-    while (copied < n) {
-      if (pos_ == current_.size()) {
-        std::unique_lock<std::mutex> lock(mu_);
-        if (current_.capacity() > 0) free_.push_back(std::move(current_));
-        current_ = std::string();
-        pos_ = 0;
-        cv_.wait(lock, [&] { return !queue_.empty() || done_; });
-        if (queue_.empty()) {
-          if (!error_.empty()) throw SourceError(error_);
-          break;
-        }
-        current_ = std::move(queue_.front());
-        queue_.pop_front();
-        lock.unlock();
-        cv_.notify_all();
-      }
-      size_t take = std::min(n - copied, current_.size() - pos_);
-      std::memcpy(dst + copied, current_.data() + pos_, take);
-      pos_ += take;
-      copied += take;
+  bool next(LineReader::Chunk* chunk) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (chunk->buf.size() > 0) free_.push_back(std::move(chunk->buf));
+    chunk->buf = std::string();
+    chunk->size = 0;
+    cv_.wait(lock, [&] { return !queue_.empty() || done_; });
+    if (queue_.empty()) {
+      if (!error_.empty()) throw SourceError(error_);
+      return false;
     }
-    return copied;
+    *chunk = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    cv_.notify_all();
+    return true;
   }
   bool compressed() const override { return true; }
 
@@ -111,7 +107,7 @@ class GzipSource final : public LineReader::Source {
     cv_.notify_all();
   }
 
-  // A recycled output buffer of kChunkBytes (a fresh one while the queue fills up).
+  // A recycled output buffer of kChunkBytes + kPadding (a fresh one while the queue fills up).
   std::string take_buffer() {
     std::lock_guard<std::mutex> lock(mu_);
     std::string b;
@@ -119,11 +115,11 @@ class GzipSource final : public LineReader::Source {
       b = std::move(free_.back());
       free_.pop_back();
     }
-    b.resize(kChunkBytes);
+    b.resize(kChunkBytes + LineReader::kPadding);
     return b;
   }
 
-  bool push(std::string chunk) {
+  bool push(LineReader::Chunk chunk) {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return queue_.size() < kMaxQueuedChunks || stop_; });
     if (stop_) return false;
@@ -178,16 +174,16 @@ class GzipSource final : public LineReader::Source {
       } else if (st->avail_in == 0 && !eof) {
         eof = !fill(st.get(), &in);
       }
-      std::string out = take_buffer();
-      st->next_out = reinterpret_cast<uint8_t*>(out.data());
-      st->avail_out = static_cast<uint32_t>(out.size());
+      LineReader::Chunk out{take_buffer(), 0};
+      st->next_out = reinterpret_cast<uint8_t*>(out.buf.data());
+      st->avail_out = static_cast<uint32_t>(kChunkBytes);
       uint32_t avail_in = st->avail_in;
       int rc = isal_inflate(st.get());
       if (rc < 0) throw SourceError(std::string("corrupt gzip stream: ") + isal_error(rc));
-      size_t produced = out.size() - st->avail_out;
+      size_t produced = kChunkBytes - st->avail_out;
       bool progress = produced > 0 || st->avail_in != avail_in;
       if (produced > 0) {
-        out.resize(produced);
+        out.size = produced;
         if (!push(std::move(out))) return;
       }
       if (st->block_state == ISAL_BLOCK_FINISH) continue;
@@ -200,13 +196,11 @@ class GzipSource final : public LineReader::Source {
   std::thread worker_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::string> queue_;
+  std::deque<LineReader::Chunk> queue_;
   std::vector<std::string> free_;  // consumed buffers for reuse
   bool done_ = false;
   bool stop_ = false;
   std::string error_;
-  std::string current_;
-  size_t pos_ = 0;
 };
 
 }  // namespace
@@ -223,7 +217,6 @@ LineReader::LineReader(std::string path) : path_(std::move(path)) {
   } else {
     source_ = std::make_unique<PlainSource>(f);
   }
-  buffer_.resize(4 * kChunkBytes + kPadding);
 }
 
 LineReader::~LineReader() = default;
@@ -232,53 +225,56 @@ bool LineReader::compressed() const {
   return source_->compressed();
 }
 
-bool LineReader::refill() {
+bool LineReader::fetch() {
   if (eof_) return false;
-  // Move the unread tail to the front; grow when a single line fills the buffer.
-  size_t unread = end_ - begin_;
-  if (begin_ > 0) {
-    std::memmove(buffer_.data(), buffer_.data() + begin_, unread);
-    begin_ = 0;
-    end_ = unread;
-  }
-  if (buffer_.size() - end_ < kChunkBytes + kPadding) buffer_.resize(2 * buffer_.size() + kPadding);
-  size_t got;
   try {
-    got = source_->read(buffer_.data() + end_, buffer_.size() - end_ - kPadding);
+    eof_ = !source_->next(&chunk_);
   } catch (const SourceError& e) {
     throw InputError(path_, line_number_ + 1, "", e.what());
   }
-  if (got == 0) {
-    eof_ = true;
-    return false;
-  }
-  end_ += got;
-  return true;
+  pos_ = 0;
+  return !eof_;
+}
+
+void LineReader::carry(const char* data, size_t n) {
+  if (carry_.size() < carry_len_ + n + kPadding)
+    carry_.resize(std::max(2 * carry_.size(), carry_len_ + n + kPadding));
+  std::memcpy(carry_.data() + carry_len_, data, n);
+  carry_len_ += n;
 }
 
 bool LineReader::next(std::string_view* line) {
-  size_t scan_from = begin_;
-  for (;;) {
-    const char* base = buffer_.data();
-    const void* nl = std::memchr(base + scan_from, '\n', end_ - scan_from);
-    if (nl != nullptr) {
-      size_t stop = static_cast<size_t>(static_cast<const char*>(nl) - base);
-      size_t len = stop - begin_;
-      if (len > 0 && base[begin_ + len - 1] == '\r') --len;
-      *line = std::string_view(base + begin_, len);
-      begin_ = stop + 1;
-      ++line_number_;
-      return true;
-    }
-    size_t scanned = end_ - begin_;
-    if (!refill()) break;
-    scan_from = begin_ + scanned;
+  if (carry_returned_) {
+    carry_len_ = 0;
+    carry_returned_ = false;
   }
-  if (end_ > begin_) {  // last line without '\n'
-    size_t len = end_ - begin_;
-    if (buffer_[begin_ + len - 1] == '\r') --len;
-    *line = std::string_view(buffer_.data() + begin_, len);
-    begin_ = end_;
+  for (;;) {
+    const char* base = chunk_.buf.data();
+    if (pos_ < chunk_.size) {
+      const void* nl = std::memchr(base + pos_, '\n', chunk_.size - pos_);
+      if (nl != nullptr) {
+        size_t stop = static_cast<size_t>(static_cast<const char*>(nl) - base);
+        if (carry_len_ == 0) {
+          *line = std::string_view(base + pos_, stop - pos_);
+        } else {  // the end of a line that started in an earlier chunk
+          carry(base + pos_, stop - pos_);
+          *line = std::string_view(carry_.data(), carry_len_);
+          carry_returned_ = true;
+        }
+        pos_ = stop + 1;
+        if (!line->empty() && line->back() == '\r') line->remove_suffix(1);
+        ++line_number_;
+        return true;
+      }
+      carry(base + pos_, chunk_.size - pos_);
+      pos_ = chunk_.size;
+    }
+    if (!fetch()) break;
+  }
+  if (carry_len_ > 0) {  // last line without '\n'
+    *line = std::string_view(carry_.data(), carry_len_);
+    if (line->back() == '\r') line->remove_suffix(1);
+    carry_returned_ = true;
     ++line_number_;
     return true;
   }

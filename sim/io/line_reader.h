@@ -9,7 +9,8 @@
 // gzip stream, a NUL byte inside a line. A final line without '\n' is returned as a line.
 //
 // Threading: one reader per thread. A background thread decompresses ahead when the input is
-// gzip, so inflating overlaps with the caller's parsing.
+// gzip, so inflating overlaps with the caller's parsing. Lines are handed out in place in the
+// decompressed (or read) chunks; only a line that spans two chunks is copied.
 #pragma once
 
 #include <cstdint>
@@ -36,17 +37,26 @@ class LineReader {
   const std::string& path() const { return path_; }
   bool compressed() const;
 
-  // Byte source behind the reader (plain file or background gzip inflater).
+  // Byte source behind the reader (plain file or background gzip inflater), and the chunks it
+  // hands over: data in [0, size), followed by at least kPadding bytes of buf.
   class Source;
+  struct Chunk {
+    std::string buf;
+    size_t size = 0;
+  };
 
  private:
-  bool refill();
+  // Hands the current chunk back to the source and takes the next one; false at the end.
+  bool fetch();
+  void carry(const char* data, size_t n);
 
   std::string path_;
   std::unique_ptr<Source> source_;
-  std::string buffer_;  // [begin_, end_) holds unread bytes; capacity keeps kPadding slack
-  size_t begin_ = 0;
-  size_t end_ = 0;
+  Chunk chunk_;  // [pos_, chunk_.size) unread
+  size_t pos_ = 0;
+  std::string carry_;  // the start of a line that spans chunks, then kPadding slack
+  size_t carry_len_ = 0;
+  bool carry_returned_ = false;  // carry_ was the last line handed out
   bool eof_ = false;
   uint64_t line_number_ = 0;
 };

@@ -62,6 +62,16 @@ std::string make_log(const std::vector<std::string>& ops) {
          ",\"sha256_of_preceding_lines\":\"" + sha256_hex(body) + "\"}\n";
 }
 
+// The same without "i" (op_index_field false): the hot ops take the DOM-free parser.
+std::string make_log_without_index(const std::vector<std::string>& ops) {
+  std::string header = kHeader;
+  header.replace(header.find("\"op_index_field\":true"), 21, "\"op_index_field\":false");
+  std::string body = header + "\n";
+  for (const std::string& op : ops) body += "{" + op + "}\n";
+  return body + "{\"type\":\"footer\",\"num_ops\":" + std::to_string(ops.size()) +
+         ",\"sha256_of_preceding_lines\":\"" + sha256_hex(body) + "\"}\n";
+}
+
 std::string write(const std::string& name, const std::string& content) {
   std::string path = testing::scratch_dir() + "/" + name;
   std::ofstream(path, std::ios::binary) << content;
@@ -113,6 +123,65 @@ TEST(VllmGolden, AMismatchNamesTheOpTheFieldAndBothValues) {
   EXPECT_NE(r.output.find("op 2 allocate_slots: $.new_block_ids[0][1]: expected 3, got 2"),
             std::string::npos)
       << r.output;
+}
+
+TEST(VllmGolden, HotOpsWithoutIndexPassThroughTheFastParser) {
+  auto ops = valid_ops();
+  ops.insert(ops.begin() + 3,
+             R"("op":"append_tokens","req":"a","num_computed_tokens":6,"tokens":[7],)"
+             R"("expect":{"new_block_hashes":[]})");
+  KvtwinRun r =
+      run_kvtwin(write("fast.jsonl.gz", kvtwin::testing::gzip_bytes(make_log_without_index(ops))));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("1 passed, 0 failed"), std::string::npos) << r.output;
+}
+
+TEST(VllmGolden, AMismatchOnTheFastParserPathNamesTheFieldAndBothValues) {
+  auto ops = valid_ops();
+  ops[2] =
+      R"("op":"allocate_slots","req":"a","num_new_tokens":6,"expect":{"new_block_ids":[[1,3]]})";
+  KvtwinRun r = run_kvtwin(write("fastbad.jsonl", make_log_without_index(ops)));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("op 2 allocate_slots: $.new_block_ids[0][1]: expected 3, got 2"),
+            std::string::npos)
+      << r.output;
+}
+
+TEST(VllmGolden, ACompactHashMismatchIsReportedWithItsPath) {
+  auto ops = valid_ops();
+  ops.insert(ops.begin() + 3,
+             R"("op":"append_tokens","req":"a","num_computed_tokens":6,"tokens":[7,8],)"
+             R"("expect":{"new_block_hashes":{"n":0}})");
+  KvtwinRun r = run_kvtwin(write("fasthash.jsonl", make_log_without_index(ops)));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("op 3 append_tokens: $.new_block_hashes"), std::string::npos) << r.output;
+}
+
+// The parser runs ahead of execution, yet a mismatch before a malformed line is what is reported.
+TEST(VllmGolden, AMismatchBeforeABadLineIsReportedFirst) {
+  auto ops = valid_ops();
+  ops[2] =
+      R"("op":"allocate_slots","req":"a","num_new_tokens":6,"expect":{"new_block_ids":[[1,3]]})";
+  ops[4] = R"("op":"usage",,)";
+  KvtwinRun r = run_kvtwin(write("order.jsonl", make_log_without_index(ops)));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("op 2 allocate_slots"), std::string::npos) << r.output;
+}
+
+TEST(VllmGolden, BadHotLinesWithoutIndexAreStillOneLineErrors) {
+  for (const auto& [op, expected] : std::vector<std::pair<std::string, std::string>>{
+           {R"("op":"allocate_slots","req":"a","num_new_tokens":-1)", "negative token count"},
+           {R"("op":"allocate_slots","req":"a","num_new_tokens":1.5)", "expected an integer"},
+           {R"("op":"append_tokens","req":"a","tokens":[1,"x"])", "tokens: expected an integer"},
+           {R"("op":"allocate_slots","req":"a","num_new_tokens":1} x)", "malformed JSON"}}) {
+    auto ops = valid_ops();
+    ops[2] = op;
+    std::string path = write("fastinput.jsonl", make_log_without_index(ops));
+    KvtwinRun r = run_kvtwin(path);
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(error_line(r).find(path + ":4: "), std::string::npos) << r.output;
+    EXPECT_NE(error_line(r).find(expected), std::string::npos) << r.output;
+  }
 }
 
 TEST(VllmGolden, AWrongDerivedHeaderFieldFails) {

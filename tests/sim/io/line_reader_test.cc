@@ -1,6 +1,7 @@
 #include "sim/io/line_reader.h"
 
 #include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
 
 #include <fstream>
 
@@ -148,6 +149,48 @@ TEST(LineReader, LinesArePaddedForSimdjson) {
   volatile char sink = 0;
   for (size_t i = 0; i < LineReader::kPadding; ++i) sink = sink ^ line.data()[line.size() + i];
   (void)sink;
+}
+
+// The reference: split on '\n', drop one '\r' before it, a last line without '\n' counts.
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t nl = text.find('\n', start);
+    size_t stop = nl == std::string::npos ? text.size() : nl;
+    std::string line = text.substr(start, stop - start);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    out.push_back(line);
+    start = stop + 1;
+  }
+  return out;
+}
+
+// Lines of random lengths (some longer than a 256 KiB chunk, so lines span chunks and even
+// whole chunks), some ending in "\r\n", with or without a final '\n', read plain and gzipped.
+RC_GTEST_PROP(LineReaderProperty, ReadsTheSameLinesAsASimpleSplitter, ()) {
+  const auto lengths = *rc::gen::container<std::vector<int>>(
+      *rc::gen::inRange<size_t>(0, 40),
+      rc::gen::weightedOneOf<int>({{20, rc::gen::inRange(0, 200)},
+                                   {4, rc::gen::inRange(0, 70000)},
+                                   {1, rc::gen::inRange(200000, 300000)}}));
+  const auto seed = *rc::gen::arbitrary<uint32_t>();
+  const bool final_newline = *rc::gen::arbitrary<bool>();
+  std::string text;
+  uint32_t x = seed | 1;
+  for (int len : lengths) {
+    for (int i = 0; i < len; ++i) {
+      x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+      text.push_back(static_cast<char>('!' + x % 90));
+    }
+    if (x % 7 == 0) text.push_back('\r');
+    text.push_back('\n');
+  }
+  if (!final_newline && !text.empty()) text.pop_back();
+  const std::vector<std::string> expected = split_lines(text);
+  std::string dir = testing::scratch_dir();
+  RC_ASSERT(read_all(write_file(dir, "p.txt", text)) == expected);
+  RC_ASSERT(read_all(write_file(dir, "p.txt.gz", kvtwin::testing::gzip_bytes(text))) == expected);
 }
 
 }  // namespace
