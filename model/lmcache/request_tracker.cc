@@ -9,7 +9,8 @@ namespace kvtwin::model::lmcache {
 void RequestTracker::update(std::span<const TokenId> new_token_ids,
                             const std::optional<std::vector<int64_t>>& new_block_ids,
                             bool preempted, int64_t lmcache_cached_tokens,
-                            int64_t vllm_cached_tokens, const std::vector<TokenId>* all_token_ids) {
+                            int64_t vllm_cached_tokens,
+                            const std::span<const TokenId>* all_token_ids) {
   if (preempted) {
     KVTWIN_CHECK(all_token_ids != nullptr) << "preempted request " << req_id << " needs its tokens";
     if (new_block_ids)
@@ -53,20 +54,12 @@ std::optional<ReqMeta> req_meta_from_tracker(RequestTracker& tracker,
   if (!skip_save) tracker.num_saved_tokens = to_save;
   ReqMeta meta;
   meta.req_id = tracker.req_id;
-  meta.token_ids.assign(tracker.token_ids.begin(),
-                        tracker.token_ids.begin() + static_cast<ptrdiff_t>(to_save));
-  // Slots of the saved tokens, block by block (cut at to_save).
-  const size_t num_slots = std::min(
-      meta.token_ids.size(), tracker.allocated_block_ids.size() *
-                                 static_cast<size_t>(std::max<int64_t>(options.block_size, 0)));
-  meta.slot_mapping.resize(num_slots);
-  int64_t* slot = meta.slot_mapping.data();
-  for (size_t i = 0, j = 0; i < num_slots; ++j) {
-    const int64_t base = tracker.allocated_block_ids[j] * options.block_size;
-    const size_t n = std::min(static_cast<size_t>(options.block_size), num_slots - i);
-    for (size_t off = 0; off < n; ++off) slot[i + off] = base + static_cast<int64_t>(off);
-    i += n;
-  }
+  meta.token_ids = std::span<const TokenId>(tracker.token_ids.data(), static_cast<size_t>(to_save));
+  meta.block_ids = tracker.allocated_block_ids;
+  meta.block_size = std::max<int64_t>(options.block_size, 1);
+  meta.num_slots = std::min(meta.token_ids.size(),
+                            tracker.allocated_block_ids.size() *
+                                static_cast<size_t>(std::max<int64_t>(options.block_size, 0)));
   meta.is_last_prefill = is_last_prefill;
   meta.save_spec = SaveSpec{skip_leading, !skip_save};
   if (load_spec && load_spec->can_load) meta.load_spec = load_spec;

@@ -53,13 +53,26 @@ struct RequestTracker {
   void update(std::span<const TokenId> new_token_ids,
               const std::optional<std::vector<int64_t>>& new_block_ids, bool preempted,
               int64_t lmcache_cached_tokens, int64_t vllm_cached_tokens,
-              const std::vector<TokenId>* all_token_ids);
+              const std::span<const TokenId>* all_token_ids);
 };
 
+// What the worker does for one request in one step. Upstream snapshots the tracker's tokens and
+// computes the slot mapping into new lists; here token_ids and block_ids are views into the
+// RequestTracker that produced the metadata, and slots are computed on demand:
+//   slot(i) = block_ids[i / block_size] * block_size + i % block_size,  0 <= i < num_slots
+// Lifetime: the views stay valid while that tracker is unchanged, i.e. until the scheduler
+// adapter's next build_connector_meta (the only place trackers change or are dropped). Both
+// callers consume the metadata of a step before scheduling the next one.
 struct ReqMeta {
   std::string req_id;
-  std::vector<TokenId> token_ids;
-  std::vector<int64_t> slot_mapping;
+  std::span<const TokenId> token_ids;
+  std::span<const int64_t> block_ids;
+  int64_t block_size = 16;
+  size_t num_slots = 0;  // min(token_ids.size(), block_ids.size() * block_size)
+  int64_t slot(size_t i) const {
+    const size_t bs = static_cast<size_t>(block_size);
+    return block_ids[i / bs] * block_size + static_cast<int64_t>(i % bs);
+  }
   bool is_last_prefill = false;
   std::optional<SaveSpec> save_spec;
   std::optional<LoadSpec> load_spec;

@@ -68,11 +68,11 @@ LMCacheSchedulerAdapter::MatchResult LMCacheSchedulerAdapter::get_num_new_matche
   }
   if (hit == -1) {
     requests_priority_[req_id] = request.priority;
-    std::vector<TokenId> tokens = request.all_token_ids;
+    std::span<const TokenId> tokens = request.all_token_ids;
     if (adapter_.skip_last_n_tokens > 0) {
       size_t drop =
           std::min<size_t>(tokens.size(), static_cast<size_t>(adapter_.skip_last_n_tokens));
-      tokens.resize(tokens.size() - drop);
+      tokens = tokens.first(tokens.size() - drop);
     }
     const RequestConfigs* configs = request.request_configs ? &*request.request_configs : nullptr;
     if (async) {
@@ -140,12 +140,12 @@ ConnectorMetadata LMCacheSchedulerAdapter::build_connector_meta(
     }
     RequestTracker t;
     t.req_id = nr.req_id;
-    t.prompt_len = static_cast<int64_t>(request.prompt_token_ids.size());
-    size_t n = std::min<size_t>(static_cast<size_t>(std::max<int64_t>(to_compute, 0)),
-                                request.prompt_token_ids.size());
-    t.token_ids.reserve(request.prompt_token_ids.size());  // prefill appends without moving
-    t.token_ids.assign(request.prompt_token_ids.begin(),
-                       request.prompt_token_ids.begin() + static_cast<ptrdiff_t>(n));
+    const std::span<const TokenId> prompt = request.prompt_token_ids();
+    t.prompt_len = static_cast<int64_t>(prompt.size());
+    size_t n =
+        std::min<size_t>(static_cast<size_t>(std::max<int64_t>(to_compute, 0)), prompt.size());
+    t.token_ids.reserve(prompt.size());  // prefill appends without moving
+    t.token_ids.assign(prompt.begin(), prompt.begin() + static_cast<ptrdiff_t>(n));
     t.allocated_block_ids = nr.block_ids;
     t.num_saved_tokens = load_spec ? load_spec->lmcache_cached_tokens : 0;
     t.request_configs = request.request_configs;

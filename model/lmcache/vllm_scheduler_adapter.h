@@ -24,6 +24,7 @@
 #include <list>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -33,15 +34,46 @@
 
 namespace kvtwin::model::lmcache {
 
-// What the adapter reads from a vLLM Request.
+// What the adapter reads from a vLLM Request. The tokens are a view, of storage the struct owns
+// (own_tokens / append_tokens: tests and the golden replay) or of the caller's own vLLM Request
+// (view_tokens: the simulator, which re-points the view before every adapter call, since a token
+// vector that grew may have moved). Moving keeps owned storage in place; copying is not allowed.
 struct VllmRequest {
   std::string request_id;
-  std::vector<TokenId> prompt_token_ids;
-  std::vector<TokenId> all_token_ids;
+  std::span<const TokenId> all_token_ids;
+  int64_t num_prompt_tokens = 0;
   int64_t num_computed_tokens = 0;
   int64_t priority = 0;
   std::optional<RequestConfigs> request_configs;  // extract_request_configs(sampling_params)
+
+  VllmRequest() = default;
+  VllmRequest(VllmRequest&&) = default;
+  VllmRequest& operator=(VllmRequest&&) = default;
+  VllmRequest(const VllmRequest&) = delete;
+  VllmRequest& operator=(const VllmRequest&) = delete;
+
   int64_t num_tokens() const { return static_cast<int64_t>(all_token_ids.size()); }
+  std::span<const TokenId> prompt_token_ids() const {
+    return all_token_ids.first(static_cast<size_t>(num_prompt_tokens));
+  }
+  // Owned tokens: the prompt, then appended output tokens.
+  void own_tokens(std::vector<TokenId> prompt) {
+    owned_ = std::move(prompt);
+    num_prompt_tokens = static_cast<int64_t>(owned_.size());
+    all_token_ids = owned_;
+  }
+  void append_tokens(std::span<const TokenId> tokens) {
+    owned_.insert(owned_.end(), tokens.begin(), tokens.end());
+    all_token_ids = owned_;
+  }
+  // A view of tokens owned elsewhere; REQUIRES: num_prompt <= all.size().
+  void view_tokens(std::span<const TokenId> all, int64_t num_prompt) {
+    all_token_ids = all;
+    num_prompt_tokens = num_prompt;
+  }
+
+ private:
+  std::vector<TokenId> owned_;
 };
 
 // num_scheduled_tokens, when set, is the request's entry of SchedulerOutput.num_scheduled_tokens

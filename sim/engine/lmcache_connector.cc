@@ -105,10 +105,6 @@ LmcacheConnector::RequestState& LmcacheConnector::state_of(const EngineRequest& 
   if (!st.mirror) {
     st.mirror = std::make_unique<lm::VllmRequest>();
     st.mirror->request_id = r.id();
-    auto prompt =
-        r.req->all_token_ids().subspan(0, static_cast<size_t>(r.req->num_prompt_tokens()));
-    st.mirror->prompt_token_ids.assign(prompt.begin(), prompt.end());
-    st.mirror->all_token_ids.reserve(prompt.size());
   }
   return st;
 }
@@ -116,9 +112,7 @@ LmcacheConnector::RequestState& LmcacheConnector::state_of(const EngineRequest& 
 // Brings the adapter's view of a request up to date: tokens appended since, computed tokens.
 void LmcacheConnector::sync(lm::VllmRequest& m, const EngineRequest& r,
                             int64_t num_computed_tokens) {
-  auto all = r.req->all_token_ids();
-  if (m.all_token_ids.size() < all.size())
-    m.all_token_ids.insert(m.all_token_ids.end(), all.begin() + m.all_token_ids.size(), all.end());
+  m.view_tokens(r.req->all_token_ids(), r.req->num_prompt_tokens());
   m.num_computed_tokens = num_computed_tokens;
 }
 
@@ -154,7 +148,9 @@ bool LmcacheConnector::lookup_pending(const EngineRequest& r) const {
 void LmcacheConnector::update_state_after_alloc(EngineRequest& r,
                                                 const model::vllm::KVCacheBlocks& /*blocks*/,
                                                 int64_t num_external_tokens) {
-  scheduler_adapter_->update_state_after_alloc(mirror(r), num_external_tokens);
+  lm::VllmRequest& m = mirror(r);
+  m.view_tokens(r.req->all_token_ids(), r.req->num_prompt_tokens());
+  scheduler_adapter_->update_state_after_alloc(m, num_external_tokens);
 }
 
 void LmcacheConnector::build_connector_meta(const SchedulerOutput& output) {
@@ -305,10 +301,10 @@ void LmcacheConnector::fail_whole_load(const lm::ReqMeta& m) {
   const int64_t c = config_.chunk_size;
   const int64_t first = ls.vllm_cached_tokens / c * c;
   const int64_t end =
-      std::min<int64_t>(ls.lmcache_cached_tokens, static_cast<int64_t>(m.slot_mapping.size()));
+      std::min<int64_t>(ls.lmcache_cached_tokens, static_cast<int64_t>(m.num_slots));
   const int64_t bs = adapter_config_.vllm_block_size;
   for (int64_t i = std::max(first, ls.vllm_cached_tokens); i < end; ++i)
-    invalid_.insert(static_cast<model::vllm::BlockId>(m.slot_mapping[static_cast<size_t>(i)] / bs));
+    invalid_.insert(static_cast<model::vllm::BlockId>(m.slot(static_cast<size_t>(i)) / bs));
 }
 
 void LmcacheConnector::load_bulk(std::function<void(SimDuration)> ready) {

@@ -128,10 +128,10 @@ std::string op_build_meta(const OpFields& op, CaseState& state) {
     w.key("load");
     write_load_spec(w, r.load_spec);
     w.key("slots").begin_array();
-    for (size_t i = 0; i < r.slot_mapping.size();) {
+    for (size_t i = 0; i < r.num_slots;) {
       size_t j = i + 1;
-      while (j < r.slot_mapping.size() && r.slot_mapping[j] == r.slot_mapping[j - 1] + 1) ++j;
-      w.begin_array().value(r.slot_mapping[i]).value(static_cast<int64_t>(j - i)).end_array();
+      while (j < r.num_slots && r.slot(j) == r.slot(j - 1) + 1) ++j;
+      w.begin_array().value(r.slot(i)).value(static_cast<int64_t>(j - i)).end_array();
       i = j;
     }
     w.end_array().key("request_configs");
@@ -265,8 +265,7 @@ std::string connector_op(std::string_view name, const OpFields& op, CaseState& s
   if (name == "add_request") {
     auto r = std::make_unique<lm::VllmRequest>();
     r->request_id = std::string(op.str("req"));
-    r->prompt_token_ids = read_tokens(op, state);
-    r->all_token_ids = r->prompt_token_ids;
+    r->own_tokens(read_tokens(op, state));
     r->priority = op.i64_or("priority", 0);
     r->request_configs = read_request_configs(op, "request_configs");
     state.requests[r->request_id] = std::move(r);
@@ -275,7 +274,7 @@ std::string connector_op(std::string_view name, const OpFields& op, CaseState& s
   if (name == "append_tokens") {
     lm::VllmRequest& r = request(op, state);
     std::vector<lm::TokenId> t = read_token_list(op, op.element("tokens"), "tokens");
-    r.all_token_ids.insert(r.all_token_ids.end(), t.begin(), t.end());
+    r.append_tokens(t);
     return std::string();
   }
   if (name == "get_num_new_matched_tokens") {

@@ -81,6 +81,14 @@ void expect_no_leaks(LMCacheEngine& e) {
   EXPECT_EQ(pf(e).num_events(), 0u);
 }
 
+// A vLLM request with prompt `tokens` and nothing computed.
+VllmRequest vllm_request(std::string id, std::vector<TokenId> tokens) {
+  VllmRequest r;
+  r.request_id = std::move(id);
+  r.own_tokens(std::move(tokens));
+  return r;
+}
+
 TEST(AsyncPrefetch, APrefixSplitAcrossCpuAndDiskIsPrefetchedThenRetrievedFromTheEvent) {
   LMCacheEngine e(async_config(8, 8, false, false), toy_metadata());
   std::vector<TokenId> a = seq(64, 1);
@@ -338,7 +346,7 @@ TEST(AsyncLookupClient, AnswersPendingUntilTheRankAnswersThenTheHit) {
   store_on_disk_from(e, a, 2);
   LMCacheLookupClient client(cfg, toy_metadata(), {&e});
   LMCacheSchedulerAdapter adapter(cfg, AdapterConfig{}, &client);
-  VllmRequest req{"r", a, a, 0, 0, std::nullopt};
+  VllmRequest req = vllm_request("r", a);
   auto m = adapter.get_num_new_matched_tokens(req, 0, 0);
   EXPECT_FALSE(m.ret.has_value());  // the lookup was just sent
   EXPECT_TRUE(client.is_pending("r"));
@@ -360,7 +368,7 @@ TEST(AsyncLookupClient, APendingLookupAnswersZeroAfterTheTimeout) {
     store_on_disk_from(e, a, 0);
     LMCacheLookupClient client(cfg, toy_metadata(), {&e});
     LMCacheSchedulerAdapter adapter(cfg, AdapterConfig{}, &client);
-    VllmRequest req{"r", a, a, 0, 0, std::nullopt};
+    VllmRequest req = vllm_request("r", a);
     adapter.get_num_new_matched_tokens(req, 0, 0);
     EXPECT_FALSE(adapter.get_num_new_matched_tokens(req, 0, 3'000'000'000).ret.has_value());
     auto m = adapter.get_num_new_matched_tokens(req, 0, 3'000'000'001);
@@ -370,7 +378,7 @@ TEST(AsyncLookupClient, APendingLookupAnswersZeroAfterTheTimeout) {
     // The prefetch finishes later. Fixed: the timeout cancelled it, so the next check cleans up.
     run_all(e);
     client.process_responses();
-    VllmRequest other{"o", seq(8, 1), seq(8, 1), 0, 0, std::nullopt};
+    VllmRequest other = vllm_request("o", seq(8, 1));
     adapter.get_num_new_matched_tokens(other, 0, 4'000'000'000);
     EXPECT_EQ(pf(e).event_status("r"), quirks ? EventStatus::kDone : EventStatus::kNotFound);
   }

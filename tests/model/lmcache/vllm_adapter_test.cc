@@ -31,8 +31,7 @@ struct Fixture {
   VllmRequest request(const std::string& id, std::vector<TokenId> tokens) {
     VllmRequest r;
     r.request_id = id;
-    r.prompt_token_ids = tokens;
-    r.all_token_ids = std::move(tokens);
+    r.own_tokens(std::move(tokens));
     return r;
   }
 };
@@ -75,7 +74,7 @@ TEST(VllmAdapter, SavesOnlyAtChunkBoundariesAndNotInDecode) {
   auto m = req_meta_from_tracker(t, std::nullopt, o);
   ASSERT_TRUE(m);
   EXPECT_EQ(m->token_ids.size(), 16u);  // cut to a chunk multiple
-  EXPECT_EQ(m->slot_mapping.front(), 7 * 16);
+  EXPECT_EQ(m->slot(0), 7 * 16);
   EXPECT_EQ(t.num_saved_tokens, 16);
   t.update(seq(10, 20), std::vector<int64_t>{}, false, 0, 0, nullptr);  // 30 tokens: < 32
   EXPECT_FALSE(req_meta_from_tracker(t, std::nullopt, o));
@@ -85,7 +84,10 @@ TEST(VllmAdapter, SavesOnlyAtChunkBoundariesAndNotInDecode) {
   EXPECT_TRUE(m->is_last_prefill);
   EXPECT_EQ(m->save_spec->skip_leading_tokens, 16);
   EXPECT_EQ(m->token_ids.size(), 32u);  // partial chunk discarded
-  EXPECT_EQ(m->slot_mapping[16], 3 * 16);
+  EXPECT_EQ(m->slot(16), 3 * 16);
+  ASSERT_EQ(m->num_slots, 32u);  // blocks 7, 3 (and 9) cover every saved token
+  for (size_t i = 0; i < m->num_slots; ++i)
+    EXPECT_EQ(m->slot(i), (i < 16 ? 7 : 3) * 16 + static_cast<int64_t>(i % 16)) << i;
   t.update(seq(1, 40), std::nullopt, false, 0, 0, nullptr);
   EXPECT_TRUE(t.is_decode_phase);
   EXPECT_FALSE(req_meta_from_tracker(t, std::nullopt, o));
