@@ -64,7 +64,7 @@ int64_t Instance::queued_tokens() const {
 
 void Instance::try_step() {
   KVTWIN_CHECK(!busy_);
-  SchedulerOutput out;
+  SchedulerOutput& out = step_out_;
   while (true) {
     // A schedule whose only effect was preemption schedules again at once (vLLM would run an
     // empty step); bounded by the number of running requests.
@@ -79,37 +79,35 @@ void Instance::try_step() {
   }
   busy_ = true;
   step_start_ = ctx_.sim->now();
-  std::vector<hw::StepSlice> slices;
-  slices.reserve(out.scheduled.size());
+  slices_.clear();
   for (const ScheduledRequest& s : out.scheduled) {
     const model::vllm::Request& req = *s.request->req;
-    slices.push_back(hw::StepSlice{s.num_new_tokens, s.num_computed_before,
-                                   req.num_computed_tokens >= req.num_tokens(),
-                                   s.num_encoder_tokens});
+    slices_.push_back(hw::StepSlice{s.num_new_tokens, s.num_computed_before,
+                                    req.num_computed_tokens >= req.num_tokens(),
+                                    s.num_encoder_tokens});
     if (s.request->record.first_scheduled < 0) s.request->record.first_scheduled = step_start_;
   }
-  hw::StepTime compute = ctx_.step_model->step_time(slices);
+  step_compute_ = ctx_.step_model->step_time(slices_);
   if (hooks_) {
-    hooks_->begin_step(out, compute, [this, out, compute](SimDuration extra) mutable {
-      run_forward(std::move(out), compute, extra);
-    });
+    hooks_->begin_step(out, step_compute_, [this](SimDuration extra) { run_forward(extra); });
   } else {
-    run_forward(std::move(out), compute, 0);
+    run_forward(0);
   }
 }
 
-void Instance::run_forward(SchedulerOutput out, hw::StepTime compute, SimDuration extra) {
-  ctx_.sim->schedule_after(compute.total_ns + extra, [this, out = std::move(out)]() mutable {
+void Instance::run_forward(SimDuration extra) {
+  ctx_.sim->schedule_after(step_compute_.total_ns + extra, [this] {
     if (hooks_) {
-      hooks_->end_step(
-          out, [this, out](const std::set<EngineRequest*>& failed) { finish_step(out, failed); });
+      hooks_->end_step(step_out_,
+                       [this](const std::set<EngineRequest*>& failed) { finish_step(failed); });
     } else {
-      finish_step(out, {});
+      finish_step({});
     }
   });
 }
 
-void Instance::finish_step(const SchedulerOutput& out, const std::set<EngineRequest*>& failed) {
+void Instance::finish_step(const std::set<EngineRequest*>& failed) {
+  const SchedulerOutput& out = step_out_;
   SimTime now = ctx_.sim->now();
   computed_tokens_ += static_cast<uint64_t>(out.total_num_scheduled_tokens);
   if (ctx_.recorder)
@@ -135,7 +133,7 @@ void Instance::finish_step(const SchedulerOutput& out, const std::set<EngineRequ
     ctx_.on_done(r);
   }
   busy_ = false;
-  try_step();
+  try_step();  // replaces step_out_: nothing above may be used after this
 }
 
 bool Instance::reject_stuck_head() {

@@ -88,8 +88,8 @@ class Instance {
 
  private:
   void try_step();
-  void run_forward(SchedulerOutput out, hw::StepTime compute, SimDuration extra);
-  void finish_step(const SchedulerOutput& out, const std::set<EngineRequest*>& failed);
+  void run_forward(SimDuration extra);
+  void finish_step(const std::set<EngineRequest*>& failed);
   void drain_events();
   bool reject_stuck_head();
 
@@ -100,6 +100,11 @@ class Instance {
   StepHooks* hooks_ = nullptr;
   bool busy_ = false;
   SimTime step_start_ = 0;
+  // The step in flight (busy_): its batch and compute time, kept here until finish_step so that
+  // the event callbacks capture only `this`.
+  SchedulerOutput step_out_;
+  hw::StepTime step_compute_;
+  std::vector<hw::StepSlice> slices_;  // scratch
   uint64_t computed_tokens_ = 0;
   U64Set cached_hashes_;  // low 64 bits of cached block hashes
 };
