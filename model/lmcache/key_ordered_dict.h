@@ -6,13 +6,21 @@
 // and fails on a missing key (KeyError upstream). Iteration is oldest -> newest and can run
 // backwards (reversed(dict.items())).
 //
-// Storage: nodes in a vector linked by indices, freed nodes reused; lookup by an unordered_map from
-// key to node. Order never depends on the hash map.
+// Storage: nodes in a vector linked by indices, freed nodes reused; lookup through an open-
+// addressing index of (key fingerprint, node) pairs, linear probing, at most half full, deletion
+// by backward shift (no tombstones). A probe compares the fingerprint first and the node's key
+// only on a match:
+//
+//   index_:  | fp 91c3.., node 4 | empty | fp 07aa.., node 0 | fp 07aa.., node 7 | empty | ...
+//            home slot of a key = mix(fingerprint) & mask; a run holds keys whose home is at or
+//            before it, so a lookup stops at the first empty slot.
+//
+// Order never depends on the index.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
-#include <unordered_map>
 #include <vector>
 
 #include "model/check.h"
@@ -24,32 +32,34 @@ class KeyOrderedDict {
  public:
   static constexpr uint32_t kEnd = UINT32_MAX;
 
-  size_t size() const { return index_.size(); }
-  bool empty() const { return index_.empty(); }
-  bool contains(const CacheEngineKey& key) const { return index_.count(key) != 0; }
+  size_t size() const { return count_; }
+  bool empty() const { return count_ == 0; }
+  bool contains(const CacheEngineKey& key) const { return find_slot(key) != kEnd; }
   // The value, or nullptr.
   const uint32_t* find(const CacheEngineKey& key) const {
-    auto it = index_.find(key);
-    return it == index_.end() ? nullptr : &nodes_[it->second].value;
+    uint32_t i = find_slot(key);
+    return i == kEnd ? nullptr : &nodes_[index_[i].node].value;
   }
   // dict[key] = value: a new key goes to the end; an existing key keeps its place.
   void set(const CacheEngineKey& key, uint32_t value) {
-    auto [it, inserted] = index_.try_emplace(key, kEnd);
-    if (!inserted) {
-      nodes_[it->second].value = value;
+    if (uint32_t i = find_slot(key); i != kEnd) {
+      nodes_[index_[i].node].value = value;
       return;
     }
+    if (2 * (count_ + 1) > index_.size()) grow();
     uint32_t n = new_node();
     nodes_[n].key = key;
     nodes_[n].value = value;
     link_back(n);
-    it->second = n;
+    insert_index(key.fingerprint(), n);
+    ++count_;
   }
   std::optional<uint32_t> pop(const CacheEngineKey& key) {
-    auto it = index_.find(key);
-    if (it == index_.end()) return std::nullopt;
-    uint32_t n = it->second;
-    index_.erase(it);
+    uint32_t i = find_slot(key);
+    if (i == kEnd) return std::nullopt;
+    uint32_t n = index_[i].node;
+    erase_index(i);
+    --count_;
     unlink(n);
     uint32_t v = nodes_[n].value;
     free_.push_back(n);
@@ -57,9 +67,9 @@ class KeyOrderedDict {
   }
   // False when the key is absent.
   bool move_to_end(const CacheEngineKey& key, bool last = true) {
-    auto it = index_.find(key);
-    if (it == index_.end()) return false;
-    uint32_t n = it->second;
+    uint32_t i = find_slot(key);
+    if (i == kEnd) return false;
+    uint32_t n = index_[i].node;
     unlink(n);
     if (last) {
       link_back(n);
@@ -72,6 +82,7 @@ class KeyOrderedDict {
     nodes_.clear();
     free_.clear();
     index_.clear();
+    count_ = 0;
     head_ = tail_ = kEnd;
   }
 
@@ -141,9 +152,54 @@ class KeyOrderedDict {
     x.prev = x.next = kEnd;
   }
 
+  struct Slot {
+    uint64_t fp = 0;
+    uint32_t node = kEnd;  // kEnd: empty
+  };
+  size_t home(uint64_t fp) const {
+    return static_cast<size_t>((fp * 0x9e3779b97f4a7c15ULL) >> 17) & (index_.size() - 1);
+  }
+  // The index slot holding `key`, or kEnd.
+  uint32_t find_slot(const CacheEngineKey& key) const {
+    if (count_ == 0) return kEnd;
+    const uint64_t fp = key.fingerprint();
+    const size_t mask = index_.size() - 1;
+    for (size_t i = home(fp);; i = (i + 1) & mask) {
+      const Slot& s = index_[i];
+      if (s.node == kEnd) return kEnd;
+      if (s.fp == fp && nodes_[s.node].key == key) return static_cast<uint32_t>(i);
+    }
+  }
+  void insert_index(uint64_t fp, uint32_t node) {
+    const size_t mask = index_.size() - 1;
+    size_t i = home(fp);
+    while (index_[i].node != kEnd) i = (i + 1) & mask;
+    index_[i] = Slot{fp, node};
+  }
+  // Backward shift: later members of the run move into the hole unless their home lies
+  // cyclically in (hole, their slot].
+  void erase_index(size_t hole) {
+    const size_t mask = index_.size() - 1;
+    for (size_t j = (hole + 1) & mask; index_[j].node != kEnd; j = (j + 1) & mask) {
+      size_t h = home(index_[j].fp);
+      bool stays = hole <= j ? (hole < h && h <= j) : (hole < h || h <= j);
+      if (stays) continue;
+      index_[hole] = index_[j];
+      hole = j;
+    }
+    index_[hole] = Slot{};
+  }
+  void grow() {
+    std::vector<Slot> old = std::move(index_);
+    index_.assign(std::max<size_t>(16, 2 * old.size()), Slot{});
+    for (const Slot& s : old)
+      if (s.node != kEnd) insert_index(s.fp, s.node);
+  }
+
   std::vector<Node> nodes_;
   std::vector<uint32_t> free_;
-  std::unordered_map<CacheEngineKey, uint32_t, CacheEngineKeyHash> index_;
+  std::vector<Slot> index_;  // size 0 or a power of two, at most half full
+  size_t count_ = 0;
   uint32_t head_ = kEnd;
   uint32_t tail_ = kEnd;
 };
