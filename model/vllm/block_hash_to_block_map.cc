@@ -4,56 +4,42 @@
 
 namespace kvtwin::model::vllm {
 
-BlockHashToBlockMap::BlockHashToBlockMap(int num_blocks)
-    : chain_prev_(static_cast<size_t>(num_blocks), kNoBlock),
-      chain_next_(static_cast<size_t>(num_blocks), kNoBlock),
-      in_chain_(static_cast<size_t>(num_blocks), 0),
-      head_slot_(static_cast<size_t>(num_blocks), 0) {
+BlockHashToBlockMap::BlockHashToBlockMap(int num_blocks) : links_(static_cast<size_t>(num_blocks)) {
   size_t capacity = 16;
   while (capacity < 2 * static_cast<size_t>(num_blocks)) capacity *= 2;
   table_.resize(capacity);
   mask_ = capacity - 1;
 }
 
-size_t BlockHashToBlockMap::find_slot(std::span<const KVCacheBlock> blocks, uint64_t hash,
-                                      std::span<const uint8_t> hash_bytes,
-                                      uint32_t group_id) const {
-  for (size_t i = hash & mask_;; i = (i + 1) & mask_) {
-    const Slot& s = table_[i];
-    if (s.head == kNoBlock) return i;
-    if (s.hash == hash &&
-        blocks[static_cast<size_t>(s.head)].block_hash.matches(hash_bytes, group_id))
-      return i;
-  }
-}
-
-BlockId BlockHashToBlockMap::get_one_block(std::span<const KVCacheBlock> blocks,
-                                           std::span<const uint8_t> hash_bytes,
-                                           uint32_t group_id) const {
-  uint64_t h = prefix_key_hash64(hash_bytes, group_id);
-  return table_[find_slot(blocks, h, hash_bytes, group_id)].head;
-}
-
 void BlockHashToBlockMap::insert(std::span<const KVCacheBlock> blocks, BlockId block) {
   const BlockHashWithGroupId& key = blocks[static_cast<size_t>(block)].block_hash;
   KVTWIN_CHECK(!key.empty()) << "inserting block " << block << " without a hash";
+  insert(blocks, block, prefix_key_hash64(key.block_hash(), key.group_id()));
+}
+
+void BlockHashToBlockMap::insert(std::span<const KVCacheBlock> blocks, BlockId block, uint64_t h) {
+  const BlockHashWithGroupId& key = blocks[static_cast<size_t>(block)].block_hash;
+  KVTWIN_CHECK(!key.empty()) << "inserting block " << block << " without a hash";
   KVTWIN_CHECK(!in_chain(block)) << "block " << block << " is already cached";
-  uint32_t group = key.group_id();
-  uint64_t h = prefix_key_hash64(key.block_hash(), group);
-  size_t i = find_slot(blocks, h, key.block_hash(), group);
+  const size_t n = key.size() - 4;
+  const uint8_t* bytes = key.bytes().data();
+  const uint32_t group = uint32_t{bytes[n]} << 24 | uint32_t{bytes[n + 1]} << 16 |
+                         uint32_t{bytes[n + 2]} << 8 | bytes[n + 3];
+  size_t i = find_slot(blocks, h, {bytes, n}, group);
   Slot& s = table_[i];
-  in_chain_[static_cast<size_t>(block)] = 1;
-  chain_next_[static_cast<size_t>(block)] = kNoBlock;
+  Link& l = link(block);
+  l.in_chain = 1;
+  l.next = kNoBlock;
   if (s.head == kNoBlock) {
     s = Slot{h, block, block};
-    head_slot_[static_cast<size_t>(block)] = static_cast<uint32_t>(i);
-    chain_prev_[static_cast<size_t>(block)] = kNoBlock;
+    l.head_slot = static_cast<uint32_t>(i);
+    l.prev = kNoBlock;
     ++size_;
     KVTWIN_CHECK_LE(static_cast<size_t>(size_), table_.size() / 2) << "prefix cache overfull";
     return;
   }
-  chain_next_[static_cast<size_t>(s.tail)] = block;
-  chain_prev_[static_cast<size_t>(block)] = s.tail;
+  link(s.tail).next = block;
+  l.prev = s.tail;
   s.tail = block;
 }
 
@@ -61,26 +47,25 @@ bool BlockHashToBlockMap::pop(std::span<const KVCacheBlock> blocks, BlockId bloc
   if (blocks[static_cast<size_t>(block)].block_hash.empty() || !in_chain(block)) return false;
   // The chain's table slot, found from its head (chains are short: usually one block).
   BlockId head = block;
-  while (chain_prev_[static_cast<size_t>(head)] != kNoBlock)
-    head = chain_prev_[static_cast<size_t>(head)];
-  size_t i = head_slot_[static_cast<size_t>(head)];
+  while (link(head).prev != kNoBlock) head = link(head).prev;
+  size_t i = link(head).head_slot;
   Slot& s = table_[i];
   KVTWIN_CHECK_EQ(s.head, head) << "stale table slot of chain head " << head;
-  BlockId prev = chain_prev_[static_cast<size_t>(block)];
-  BlockId next = chain_next_[static_cast<size_t>(block)];
+  Link& l = link(block);
+  BlockId prev = l.prev;
+  BlockId next = l.next;
   if (prev == kNoBlock) {
     s.head = next;
-    if (next != kNoBlock) head_slot_[static_cast<size_t>(next)] = static_cast<uint32_t>(i);
+    if (next != kNoBlock) link(next).head_slot = static_cast<uint32_t>(i);
   } else {
-    chain_next_[static_cast<size_t>(prev)] = next;
+    link(prev).next = next;
   }
   if (next == kNoBlock) {
     s.tail = prev;
   } else {
-    chain_prev_[static_cast<size_t>(next)] = prev;
+    link(next).prev = prev;
   }
-  chain_prev_[static_cast<size_t>(block)] = chain_next_[static_cast<size_t>(block)] = kNoBlock;
-  in_chain_[static_cast<size_t>(block)] = 0;
+  l = Link{};
   if (s.head == kNoBlock) {
     erase_slot(i);
     --size_;
@@ -98,7 +83,7 @@ void BlockHashToBlockMap::erase_slot(size_t i) {
     bool movable = (i <= j) ? (home <= i || home > j) : (home <= i && home > j);
     if (movable) {
       table_[i] = table_[j];
-      head_slot_[static_cast<size_t>(table_[i].head)] = static_cast<uint32_t>(i);
+      link(table_[i].head).head_slot = static_cast<uint32_t>(i);
       table_[j] = Slot{};
       i = j;
     }
@@ -108,9 +93,8 @@ void BlockHashToBlockMap::erase_slot(size_t i) {
 void BlockHashToBlockMap::clear() {
   for (Slot& s : table_) {
     for (BlockId b = s.head; b != kNoBlock;) {
-      BlockId next = chain_next_[static_cast<size_t>(b)];
-      chain_prev_[static_cast<size_t>(b)] = chain_next_[static_cast<size_t>(b)] = kNoBlock;
-      in_chain_[static_cast<size_t>(b)] = 0;
+      BlockId next = link(b).next;
+      link(b) = Link{};
       b = next;
     }
     s = Slot{};
@@ -130,13 +114,13 @@ void BlockHashToBlockMap::check_invariants(std::span<const KVCacheBlock> blocks)
     KVTWIN_CHECK_EQ(s.hash, prefix_key_hash64(key.block_hash(), key.group_id()));
     KVTWIN_CHECK_EQ(find_slot(blocks, s.hash, key.block_hash(), key.group_id()), i)
         << "key unreachable from its home slot";
-    KVTWIN_CHECK_EQ(head_slot_[static_cast<size_t>(s.head)], i) << "stale head slot";
+    KVTWIN_CHECK_EQ(link(s.head).head_slot, i) << "stale head slot";
     BlockId prev = kNoBlock;
-    for (BlockId b = s.head; b != kNoBlock; b = chain_next_[static_cast<size_t>(b)]) {
+    for (BlockId b = s.head; b != kNoBlock; b = link(b).next) {
       KVTWIN_CHECK(in_chain(b)) << "block " << b << " linked but not marked";
       KVTWIN_CHECK(blocks[static_cast<size_t>(b)].block_hash == key)
           << "block " << b << " cached under another key";
-      KVTWIN_CHECK_EQ(chain_prev_[static_cast<size_t>(b)], prev);
+      KVTWIN_CHECK_EQ(link(b).prev, prev);
       prev = b;
       ++chained;
       KVTWIN_CHECK_LE(chained, blocks.size()) << "chain cycle";
@@ -150,6 +134,11 @@ void BlockHashToBlockMap::check_invariants(std::span<const KVCacheBlock> blocks)
     KVTWIN_CHECK_EQ(has, in_chain(b.block_id))
         << "block " << b.block_id << ": hash and prefix-cache membership disagree";
     with_key += has;
+    if (!has) {
+      const Link& l = link(b.block_id);
+      KVTWIN_CHECK(l.prev == kNoBlock && l.next == kNoBlock)
+          << "uncached block " << b.block_id << " still linked";
+    }
   }
   KVTWIN_CHECK_EQ(with_key, chained);
 }

@@ -4,8 +4,9 @@
 // vLLM does not de-duplicate: the same content cached twice gives two blocks under one key.
 // Upstream keeps, per key, one block or an insertion-ordered dict {block_id: block}; a lookup
 // returns the first block inserted and still present, and pop removes one given block id. We keep
-// the same order with an intrusive doubly linked chain per key (chain_prev_/chain_next_ indexed
-// by block id) and an open-addressing table of chain heads:
+// the same order with an intrusive doubly linked chain per key (links_[block] = {prev, next,
+// table slot when head, in-chain flag}: one 16-byte entry per block, so that unlinking a block
+// touches one cache line) and an open-addressing table of chain heads:
 //
 //   table slot: {hash64, head, tail}      key K: head=5 ⇄ 9 ⇄ 2=tail   (inserted 5, 9, 2)
 //
@@ -34,10 +35,36 @@ class BlockHashToBlockMap {
 
   // The first block cached under hash_bytes ‖ group_id, or kNoBlock (get_one_block).
   BlockId get_one_block(std::span<const KVCacheBlock> blocks, std::span<const uint8_t> hash_bytes,
-                        uint32_t group_id) const;
+                        uint32_t group_id) const {
+    return get_one_block(blocks, prefix_key_hash64(hash_bytes, group_id), hash_bytes, group_id);
+  }
+  // The same with hash = prefix_key_hash64(hash_bytes, group_id) computed by the caller.
+  BlockId get_one_block(std::span<const KVCacheBlock> blocks, uint64_t hash,
+                        std::span<const uint8_t> hash_bytes, uint32_t group_id) const {
+    return table_[find_slot(blocks, hash, hash_bytes, group_id)].head;
+  }
+
+  // Cache hints for a pipelined run of lookups (they change nothing): prefetch_slot brings the
+  // home slot of a key hash in; prefetch_head (issued later, once that slot has arrived) brings
+  // in the block its chain starts with, whose key a lookup compares.
+  void prefetch_slot(uint64_t hash) const { __builtin_prefetch(&table_[hash & mask_]); }
+  void prefetch_head(std::span<const KVCacheBlock> blocks, uint64_t hash) const {
+    BlockId head = table_[hash & mask_].head;
+    if (head != kNoBlock) __builtin_prefetch(&blocks[static_cast<size_t>(head)]);
+  }
+  // Hints for pop(block): its links, then (once they have arrived) its chain's table slot.
+  void prefetch_links(BlockId block) const {
+    __builtin_prefetch(&links_[static_cast<size_t>(block)], 1);
+  }
+  void prefetch_pop_slot(BlockId block) const {
+    const Link& l = links_[static_cast<size_t>(block)];
+    if (l.in_chain && l.prev == kNoBlock) __builtin_prefetch(&table_[l.head_slot], 1);
+  }
   // Appends `block` to the chain of its key blocks[block].block_hash. REQUIRES: the block has a
   // key and is in no chain.
   void insert(std::span<const KVCacheBlock> blocks, BlockId block);
+  // The same with hash = prefix_key_hash64 of the block's key computed by the caller.
+  void insert(std::span<const KVCacheBlock> blocks, BlockId block, uint64_t hash);
   // Removes `block` from the chain of its key; returns false (and changes nothing) when the
   // block is not cached under that key (upstream's pop returning None).
   bool pop(std::span<const KVCacheBlock> blocks, BlockId block);
@@ -54,8 +81,8 @@ class BlockHashToBlockMap {
     for (const Slot& s : table_)
       if (s.head != kNoBlock) fn(s.head);
   }
-  BlockId chain_next(BlockId b) const { return chain_next_[static_cast<size_t>(b)]; }
-  bool in_chain(BlockId b) const { return in_chain_[static_cast<size_t>(b)] != 0; }
+  BlockId chain_next(BlockId b) const { return links_[static_cast<size_t>(b)].next; }
+  bool in_chain(BlockId b) const { return links_[static_cast<size_t>(b)].in_chain != 0; }
 
   // Checks chains against the blocks' keys; O(num_blocks).
   void check_invariants(std::span<const KVCacheBlock> blocks) const;
@@ -67,18 +94,33 @@ class BlockHashToBlockMap {
     BlockId tail = kNoBlock;
   };
   // Index of the slot holding the key, or of the empty slot where it would go.
+  // Inline: it is the inner loop of every prefix-cache lookup.
   size_t find_slot(std::span<const KVCacheBlock> blocks, uint64_t hash,
-                   std::span<const uint8_t> hash_bytes, uint32_t group_id) const;
+                   std::span<const uint8_t> hash_bytes, uint32_t group_id) const {
+    for (size_t i = hash & mask_;; i = (i + 1) & mask_) {
+      const Slot& s = table_[i];
+      if (s.head == kNoBlock) return i;
+      if (s.hash == hash &&
+          blocks[static_cast<size_t>(s.head)].block_hash.matches(hash_bytes, group_id))
+        return i;
+    }
+  }
   void erase_slot(size_t i);
+
+  struct Link {
+    BlockId prev = kNoBlock;
+    BlockId next = kNoBlock;
+    // Table slot of the chain (valid for heads only), so that pop needs no probing.
+    uint32_t head_slot = 0;
+    uint8_t in_chain = 0;
+  };
+  Link& link(BlockId b) { return links_[static_cast<size_t>(b)]; }
+  const Link& link(BlockId b) const { return links_[static_cast<size_t>(b)]; }
 
   std::vector<Slot> table_;
   size_t mask_;
   int size_ = 0;
-  std::vector<BlockId> chain_prev_;
-  std::vector<BlockId> chain_next_;
-  std::vector<uint8_t> in_chain_;
-  // Table slot of each chain head (valid for heads only), so that pop needs no probing.
-  std::vector<uint32_t> head_slot_;
+  std::vector<Link> links_;
 };
 
 }  // namespace kvtwin::model::vllm

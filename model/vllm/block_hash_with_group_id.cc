@@ -45,8 +45,8 @@ BlockHashListWithBlockSize::BlockHashListWithBlockSize(std::span<const BlockHash
       << hash_block_size;
 }
 
-std::span<const uint8_t> BlockHashListWithBlockSize::at(int i,
-                                                        std::vector<uint8_t>* scratch) const {
+std::span<const uint8_t> BlockHashListWithBlockSize::merged_at(
+    int i, std::vector<uint8_t>* scratch) const {
   KVTWIN_CHECK(i >= 0 && i < size()) << "block hash index " << i << " of " << size();
   if (scale_ == 1) return hashes_[static_cast<size_t>(i)].bytes();
   scratch->clear();

@@ -83,7 +83,11 @@ class BlockHashWithGroupId {
 inline uint64_t prefix_key_hash64(std::span<const uint8_t> hash_bytes, uint32_t group_id) {
   uint64_t first = 0, last = 0;
   size_t n = hash_bytes.size();
-  std::memcpy(&first, hash_bytes.data(), n < 8 ? n : 8);
+  if (n >= 8) {
+    std::memcpy(&first, hash_bytes.data(), 8);  // fixed size: no memcpy call
+  } else {
+    std::memcpy(&first, hash_bytes.data(), n);
+  }
   if (n >= 16) std::memcpy(&last, hash_bytes.data() + n - 8, 8);
   uint64_t h = first ^ (last * 0x9E3779B97F4A7C15ULL) ^ (uint64_t{group_id} << 32 | n);
   h ^= h >> 29;
@@ -101,11 +105,19 @@ class BlockHashListWithBlockSize {
 
   int size() const { return static_cast<int>(hashes_.size()) / scale_; }
   int scale() const { return scale_; }
+  // The request's hashes themselves (with scale 1, entry i is hashes()[i]).
+  std::span<const BlockHash> hashes() const { return hashes_; }
   // The bytes of entry i. With scale 1 they point into the request's hash; otherwise the
   // concatenation is written into *scratch and the returned span points there.
-  std::span<const uint8_t> at(int i, std::vector<uint8_t>* scratch) const;
+  std::span<const uint8_t> at(int i, std::vector<uint8_t>* scratch) const {
+    if (scale_ == 1 && i >= 0 && static_cast<size_t>(i) < hashes_.size())
+      return hashes_[static_cast<size_t>(i)].bytes();  // inline: the common case
+    return merged_at(i, scratch);
+  }
 
  private:
+  std::span<const uint8_t> merged_at(int i, std::vector<uint8_t>* scratch) const;
+
   std::span<const BlockHash> hashes_;
   int scale_;
 };

@@ -57,7 +57,7 @@ void BlockPool::cache_full_blocks(const Request& request, std::span<const BlockI
     KVTWIN_CHECK(blk.block_hash.empty()) << "block " << blk.block_id << " already has a hash";
     std::span<const uint8_t> h = hashes.at(i, &scratch_);
     blk.block_hash = BlockHashWithGroupId(h, static_cast<uint32_t>(group_id));
-    cached_.insert(blocks_, blk.block_id);
+    cached_.insert(blocks_, blk.block_id, prefix_key_hash64(h, static_cast<uint32_t>(group_id)));
     if (events) stored.block_hashes.push_back(external_hash(h));
   }
   if (!events) return;
@@ -91,9 +91,20 @@ void BlockPool::get_new_blocks(int n, std::vector<BlockId>* out) {
       << "Cannot get " << n << " free blocks from the pool (" << get_num_free_blocks() << ")";
   size_t first = out->size();
   free_block_queue_.popleft_n(n, out);
-  for (size_t i = first; i < out->size(); ++i) {
-    BlockId b = (*out)[i];
-    if (options_.enable_caching) maybe_evict_cached_block(b);
+  const BlockId* ids = out->data() + first;
+  // The popped blocks are scattered: fetch each block (and, caching on, its hash-map links, then
+  // its chain's table slot) a few iterations before the loop reaches it.
+  constexpr int kBlockAhead = 8, kSlotAhead = 4;
+  const bool caching = options_.enable_caching;
+  for (int i = 0; i < n; ++i) {
+    if (i + kBlockAhead < n) {
+      BlockId ahead = ids[i + kBlockAhead];
+      __builtin_prefetch(&blocks_[static_cast<size_t>(ahead)], 1);
+      if (caching) cached_.prefetch_links(ahead);
+    }
+    if (caching && i + kSlotAhead < n) cached_.prefetch_pop_slot(ids[i + kSlotAhead]);
+    BlockId b = ids[i];
+    if (caching) maybe_evict_cached_block(b);
     KVCacheBlock& blk = blocks_[static_cast<size_t>(b)];
     KVTWIN_CHECK_EQ(blk.ref_cnt, 0) << "allocated block " << b << " was in use";
     blk.ref_cnt = 1;

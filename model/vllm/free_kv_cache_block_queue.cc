@@ -8,27 +8,26 @@ FreeKVCacheBlockQueue::FreeKVCacheBlockQueue(int num_blocks)
     : num_blocks_(num_blocks),
       head_(num_blocks),
       tail_(num_blocks + 1),
-      prev_(static_cast<size_t>(num_blocks) + 2, kNoBlock),
-      next_(static_cast<size_t>(num_blocks) + 2, kNoBlock),
+      links_(static_cast<size_t>(num_blocks) + 2),
       num_free_blocks_(num_blocks) {
   KVTWIN_CHECK_GE(num_blocks, 0);
   BlockId prev = head_;
   for (BlockId b = 0; b < num_blocks; ++b) {
-    next_[static_cast<size_t>(prev)] = b;
-    prev_[static_cast<size_t>(b)] = prev;
+    link(prev).next = b;
+    link(b).prev = prev;
     prev = b;
   }
-  next_[static_cast<size_t>(prev)] = tail_;
-  prev_[static_cast<size_t>(tail_)] = prev;
+  link(prev).next = tail_;
+  link(tail_).prev = prev;
 }
 
 BlockId FreeKVCacheBlockQueue::popleft() {
   KVTWIN_CHECK(num_free_blocks_ > 0) << "No free blocks available";
-  BlockId first = next_[static_cast<size_t>(head_)];
-  BlockId second = next_[static_cast<size_t>(first)];
-  next_[static_cast<size_t>(head_)] = second;
-  prev_[static_cast<size_t>(second)] = head_;
-  prev_[static_cast<size_t>(first)] = next_[static_cast<size_t>(first)] = kNoBlock;
+  BlockId first = link(head_).next;
+  BlockId second = link(first).next;
+  link(head_).next = second;
+  link(second).prev = head_;
+  link(first) = Link{};
   --num_free_blocks_;
   return first;
 }
@@ -38,60 +37,61 @@ void FreeKVCacheBlockQueue::popleft_n(int n, std::vector<BlockId>* out) {
   KVTWIN_CHECK(n > 0 && n <= num_free_blocks_)
       << "popleft_n(" << n << ") with " << num_free_blocks_ << " free blocks";
   num_free_blocks_ -= n;
-  BlockId curr = next_[static_cast<size_t>(head_)];
+  size_t first = out->size();
+  out->resize(first + static_cast<size_t>(n));
+  BlockId* dst = out->data() + first;
+  BlockId curr = link(head_).next;
   for (int i = 0; i < n; ++i) {
-    out->push_back(curr);
-    BlockId next = next_[static_cast<size_t>(curr)];
-    prev_[static_cast<size_t>(curr)] = next_[static_cast<size_t>(curr)] = kNoBlock;
-    curr = next;
+    dst[i] = curr;
+    Link& l = link(curr);
+    curr = l.next;
+    l = Link{};
   }
-  next_[static_cast<size_t>(head_)] = curr;
-  prev_[static_cast<size_t>(curr)] = head_;
+  link(head_).next = curr;
+  link(curr).prev = head_;
 }
 
 void FreeKVCacheBlockQueue::remove(BlockId b) {
   KVTWIN_CHECK(b >= 0 && b < num_blocks_ && contains(b))
       << "remove() called on block " << b << " which is not in the free queue";
-  BlockId prev = prev_[static_cast<size_t>(b)];
-  BlockId next = next_[static_cast<size_t>(b)];
-  next_[static_cast<size_t>(prev)] = next;
-  prev_[static_cast<size_t>(next)] = prev;
-  prev_[static_cast<size_t>(b)] = next_[static_cast<size_t>(b)] = kNoBlock;
+  Link& l = link(b);
+  link(l.prev).next = l.next;
+  link(l.next).prev = l.prev;
+  l = Link{};
   --num_free_blocks_;
 }
 
 void FreeKVCacheBlockQueue::link_after(BlockId prev, BlockId b) {
   KVTWIN_CHECK(b >= 0 && b < num_blocks_ && !contains(b))
       << "block " << b << " is already in the free queue";
-  next_[static_cast<size_t>(prev)] = b;
-  prev_[static_cast<size_t>(b)] = prev;
+  link(prev).next = b;
+  link(b).prev = prev;
 }
 
 void FreeKVCacheBlockQueue::append(BlockId b) {
-  BlockId last = prev_[static_cast<size_t>(tail_)];
+  BlockId last = link(tail_).prev;
   link_after(last, b);
-  next_[static_cast<size_t>(b)] = tail_;
-  prev_[static_cast<size_t>(tail_)] = b;
+  link(b).next = tail_;
+  link(tail_).prev = b;
   ++num_free_blocks_;
 }
 
 void FreeKVCacheBlockQueue::append_n(std::span<const BlockId> blocks) {
   if (blocks.empty()) return;
-  BlockId last = prev_[static_cast<size_t>(tail_)];
+  BlockId last = link(tail_).prev;
   for (BlockId b : blocks) {
     link_after(last, b);
     last = b;
   }
-  next_[static_cast<size_t>(last)] = tail_;
-  prev_[static_cast<size_t>(tail_)] = last;
+  link(last).next = tail_;
+  link(tail_).prev = last;
   num_free_blocks_ += static_cast<int>(blocks.size());
 }
 
 std::vector<BlockId> FreeKVCacheBlockQueue::get_all_free_blocks() const {
   std::vector<BlockId> out;
   out.reserve(static_cast<size_t>(num_free_blocks_));
-  for (BlockId b = next_[static_cast<size_t>(head_)]; b != tail_; b = next_[static_cast<size_t>(b)])
-    out.push_back(b);
+  for (BlockId b = link(head_).next; b != tail_; b = link(b).next) out.push_back(b);
   return out;
 }
 
@@ -99,22 +99,21 @@ void FreeKVCacheBlockQueue::check_invariants() const {
   std::vector<bool> seen(static_cast<size_t>(num_blocks_), false);
   int count = 0;
   BlockId prev = head_;
-  for (BlockId b = next_[static_cast<size_t>(head_)]; b != tail_;
-       b = next_[static_cast<size_t>(b)]) {
+  for (BlockId b = link(head_).next; b != tail_; b = link(b).next) {
     KVTWIN_CHECK(b >= 0 && b < num_blocks_) << "free queue links to invalid index " << b;
     KVTWIN_CHECK(!seen[static_cast<size_t>(b)]) << "block " << b << " twice in the free queue";
     seen[static_cast<size_t>(b)] = true;
-    KVTWIN_CHECK_EQ(prev_[static_cast<size_t>(b)], prev) << "broken prev link at block " << b;
+    KVTWIN_CHECK_EQ(link(b).prev, prev) << "broken prev link at block " << b;
     prev = b;
     ++count;
     KVTWIN_CHECK_LE(count, num_blocks_) << "free queue cycle";
   }
-  KVTWIN_CHECK_EQ(prev_[static_cast<size_t>(tail_)], prev) << "broken tail link";
+  KVTWIN_CHECK_EQ(link(tail_).prev, prev) << "broken tail link";
   KVTWIN_CHECK_EQ(count, num_free_blocks_) << "num_free_blocks out of sync";
   for (BlockId b = 0; b < num_blocks_; ++b) {
-    bool linked = prev_[static_cast<size_t>(b)] != kNoBlock;
+    bool linked = link(b).prev != kNoBlock;
     KVTWIN_CHECK_EQ(linked, seen[static_cast<size_t>(b)]) << "stale links on block " << b;
-    KVTWIN_CHECK_EQ(next_[static_cast<size_t>(b)] != kNoBlock, linked) << "half-linked block " << b;
+    KVTWIN_CHECK_EQ(link(b).next != kNoBlock, linked) << "half-linked block " << b;
   }
 }
 

@@ -21,6 +21,11 @@ class FullAttentionManager : public SingleTypeKVCacheManager {
   // Leading blocks whose ref_cnt equals the number of requests with a req_to_blocks entry
   // (creating the entry of `slot` first, as upstream's defaultdict does).
   int get_num_common_prefix_blocks(RequestSlot slot) override;
+
+ private:
+  // The hit scan for one group with unmerged hashes: appends the hits to *hit.
+  void find_hits_one_group(std::span<const BlockHash> hashes, uint32_t group_id,
+                           std::vector<BlockId>* hit) const;
 };
 
 }  // namespace kvtwin::model::vllm

@@ -19,7 +19,9 @@ namespace kvtwin::model::vllm {
 using BlockId = int32_t;
 inline constexpr BlockId kNoBlock = -1;
 
-struct KVCacheBlock {
+// One cache line per block (64-byte aligned, so that a block never straddles two lines: a
+// prefix-cache lookup, an eviction or a free touches one line of the pool).
+struct alignas(64) KVCacheBlock {
   BlockId block_id = kNoBlock;
   // Number of requests holding the block (null block: not maintained, see above).
   int32_t ref_cnt = 0;
@@ -28,5 +30,6 @@ struct KVCacheBlock {
   BlockHashWithGroupId block_hash;
   bool is_null = false;
 };
+static_assert(sizeof(KVCacheBlock) == 64, "KVCacheBlock should fill exactly one cache line");
 
 }  // namespace kvtwin::model::vllm

@@ -8,6 +8,7 @@
 // answers upstream's identity test `blocks is empty_kv_cache_blocks.blocks`.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <span>
@@ -46,7 +47,8 @@ class KVCacheBlocks {
     KVTWIN_CHECK(num_groups >= 0 && num_groups <= kMaxGroups) << num_groups << " groups";
     num_groups_ = num_groups;
     ids_.clear();
-    offsets_.fill(0);
+    // Offsets past num_groups are never read (operator== and [] stop at num_groups).
+    std::fill_n(offsets_.begin(), num_groups + 1, 0u);
   }
   std::vector<BlockId>& ids() { return ids_; }
   void end_group(int g) {
@@ -54,7 +56,9 @@ class KVCacheBlocks {
   }
 
   friend bool operator==(const KVCacheBlocks& a, const KVCacheBlocks& b) {
-    return a.num_groups_ == b.num_groups_ && a.ids_ == b.ids_ && a.offsets_ == b.offsets_;
+    return a.num_groups_ == b.num_groups_ && a.ids_ == b.ids_ &&
+           std::equal(a.offsets_.begin(), a.offsets_.begin() + a.num_groups_ + 1,
+                      b.offsets_.begin());
   }
 
  private:

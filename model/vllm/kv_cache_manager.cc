@@ -80,6 +80,13 @@ KVCacheManager::ComputedBlocks KVCacheManager::get_computed_blocks(const Request
 
 std::optional<KVCacheBlocks> KVCacheManager::allocate_slots(Request& request,
                                                             const AllocateSlotsArgs& args) {
+  std::optional<KVCacheBlocks> new_blocks(std::in_place);
+  if (!allocate_slots(request, args, &*new_blocks)) return std::nullopt;
+  return new_blocks;
+}
+
+bool KVCacheManager::allocate_slots(Request& request, const AllocateSlotsArgs& args,
+                                    KVCacheBlocks* out) {
   KVTWIN_CHECK(args.num_new_tokens > 0 || args.num_external_computed_tokens > 0)
       << "num_new_tokens must be greater than 0 when there are no external computed tokens";
   const KVCacheBlocks& hits =
@@ -99,22 +106,21 @@ std::optional<KVCacheBlocks> KVCacheManager::allocate_slots(Request& request,
   int64_t num_blocks_to_allocate = coordinator_->get_num_blocks_to_allocate(
       slot, num_tokens_need_slot, hits, args.num_encoder_tokens,
       num_local_computed_tokens + args.num_external_computed_tokens, num_tokens_main_model);
-  if (num_blocks_to_allocate > pool().get_num_free_blocks()) return std::nullopt;
+  if (num_blocks_to_allocate > pool().get_num_free_blocks()) return false;
   // 3. Claim the prefix hits (and external-token blocks) first.
   if (!hits.all_empty() || args.num_external_computed_tokens > 0)
     coordinator_->allocate_new_computed_blocks(slot, hits, num_local_computed_tokens,
                                                args.num_external_computed_tokens);
   // 4. Blocks for the tokens to compute.
-  std::optional<KVCacheBlocks> new_blocks(std::in_place);
   coordinator_->allocate_new_blocks(slot, num_tokens_need_slot, num_tokens_main_model,
-                                    args.num_encoder_tokens, &*new_blocks);
+                                    args.num_encoder_tokens, out);
   // 5. Cache the finalized full blocks (never draft tokens).
   if (options_.enable_caching && !args.delay_cache_blocks) {
     int64_t num_tokens_to_cache =
         std::min(total_computed_tokens + args.num_new_tokens, request.num_tokens());
     coordinator_->cache_blocks(request, slot, num_tokens_to_cache);
   }
-  return new_blocks;
+  return true;
 }
 
 void KVCacheManager::free(Request& request) {

@@ -92,6 +92,9 @@ class KVCacheManager {
   // stage 1 may have freed skipped blocks). REQUIRES: num_new_tokens > 0 or
   // num_external_computed_tokens > 0.
   std::optional<KVCacheBlocks> allocate_slots(Request& request, const AllocateSlotsArgs& args);
+  // The same writing the new blocks to *out (its storage reused; untouched on failure);
+  // returns false where the above returns nullopt.
+  bool allocate_slots(Request& request, const AllocateSlotsArgs& args, KVCacheBlocks* out);
 
   // Frees every block of the request, tail first, and forgets it. The request object itself is
   // the caller's (a preempted request is reset by the scheduler).

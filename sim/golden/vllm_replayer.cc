@@ -244,7 +244,9 @@ void VllmReplayer::allocate_slots(const VllmOp& op, const VllmOpArena& arena) {
       args.new_computed_blocks = &*pending;
       break;
   }
-  allocated_ = manager_.allocate_slots(req, args);
+  // The result goes into allocated_'s storage, reused from call to call.
+  if (!allocated_) allocated_.emplace();
+  if (!manager_.allocate_slots(req, args, &*allocated_)) allocated_.reset();
   pending.reset();
 }
 
