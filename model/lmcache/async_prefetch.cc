@@ -92,25 +92,30 @@ LoadingEvent* AsyncPrefetcher::event_of(const Job& j) {
 }
 
 AsyncPrefetcher::State AsyncPrefetcher::advance() {
-  while (!queue_.empty()) {
-    Job& j = queue_.front();
-    if (!j.allocated) {
-      try {
-        if (!allocate(j)) {
-          ++stats_.blocked;
-          return State::kBlocked;
-        }
-      } catch (const UpstreamError&) {
-        fail(j);
-        queue_.pop_front();
-        continue;
-      }
-    }
-    if (j.needs_time) return State::kRunning;
-    finish(j);
-    queue_.pop_front();
+  for (;;) {
+    if (std::optional<State> st = advance_one()) return *st;
   }
-  return State::kIdle;
+}
+
+std::optional<AsyncPrefetcher::State> AsyncPrefetcher::advance_one() {
+  if (queue_.empty()) return State::kIdle;
+  Job& j = queue_.front();
+  if (!j.allocated) {
+    try {
+      if (!allocate(j)) {
+        ++stats_.blocked;
+        return State::kBlocked;
+      }
+    } catch (const UpstreamError&) {
+      fail(j);
+      queue_.pop_front();
+      return std::nullopt;
+    }
+  }
+  if (j.needs_time) return State::kRunning;
+  finish(j);
+  queue_.pop_front();
+  return std::nullopt;
 }
 
 std::optional<PrefetchTransfer> AsyncPrefetcher::in_flight() const {

@@ -107,6 +107,11 @@ class AsyncPrefetcher {
 
   enum class State { kIdle, kRunning, kBlocked };
   State advance();
+  // advance() one job at a time, for observers that check invariants between jobs (a job may
+  // release pins that the next job's allocation then evicts): nullopt when the head job finished
+  // (or raised) without needing time, else what advance() would answer now. advance() is
+  // advance_one() repeated until it answers.
+  std::optional<State> advance_one();
   // The running job's transfer (State kRunning), else nullopt.
   std::optional<PrefetchTransfer> in_flight() const;
   // The running job's bytes have moved. REQUIRES: job_id == in_flight()->job_id.

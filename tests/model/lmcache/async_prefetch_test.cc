@@ -249,6 +249,53 @@ TEST(AsyncPrefetch, CleanupOfAnAbortedLookupReleasesOnlyWithTheFix) {
   }
 }
 
+// The shrunk counterexample of
+// LMCacheProperties.AsyncLoadingLeavesNothingPinnedWithEveryQuirkFixed: one serializer step first
+// finishes two CPU jobs whose prefix broke (their first key was removed) and which release their
+// pins, then a disk job evicts the object they had pinned. The eviction is legal: when it happens
+// nothing pins or references the object any more.
+TEST(AsyncPrefetch, AJobWhosePrefixBrokeReleasesItsPinsSoALaterJobMayEvictTheObject) {
+  LMCacheEngine e(async_config(3, 3, false, false), toy_metadata());
+  std::vector<TokenId> a = seq(32, 100000), b = a, tail_a = seq(16, 1000), tail_b = seq(8, 2000);
+  a.insert(a.end(), tail_a.begin(), tail_a.end());  // 3 chunks: the CPU pool's size
+  b.insert(b.end(), tail_b.begin(), tail_b.end());  // shares a's first 2 chunks
+  std::vector<ChunkInfo> chunks = e.chunk_infos(a, nullptr);
+  ASSERT_EQ(chunks.size(), 3u);
+  StorageManager& sm = e.storage_manager();
+  store(e, a);
+  submit(e, a, "a");
+  submit(e, a, "a");  // replaces the first lookup's event; both CPU jobs stay queued
+  std::vector<std::string> cpu_only{"LocalCPUBackend"};
+  e.clear(std::span<const TokenId>(b), &cpu_only, nullptr);  // a's first 2 chunks leave the CPU
+  e.end_of_operation();
+  sm.complete_all_writes();
+  e.end_of_operation();
+  ASSERT_EQ(sm.local_cpu().size(), 1u);
+  ASSERT_EQ(sm.local_cpu().peek(chunks[2].key)->pin_count, 2);
+  submit(e, a, "a");  // chunk 0 is only on disk now: one disk job for all 3 chunks
+
+  ASSERT_EQ(pf(e).advance_one(), std::nullopt);  // first CPU job: returns nothing, unpins
+  EXPECT_EQ(sm.local_cpu().peek(chunks[2].key)->pin_count, 1);
+  ASSERT_EQ(pf(e).advance_one(), std::nullopt);  // second CPU job: the same
+  const MemoryObj* last = sm.local_cpu().peek(chunks[2].key);
+  ASSERT_NE(last, nullptr);
+  EXPECT_EQ(last->pin_count, 0);
+  EXPECT_EQ(last->ref_count, 1);  // only the hot cache's reference: evictable
+  EXPECT_EQ(sm.allocator().num_active_allocations(), 1u);  // the removed objects are freed now
+
+  ASSERT_EQ(pf(e).advance_one(), State::kRunning);  // the disk job's buffers evict chunk 2
+  EXPECT_EQ(sm.local_cpu().size(), 0u);
+  EXPECT_EQ(pf(e).in_flight()->num_chunks, 3);
+  pf(e).complete(pf(e).in_flight()->job_id);
+  EXPECT_EQ(pf(e).advance(), State::kIdle);
+  EXPECT_EQ(response_of(e, "a"), 48);
+  RetrieveResult r = retrieve(e, a, "a");
+  ASSERT_FALSE(r.error);
+  EXPECT_EQ(r.ret_tokens, 48);
+  e.lookup_unpin("a");
+  expect_no_leaks(e);
+}
+
 TEST(AsyncPrefetch, WithoutEvictableMemoryTheDiskPrefetchWaitsOrReturnsAShorterPrefix) {
   for (bool quirks : {true, false}) {
     // 3 CPU chunks: b's two chunks are pinned by a sync lookup, one slot stays free.
