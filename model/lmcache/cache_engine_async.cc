@@ -7,8 +7,9 @@
 //             a request that never retrieves leaves it (and its objects) forever;
 //             cleanup_memory_objs (aborted lookups) pops it and then fails on the (key, obj)
 //             tuples, so only the Python references go.
-//   fixed     each object is released exactly once (CPU objects also unpinned): by the retrieve,
-//             or by lookup_unpin after the request's first step, or by the cleanup.
+//   fixed     each object is released exactly once (CPU objects also unpinned): by the retrieve
+//             (also of a failed event: the objects of the tiers that finished), or by
+//             lookup_unpin after the request's first step, or by the cleanup.
 #include <unordered_map>
 
 #include "model/check.h"
@@ -45,8 +46,13 @@ std::vector<LMCacheEngine::ProcessedChunk> LMCacheEngine::async_process_tokens_i
   AsyncPrefetcher* p = storage_manager_->async_prefetcher();
   std::optional<LoadingEvent> ev = p->pop_event(*req.req_id);
   if (!ev) raise(PyError::kAssertionError, "Event " + *req.req_id + " is not done or not found.");
-  if (ev->failed) return {};  // future.result() raises: logged, nothing loaded
   const bool fixed = !config_.quirks.async_loading_leaks;
+  if (ev->failed) {  // future.result() raises: logged, nothing loaded
+    // The tiers that finished keep their objects (and the CPU tier its pins); f4261ef6 drops
+    // them with the event, the fix releases them.
+    if (fixed) p->release_event(*ev);
+    return {};
+  }
   struct Entry {
     PyRef obj;
     const PrefetchedTier* tier;

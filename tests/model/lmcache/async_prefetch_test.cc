@@ -296,6 +296,35 @@ TEST(AsyncPrefetch, AJobWhosePrefixBrokeReleasesItsPinsSoALaterJobMayEvictTheObj
   expect_no_leaks(e);
 }
 
+TEST(AsyncPrefetch, RetrievingAFailedPrefetchReleasesTheTiersThatFinishedOnlyWithTheFix) {
+  for (bool quirks : {true, false}) {
+    LMCacheEngine e(async_config(8, 8, false, quirks), toy_metadata());
+    std::vector<TokenId> a = seq(64, 1);
+    store_on_disk_from(e, a, 2);  // chunks 0-1 on CPU, 2-3 only on disk
+    submit(e, a, "a");            // a CPU job and a disk job
+    std::vector<std::string> disk_only{"LocalDiskBackend"};
+    auto infos = e.chunk_infos(a, nullptr);
+    for (size_t i = 2; i < 4; ++i) e.storage_manager().remove(infos[i].key, &disk_only);
+    e.end_of_operation();
+    run_all(e);  // the disk job raises: the event is DONE and failed, no answer is sent
+    EXPECT_EQ(pf(e).event_status("a"), EventStatus::kDone);
+    EXPECT_EQ(response_of(e, "a"), -1);
+    RetrieveResult r = retrieve(e, a, "a");
+    ASSERT_FALSE(r.error);
+    EXPECT_EQ(r.ret_tokens, 0);
+    EXPECT_EQ(pf(e).event_status("a"), EventStatus::kNotFound);
+    e.lookup_unpin("a");
+    if (!quirks) {
+      expect_no_leaks(e);
+      continue;
+    }
+    // f4261ef6: future.result() raises, the event goes with the CPU tier's reference and pin.
+    const MemoryObj* first = e.storage_manager().local_cpu().peek(infos[0].key);
+    EXPECT_EQ(first->ref_count, 2);
+    EXPECT_EQ(first->pin_count, 1);
+  }
+}
+
 TEST(AsyncPrefetch, WithoutEvictableMemoryTheDiskPrefetchWaitsOrReturnsAShorterPrefix) {
   for (bool quirks : {true, false}) {
     // 3 CPU chunks: b's two chunks are pinned by a sync lookup, one slot stays free.
