@@ -5,18 +5,34 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <new>
+#include <type_traits>
 
 #include "model/check.h"
 
 namespace kvtwin::model::vllm {
 
-void BlockHashMemo::FreeBytes::operator()(uint8_t* p) const {
-  std::free(p);
+void BlockHashMemo::ZeroedBytes::map(size_t bytes) {
+  KVTWIN_CHECK(map_ == nullptr) << "mapped twice";
+  constexpr size_t kHugePage = size_t{2} << 20;
+  map_bytes_ = bytes + kHugePage;
+  map_ = mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  KVTWIN_CHECK(map_ != MAP_FAILED) << "cannot map " << map_bytes_ << " bytes for the memo";
+  uintptr_t at = (reinterpret_cast<uintptr_t>(map_) + kHugePage - 1) / kHugePage * kHugePage;
+  data_ = reinterpret_cast<uint8_t*>(at);
+#ifdef MADV_HUGEPAGE
+  size_t aligned = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+  if (aligned <= map_bytes_ - (at - reinterpret_cast<uintptr_t>(map_)))
+    madvise(data_, aligned, MADV_HUGEPAGE);
+#endif
+}
+
+BlockHashMemo::ZeroedBytes::~ZeroedBytes() {
+  if (map_ != nullptr) munmap(map_, map_bytes_);
 }
 
 BlockHashMemo::BlockHashMemo(size_t memory_bytes, int block_size) : block_size_(block_size) {
   KVTWIN_CHECK(block_size > 0) << "block size " << block_size;
+  static_assert(std::is_trivially_copyable_v<Entry> && std::is_trivially_copyable_v<IndexSlot>);
   stride_ = (sizeof(Entry) + sizeof(int32_t) * static_cast<size_t>(block_size) + 7) / 8 * 8;
   // Ring slots plus two index slots per ring slot.
   size_t per_slot = stride_ + 2 * sizeof(IndexSlot);
@@ -24,16 +40,10 @@ BlockHashMemo::BlockHashMemo(size_t memory_bytes, int block_size) : block_size_(
   while (capacity * 2 * per_slot <= memory_bytes && capacity < (size_t{1} << 30)) capacity *= 2;
   if (memory_bytes == 0 || capacity < 1024) return;  // too small to be worth it
   capacity_ = static_cast<uint32_t>(capacity);
-  // 2 MiB alignment lets the OS back the ring with huge pages (a performance hint only).
-  constexpr size_t kHugePage = size_t{2} << 20;
-  size_t bytes = (capacity * stride_ + kHugePage - 1) / kHugePage * kHugePage;
-  ring_.reset(static_cast<uint8_t*>(std::aligned_alloc(kHugePage, bytes)));
-  KVTWIN_CHECK(ring_ != nullptr) << "cannot allocate the block-hash memo";
-#ifdef MADV_HUGEPAGE
-  madvise(ring_.get(), bytes, MADV_HUGEPAGE);
-#endif
-  for (uint32_t i = 0; i < capacity_; ++i) new (entry(i)) Entry{};
-  index_.resize(2 * capacity);
+  // Zero bytes are empty entries and index slots: no initialisation pass over the memory.
+  ring_.map(capacity * stride_);
+  index_bytes_.map(2 * capacity * sizeof(IndexSlot));
+  index_ = reinterpret_cast<IndexSlot*>(index_bytes_.get());
   index_mask_ = 2 * capacity - 1;
 }
 
@@ -72,8 +82,10 @@ BlockHash BlockHashMemo::hash(BlockHasher& hasher, const BlockHash& parent,
     *slot = kNoSlot;
     return hasher.hash_block_tokens(parent, tokens, extra_keys);
   }
+  // After a miss the chain is new content: no lookup (see the header).
+  const bool after_miss = *slot != kNoSlot && (*slot & kMissBit) != 0;
   // 1. The chain continues in the next ring slot.
-  if (*slot != kNoSlot) {
+  if (*slot != kNoSlot && !after_miss) {
     uint32_t next = (*slot + 1) & (capacity_ - 1);
     const Entry* e = entry(next);
     if (matches(*e, parent, tokens, extra_id)) {
@@ -87,7 +99,7 @@ BlockHash BlockHashMemo::hash(BlockHasher& hasher, const BlockHash& parent,
                                      parent.low64() ^ (uint64_t{extra_id} << 40));
   IndexSlot& ix = index_[fp & index_mask_];
   uint32_t tag = static_cast<uint32_t>(fp >> 32);
-  if (ix.slot != 0 && ix.tag == tag) {
+  if (!after_miss && ix.slot != 0 && ix.tag == tag) {
     const Entry* e = entry(ix.slot - 1);
     if (matches(*e, parent, tokens, extra_id)) {
       ++hits_;
@@ -112,7 +124,7 @@ BlockHash BlockHashMemo::hash(BlockHasher& hasher, const BlockHash& parent,
   int32_t* stored = tokens_of(e);
   for (size_t i = 0; i < tokens.size(); ++i) stored[i] = static_cast<int32_t>(tokens[i]);
   ix = IndexSlot{tag, s + 1};
-  *slot = s;
+  *slot = s | kMissBit;
   return h;
 }
 

@@ -11,15 +11,20 @@
 //   lookup(B, tokens) after using slot "A→B": try the next slot "B→C" first.
 //
 // Exactness: an entry is used only when its parent bytes, extra-key tuple and every token equal
-// the key, so overwritten ring slots and index collisions can only cause misses. Extra-key tuples
+// the key, so overwritten ring slots and index collisions can only cause misses. A block whose
+// parent was itself a miss skips the lookup (its parent hash is new, so an entry with that parent
+// can only exist if the parent's own entry was overwritten since): it is hashed and appended
+// directly, saving the two cold reads of a lookup that would miss anyway. Extra-key tuples
 // are interned (up to kMaxExtraKeyTuples distinct tuples; blocks with further tuples bypass the
 // memo). Tokens are stored as int32; blocks with larger ids bypass the memo.
+//
+// Memory: the ring and the index are zero-filled anonymous mappings, so pages are only touched
+// (and faulted in) as entries are written; a short replay never pays for the whole budget.
 //
 // Threading: none.
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -43,8 +48,8 @@ class BlockHashMemo {
   bool enabled() const { return capacity_ > 0; }
 
   // The hash of (parent, tokens, extra_keys), from the memo or computed by `hasher` (and then
-  // remembered). *slot carries the ring slot of the previous block of the same chain in (or
-  // kNoSlot) and that of this block out.
+  // remembered). *slot carries a chain cursor from the previous block of the same chain in
+  // (kNoSlot for a chain's first block) and this block's out; callers only pass it along.
   BlockHash hash(BlockHasher& hasher, const BlockHash& parent, std::span<const TokenId> tokens,
                  const ExtraKeys* extra_keys, uint32_t* slot);
 
@@ -62,6 +67,7 @@ class BlockHashMemo {
     uint32_t tag = 0;   // high 32 bits of the fingerprint
     uint32_t slot = 0;  // ring slot + 1; 0 = empty
   };
+  // All-zero bytes are an empty Entry / IndexSlot (the mappings start zero-filled).
   Entry* entry(uint32_t slot) const {
     return reinterpret_cast<Entry*>(ring_.get() + static_cast<size_t>(slot) * stride_);
   }
@@ -73,15 +79,32 @@ class BlockHashMemo {
   bool matches(const Entry& e, const BlockHash& parent, std::span<const TokenId> tokens,
                uint32_t extra_id) const;
 
-  struct FreeBytes {
-    void operator()(uint8_t* p) const;
+  // Chain cursor: a ring slot, with kMissBit set when that block was a miss.
+  static constexpr uint32_t kMissBit = uint32_t{1} << 31;
+
+  // A zero-filled anonymous mapping, aligned to 2 MiB (huge pages are a hint only).
+  class ZeroedBytes {
+   public:
+    ZeroedBytes() = default;
+    ZeroedBytes(const ZeroedBytes&) = delete;
+    ZeroedBytes& operator=(const ZeroedBytes&) = delete;
+    ~ZeroedBytes();
+    uint8_t* get() const { return data_; }
+    // REQUIRES: nothing mapped yet.
+    void map(size_t bytes);
+
+   private:
+    void* map_ = nullptr;
+    size_t map_bytes_ = 0;
+    uint8_t* data_ = nullptr;
   };
   int block_size_;
   size_t stride_ = 0;
-  uint32_t capacity_ = 0;  // ring slots, a power of two
+  uint32_t capacity_ = 0;  // ring slots, a power of two (at most 2^30: kMissBit stays free)
   uint64_t next_ = 0;      // ring position of the next insertion
-  std::unique_ptr<uint8_t[], FreeBytes> ring_;
-  std::vector<IndexSlot> index_;
+  ZeroedBytes ring_;
+  ZeroedBytes index_bytes_;
+  IndexSlot* index_ = nullptr;  // 2 * capacity_ slots in index_bytes_
   uint64_t index_mask_ = 0;
   std::unordered_map<std::string, uint32_t> extra_ids_;
   std::string extra_scratch_;

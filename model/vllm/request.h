@@ -13,6 +13,7 @@
 // Threading: none.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -56,10 +57,17 @@ class Request {
           RequestBlockHasher* block_hasher);
   // As above, with the first known_block_hashes.size() prompt block hashes given by the caller
   // (e.g. memoised per shared prefix); block_hasher hashes the blocks after them.
-  // REQUIRES: they are exactly what block_hasher would give for these tokens, and the request has
-  // no extra keys (LoRA, multimodal inputs, cache salt).
+  // REQUIRES: they are exactly what block_hasher would give for these tokens with this request's
+  // LoRA name and cache salt, and the request has no multimodal inputs (the mm walk of blocks
+  // hashed after creation differs from that of the prompt's, quirk 19).
   Request(std::string request_id, std::vector<TokenId> prompt_token_ids, RequestOptions options,
           RequestBlockHasher* block_hasher, std::vector<BlockHash> known_block_hashes);
+
+  // The capacity the constructor gives the token ids (prompt plus room for decoding); a caller
+  // that builds the prompt with this capacity spares the constructor a reallocation.
+  static size_t token_capacity(size_t num_prompt_tokens, int64_t max_tokens) {
+    return num_prompt_tokens + static_cast<size_t>(std::clamp<int64_t>(max_tokens, 0, 4096));
+  }
 
   const std::string& request_id() const { return request_id_; }
   int64_t max_tokens() const { return options_.max_tokens; }

@@ -17,6 +17,7 @@ struct BenchResult {
   uint64_t num_ops = 0;
   double seconds = 0;      // wall time
   double cpu_seconds = 0;  // CPU time of the executing thread (less sensitive to a busy machine)
+  std::string by_op;       // optional: time per op kind, one line per kind, from an extra run
 };
 using BenchFn = BenchResult (*)(const std::string& path, int repeat);
 

@@ -154,6 +154,7 @@ void bench_file(const std::string& path, const GoldenOptions& options, CaseOutco
       first.case_name.c_str(), static_cast<unsigned long long>(b.num_ops), b.seconds,
       static_cast<double>(b.num_ops) / b.seconds / 1e6, b.cpu_seconds,
       static_cast<double>(b.num_ops) / b.cpu_seconds / 1e6);
+  std::printf("%s", b.by_op.c_str());
 }
 
 }  // namespace

@@ -162,6 +162,41 @@ mv::Request& VllmReplayer::request(const VllmOp& op, const VllmOpArena& arena) {
   return *requests_[i];
 }
 
+const VllmReplayer::SeqHashes* VllmReplayer::find_seq_hashes(const Seq& seq,
+                                                             const mv::RequestOptions& options) {
+  if (!options.mm_features.empty()) return nullptr;
+  const std::string* lora = options.lora_request ? &options.lora_request->lora_name : nullptr;
+  for (const SeqHashes& h : seq.hashes) {
+    if (h.lora_name.has_value() != (lora != nullptr) || (lora && *h.lora_name != *lora)) continue;
+    if (h.cache_salt == options.cache_salt) return &h;
+  }
+  return nullptr;
+}
+
+void VllmReplayer::remember_seq_hashes(Seq* seq, const mv::Request& req, size_t num_blocks) {
+  if (!req.mm_features().empty() || num_blocks == 0) return;
+  num_blocks = std::min(num_blocks, req.block_hashes().size());
+  std::optional<std::string> lora;
+  if (req.lora_request()) lora = req.lora_request()->lora_name;
+  SeqHashes* slot = nullptr;
+  for (SeqHashes& h : seq->hashes)
+    if (h.lora_name == lora && h.cache_salt == req.cache_salt()) slot = &h;
+  if (slot == nullptr) {
+    if (seq->hashes.size() < kMaxSeqHashes) {
+      slot = &seq->hashes.emplace_back();
+    } else {
+      slot = &seq->hashes[seq->next_replaced];
+      seq->next_replaced = (seq->next_replaced + 1) % kMaxSeqHashes;
+    }
+    slot->lora_name = std::move(lora);
+    slot->cache_salt = req.cache_salt();
+    slot->hashes.clear();
+  }
+  if (slot->hashes.size() >= num_blocks) return;
+  slot->hashes.assign(req.block_hashes().begin(),
+                      req.block_hashes().begin() + static_cast<std::ptrdiff_t>(num_blocks));
+}
+
 void VllmReplayer::add_request(const VllmOp& op, const VllmOpArena& arena) {
   size_t r = static_cast<size_t>(op.req);
   if (r >= requests_.size()) {
@@ -189,8 +224,9 @@ void VllmReplayer::add_request(const VllmOp& op, const VllmOpArena& arena) {
                arena.seq_name(static_cast<int32_t>(s)) + "' of " + std::to_string(size));
     total += part.len < 0 ? size : static_cast<size_t>(part.len);
   }
+  // With the Request's own capacity, so that its constructor keeps this buffer.
   std::vector<mv::TokenId> prompt;
-  prompt.reserve(total);
+  prompt.reserve(mv::Request::token_capacity(total, op.n[0]));
   if (op.parts.size() == 0)
     prompt.assign(arena.tokens.begin() + op.tokens.begin, arena.tokens.begin() + op.tokens.end);
   for (uint32_t p = op.parts.begin; p < op.parts.end; ++p) {
@@ -213,9 +249,29 @@ void VllmReplayer::add_request(const VllmOp& op, const VllmOpArena& arena) {
     options.lora_request = x.lora;
     options.mm_features = x.mm;
   }
-  requests_[r] =
-      std::make_unique<mv::Request>(arena.request_name(static_cast<int32_t>(r)), std::move(prompt),
-                                    std::move(options), hasher_.get());
+  // A prompt that starts with a sequence: the hashes of the sequence's blocks it holds whole.
+  Seq* first = nullptr;
+  size_t first_blocks = 0;
+  std::vector<mv::BlockHash> known;
+  if (hasher_ && op.parts.size() > 0 && arena.parts[op.parts.begin].seq >= 0) {
+    const PromptPart& part = arena.parts[op.parts.begin];
+    first = &seqs_[static_cast<size_t>(part.seq)];
+    size_t len = part.len < 0 ? first->tokens.size() : static_cast<size_t>(part.len);
+    first_blocks = len / static_cast<size_t>(hasher_->block_size());
+    if (const SeqHashes* h = find_seq_hashes(*first, options)) {
+      size_t n = std::min(first_blocks, h->hashes.size());
+      known.assign(h->hashes.begin(), h->hashes.begin() + static_cast<std::ptrdiff_t>(n));
+    }
+  }
+  std::string id = arena.request_name(static_cast<int32_t>(r));
+  if (options.mm_features.empty()) {
+    requests_[r] = std::make_unique<mv::Request>(
+        std::move(id), std::move(prompt), std::move(options), hasher_.get(), std::move(known));
+  } else {
+    requests_[r] = std::make_unique<mv::Request>(std::move(id), std::move(prompt),
+                                                 std::move(options), hasher_.get());
+  }
+  if (first != nullptr) remember_seq_hashes(first, *requests_[r], first_blocks);
   pending_[r].reset();
   last_request_ = requests_[r].get();
   num_new_hashes_ = last_request_->block_hashes().size();
@@ -274,6 +330,7 @@ void VllmReplayer::execute(const VllmOp& op, const VllmOpArena& arena) {
       seqs_[s].defined = true;
       seqs_[s].tokens.assign(arena.tokens.begin() + op.tokens.begin,
                              arena.tokens.begin() + op.tokens.end);
+      seqs_[s].hashes.clear();
       break;
     }
     case VllmOpKind::kSaveSeq: {
@@ -282,6 +339,8 @@ void VllmReplayer::execute(const VllmOp& op, const VllmOpArena& arena) {
       if (s >= seqs_.size()) seqs_.resize(s + 1);
       seqs_[s].defined = true;
       seqs_[s].tokens.assign(req.all_token_ids().begin(), req.all_token_ids().end());
+      seqs_[s].hashes.clear();
+      if (hasher_) remember_seq_hashes(&seqs_[s], req, req.block_hashes().size());
       saved_len_ = static_cast<int64_t>(seqs_[s].tokens.size());
       break;
     }
