@@ -82,6 +82,10 @@ class Request {
   int64_t num_output_tokens() const { return num_tokens() - num_prompt_tokens_; }
   const std::vector<BlockHash>& block_hashes() const { return block_hashes_; }
 
+  // Move the token ids / block hashes out, for a caller about to destroy the request.
+  std::vector<TokenId> release_token_ids() && { return std::move(all_token_ids_); }
+  std::vector<BlockHash> release_block_hashes() && { return std::move(block_hashes_); }
+
   // Appends output tokens and hashes the blocks they completed; returns how many block hashes
   // were added (they are the last ones of block_hashes()).
   size_t append_output_token_ids(std::span<const TokenId> token_ids);

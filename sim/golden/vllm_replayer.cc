@@ -143,7 +143,10 @@ VllmReplayConfig parse_vllm_config(const OpFields& header) {
 }
 
 VllmReplayer::VllmReplayer(const VllmReplayConfig& config, std::string path)
-    : path_(std::move(path)), config_(config), manager_(config.manager) {
+    : path_(std::move(path)),
+      config_(config),
+      manager_(config.manager),
+      seqs_(&requests_, config.compute_block_hashes ? config.manager.hash_block_size : 0) {
   if (config.compute_block_hashes) {
     mv::BlockHash none = mv::none_hash(config.hash_fn, config.python_hash_seed);
     hasher_ = std::make_unique<mv::RequestBlockHasher>(config.manager.hash_block_size,
@@ -160,41 +163,6 @@ mv::Request& VllmReplayer::request(const VllmOp& op, const VllmOpArena& arena) {
   if (i >= requests_.size() || !requests_[i])
     fail(op, "req", "unknown request '" + arena.request_name(static_cast<int32_t>(i)) + "'");
   return *requests_[i];
-}
-
-const VllmReplayer::SeqHashes* VllmReplayer::find_seq_hashes(const Seq& seq,
-                                                             const mv::RequestOptions& options) {
-  if (!options.mm_features.empty()) return nullptr;
-  const std::string* lora = options.lora_request ? &options.lora_request->lora_name : nullptr;
-  for (const SeqHashes& h : seq.hashes) {
-    if (h.lora_name.has_value() != (lora != nullptr) || (lora && *h.lora_name != *lora)) continue;
-    if (h.cache_salt == options.cache_salt) return &h;
-  }
-  return nullptr;
-}
-
-void VllmReplayer::remember_seq_hashes(Seq* seq, const mv::Request& req, size_t num_blocks) {
-  if (!req.mm_features().empty() || num_blocks == 0) return;
-  num_blocks = std::min(num_blocks, req.block_hashes().size());
-  std::optional<std::string> lora;
-  if (req.lora_request()) lora = req.lora_request()->lora_name;
-  SeqHashes* slot = nullptr;
-  for (SeqHashes& h : seq->hashes)
-    if (h.lora_name == lora && h.cache_salt == req.cache_salt()) slot = &h;
-  if (slot == nullptr) {
-    if (seq->hashes.size() < kMaxSeqHashes) {
-      slot = &seq->hashes.emplace_back();
-    } else {
-      slot = &seq->hashes[seq->next_replaced];
-      seq->next_replaced = (seq->next_replaced + 1) % kMaxSeqHashes;
-    }
-    slot->lora_name = std::move(lora);
-    slot->cache_salt = req.cache_salt();
-    slot->hashes.clear();
-  }
-  if (slot->hashes.size() >= num_blocks) return;
-  slot->hashes.assign(req.block_hashes().begin(),
-                      req.block_hashes().begin() + static_cast<std::ptrdiff_t>(num_blocks));
 }
 
 void VllmReplayer::add_request(const VllmOp& op, const VllmOpArena& arena) {
@@ -214,31 +182,15 @@ void VllmReplayer::add_request(const VllmOp& op, const VllmOpArena& arena) {
       continue;
     }
     size_t s = static_cast<size_t>(part.seq);
-    if (s >= seqs_.size() || !seqs_[s].defined)
+    if (!seqs_.defined(s))
       fail(op, "prompt_parts",
            "unknown sequence '" + arena.seq_name(static_cast<int32_t>(s)) + "'");
-    size_t size = seqs_[s].tokens.size();
+    size_t size = seqs_.tokens(s).size();
     if (part.len > static_cast<int64_t>(size))
       fail(op, "prompt_parts",
            "len " + std::to_string(part.len) + " exceeds sequence '" +
                arena.seq_name(static_cast<int32_t>(s)) + "' of " + std::to_string(size));
     total += part.len < 0 ? size : static_cast<size_t>(part.len);
-  }
-  // With the Request's own capacity, so that its constructor keeps this buffer.
-  std::vector<mv::TokenId> prompt;
-  prompt.reserve(mv::Request::token_capacity(total, op.n[0]));
-  if (op.parts.size() == 0)
-    prompt.assign(arena.tokens.begin() + op.tokens.begin, arena.tokens.begin() + op.tokens.end);
-  for (uint32_t p = op.parts.begin; p < op.parts.end; ++p) {
-    const PromptPart& part = arena.parts[p];
-    if (part.seq < 0) {
-      prompt.insert(prompt.end(), arena.tokens.begin() + part.tokens.begin,
-                    arena.tokens.begin() + part.tokens.end);
-      continue;
-    }
-    const std::vector<mv::TokenId>& seq = seqs_[static_cast<size_t>(part.seq)].tokens;
-    size_t len = part.len < 0 ? seq.size() : static_cast<size_t>(part.len);
-    prompt.insert(prompt.end(), seq.begin(), seq.begin() + static_cast<std::ptrdiff_t>(len));
   }
   mv::RequestOptions options;
   options.max_tokens = op.n[0];
@@ -249,19 +201,55 @@ void VllmReplayer::add_request(const VllmOp& op, const VllmOpArena& arena) {
     options.lora_request = x.lora;
     options.mm_features = x.mm;
   }
-  // A prompt that starts with a sequence: the hashes of the sequence's blocks it holds whole.
-  Seq* first = nullptr;
-  size_t first_blocks = 0;
+  // A prompt that starts with a sequence: the known hashes of its blocks, and the sequence's own
+  // vector to build on when the prompt holds all of it (and names it once).
+  int32_t first = -1;
+  size_t first_len = 0;
+  std::vector<mv::TokenId> prompt;
   std::vector<mv::BlockHash> known;
-  if (hasher_ && op.parts.size() > 0 && arena.parts[op.parts.begin].seq >= 0) {
+  size_t capacity = mv::Request::token_capacity(total, op.n[0]);
+  if (op.parts.size() > 0 && arena.parts[op.parts.begin].seq >= 0) {
     const PromptPart& part = arena.parts[op.parts.begin];
-    first = &seqs_[static_cast<size_t>(part.seq)];
-    size_t len = part.len < 0 ? first->tokens.size() : static_cast<size_t>(part.len);
-    first_blocks = len / static_cast<size_t>(hasher_->block_size());
-    if (const SeqHashes* h = find_seq_hashes(*first, options)) {
-      size_t n = std::min(first_blocks, h->hashes.size());
-      known.assign(h->hashes.begin(), h->hashes.begin() + static_cast<std::ptrdiff_t>(n));
+    first = part.seq;
+    size_t size = seqs_.tokens(static_cast<size_t>(first)).size();
+    first_len = part.len < 0 ? size : static_cast<size_t>(part.len);
+    bool once = true;
+    for (uint32_t p = op.parts.begin + 1; p < op.parts.end; ++p)
+      once &= arena.parts[p].seq != first;
+    if (once) {
+      VllmSeqs::Taken taken = seqs_.take(static_cast<size_t>(first), first_len, options);
+      prompt = std::move(taken.tokens);
+      known = std::move(taken.hashes);
     }
+    if (prompt.empty() && options.mm_features.empty()) {
+      std::span<const mv::BlockHash> h =
+          seqs_.known_hashes(static_cast<size_t>(first), first_len, options);
+      // Room for every block of the prompt and of some decoding: no regrowth while hashing.
+      if (!h.empty()) known.reserve(capacity / static_cast<size_t>(hasher_->block_size()) + 1);
+      known.assign(h.begin(), h.end());
+    }
+  }
+  const bool took = !prompt.empty();
+  // At least the Request's own capacity, so that its constructor keeps this buffer, with
+  // headroom for the next turns of a conversation that will move it along.
+  if (prompt.capacity() < capacity) {
+    std::vector<mv::TokenId> grown;
+    grown.reserve(std::max(capacity, total + total / 2));
+    grown.assign(prompt.begin(), prompt.end());
+    prompt.swap(grown);
+  }
+  if (op.parts.size() == 0)
+    prompt.assign(arena.tokens.begin() + op.tokens.begin, arena.tokens.begin() + op.tokens.end);
+  for (uint32_t p = op.parts.begin + (took ? 1 : 0); p < op.parts.end; ++p) {
+    const PromptPart& part = arena.parts[p];
+    if (part.seq < 0) {
+      prompt.insert(prompt.end(), arena.tokens.begin() + part.tokens.begin,
+                    arena.tokens.begin() + part.tokens.end);
+      continue;
+    }
+    std::span<const mv::TokenId> seq = seqs_.tokens(static_cast<size_t>(part.seq));
+    size_t len = part.len < 0 ? seq.size() : static_cast<size_t>(part.len);
+    prompt.insert(prompt.end(), seq.begin(), seq.begin() + static_cast<std::ptrdiff_t>(len));
   }
   std::string id = arena.request_name(static_cast<int32_t>(r));
   if (options.mm_features.empty()) {
@@ -271,7 +259,7 @@ void VllmReplayer::add_request(const VllmOp& op, const VllmOpArena& arena) {
     requests_[r] = std::make_unique<mv::Request>(std::move(id), std::move(prompt),
                                                  std::move(options), hasher_.get());
   }
-  if (first != nullptr) remember_seq_hashes(first, *requests_[r], first_blocks);
+  if (first >= 0) seqs_.prompt_built(static_cast<size_t>(first), first_len, r, took);
   pending_[r].reset();
   last_request_ = requests_[r].get();
   num_new_hashes_ = last_request_->block_hashes().size();
@@ -315,6 +303,7 @@ void VllmReplayer::free(const VllmOp& op, const VllmOpArena& arena) {
     ++req.num_preemptions;
     return;
   }
+  seqs_.release(static_cast<size_t>(op.req), requests_[static_cast<size_t>(op.req)].get());
   requests_[static_cast<size_t>(op.req)].reset();
   pending_[static_cast<size_t>(op.req)].reset();
 }
@@ -324,33 +313,21 @@ void VllmReplayer::execute(const VllmOp& op, const VllmOpArena& arena) {
     case VllmOpKind::kAddRequest:
       add_request(op, arena);
       break;
-    case VllmOpKind::kDefSeq: {
-      size_t s = static_cast<size_t>(op.seq);
-      if (s >= seqs_.size()) seqs_.resize(s + 1);
-      seqs_[s].defined = true;
-      seqs_[s].tokens.assign(arena.tokens.begin() + op.tokens.begin,
-                             arena.tokens.begin() + op.tokens.end);
-      seqs_[s].hashes.clear();
+    case VllmOpKind::kDefSeq:
+      seqs_.define(static_cast<size_t>(op.seq),
+                   {arena.tokens.data() + op.tokens.begin, op.tokens.size()});
       break;
-    }
     case VllmOpKind::kSaveSeq: {
       const mv::Request& req = request(op, arena);
-      size_t s = static_cast<size_t>(op.seq);
-      if (s >= seqs_.size()) seqs_.resize(s + 1);
-      seqs_[s].defined = true;
-      seqs_[s].tokens.assign(req.all_token_ids().begin(), req.all_token_ids().end());
-      seqs_[s].hashes.clear();
-      if (hasher_) remember_seq_hashes(&seqs_[s], req, req.block_hashes().size());
-      saved_len_ = static_cast<int64_t>(seqs_[s].tokens.size());
+      seqs_.save(static_cast<size_t>(op.seq), static_cast<size_t>(op.req));
+      saved_len_ = req.num_tokens();
       break;
     }
-    case VllmOpKind::kDropSeq: {
-      size_t s = static_cast<size_t>(op.seq);
-      if (s >= seqs_.size() || !seqs_[s].defined)
-        fail(op, "name", "unknown sequence '" + arena.seq_name(static_cast<int32_t>(s)) + "'");
-      seqs_[s].defined = false;
+    case VllmOpKind::kDropSeq:
+      if (!seqs_.defined(static_cast<size_t>(op.seq)))
+        fail(op, "name", "unknown sequence '" + arena.seq_name(op.seq) + "'");
+      seqs_.drop(static_cast<size_t>(op.seq));
       break;
-    }
     case VllmOpKind::kAppendTokens: {
       mv::Request& req = request(op, arena);
       if (op.flag) req.num_computed_tokens = op.n[0];

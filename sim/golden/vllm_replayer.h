@@ -25,6 +25,7 @@
 #include "sim/golden/json.h"
 #include "sim/golden/oplog.h"
 #include "sim/golden/vllm_ops.h"
+#include "sim/golden/vllm_seqs.h"
 
 namespace kvtwin::sim::golden {
 
@@ -85,32 +86,7 @@ class VllmReplayer {
   model::vllm::KVCacheManager manager_;
   std::vector<std::unique_ptr<model::vllm::Request>> requests_;     // by dense index
   std::vector<std::optional<model::vllm::KVCacheBlocks>> pending_;  // by dense index
-  // Named sequences by dense index; a dropped sequence keeps its storage for reuse.
-  //
-  // A sequence also keeps the block hashes of its leading full blocks as requests of a given
-  // LoRA name and cache salt (and no mm inputs) hash them: save_seq copies the saved request's,
-  // and a prompt that starts with the sequence leaves its own. A later prompt that starts with
-  // the sequence and has the same LoRA name and salt takes them as known block hashes instead of
-  // re-hashing its history (exact: a block's hash depends only on the tokens up to its end and
-  // those two keys). At most kMaxSeqHashes identities per sequence, replaced round-robin.
-  struct SeqHashes {
-    std::optional<std::string> lora_name;
-    std::optional<std::string> cache_salt;
-    std::vector<model::vllm::BlockHash> hashes;
-  };
-  static constexpr size_t kMaxSeqHashes = 4;
-  struct Seq {
-    bool defined = false;
-    std::vector<model::vllm::TokenId> tokens;
-    std::vector<SeqHashes> hashes;  // empty on definition
-    size_t next_replaced = 0;
-  };
-  std::vector<Seq> seqs_;
-  // The cached hashes of `seq` for `options`' identity; null if none.
-  static const SeqHashes* find_seq_hashes(const Seq& seq,
-                                          const model::vllm::RequestOptions& options);
-  // Records that req's first `num_blocks` block hashes are those of seq's leading blocks.
-  static void remember_seq_hashes(Seq* seq, const model::vllm::Request& req, size_t num_blocks);
+  VllmSeqs seqs_;  // named sequences (def_seq / save_seq / prompt parts)
 
   // Outputs of the last op.
   size_t num_new_hashes_ = 0;  // add_request / append_tokens
