@@ -57,9 +57,6 @@ std::optional<ReqMeta> req_meta_from_tracker(RequestTracker& tracker,
   meta.token_ids = std::span<const TokenId>(tracker.token_ids.data(), static_cast<size_t>(to_save));
   meta.block_ids = tracker.allocated_block_ids;
   meta.block_size = std::max<int64_t>(options.block_size, 1);
-  meta.num_slots = std::min(meta.token_ids.size(),
-                            tracker.allocated_block_ids.size() *
-                                static_cast<size_t>(std::max<int64_t>(options.block_size, 0)));
   meta.is_last_prefill = is_last_prefill;
   meta.save_spec = SaveSpec{skip_leading, !skip_save};
   if (load_spec && load_spec->can_load) meta.load_spec = load_spec;

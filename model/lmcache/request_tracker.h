@@ -16,6 +16,7 @@
 //   slot mapping: block_id * block_size + offset over the allocated blocks, cut to the tokens.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -67,8 +68,11 @@ struct ReqMeta {
   std::string req_id;
   std::span<const TokenId> token_ids;
   std::span<const int64_t> block_ids;
-  int64_t block_size = 16;
-  size_t num_slots = 0;  // min(token_ids.size(), block_ids.size() * block_size)
+  int64_t block_size = 16;  // >= 1
+  // Tokens with a slot: those the allocated blocks cover.
+  size_t num_slots() const {
+    return std::min(token_ids.size(), block_ids.size() * static_cast<size_t>(block_size));
+  }
   int64_t slot(size_t i) const {
     const size_t bs = static_cast<size_t>(block_size);
     return block_ids[i / bs] * block_size + static_cast<int64_t>(i % bs);

@@ -59,7 +59,7 @@ void LMCacheWorkerAdapter::start_load_kv(ConnectorMetadata& meta, WorkerLog* log
       for (const TokenRange& tr : res.ret_mask)
         std::fill(ret.begin() + tr.start, ret.begin() + std::min(tr.end, n), 1);
       for (int64_t i = num_masked; i < n; ++i) {
-        if (!ret[i] && i < static_cast<int64_t>(r.num_slots))
+        if (!ret[i] && i < static_cast<int64_t>(r.num_slots()))
           invalid_block_ids_.insert(r.slot(static_cast<size_t>(i)) / adapter_.vllm_block_size);
       }
     }

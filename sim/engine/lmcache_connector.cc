@@ -301,7 +301,7 @@ void LmcacheConnector::fail_whole_load(const lm::ReqMeta& m) {
   const int64_t c = config_.chunk_size;
   const int64_t first = ls.vllm_cached_tokens / c * c;
   const int64_t end =
-      std::min<int64_t>(ls.lmcache_cached_tokens, static_cast<int64_t>(m.num_slots));
+      std::min<int64_t>(ls.lmcache_cached_tokens, static_cast<int64_t>(m.num_slots()));
   const int64_t bs = adapter_config_.vllm_block_size;
   for (int64_t i = std::max(first, ls.vllm_cached_tokens); i < end; ++i)
     invalid_.insert(static_cast<model::vllm::BlockId>(m.slot(static_cast<size_t>(i)) / bs));

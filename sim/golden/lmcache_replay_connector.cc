@@ -128,9 +128,9 @@ std::string op_build_meta(const OpFields& op, CaseState& state) {
     w.key("load");
     write_load_spec(w, r.load_spec);
     w.key("slots").begin_array();
-    for (size_t i = 0; i < r.num_slots;) {
+    for (size_t i = 0; i < r.num_slots();) {
       size_t j = i + 1;
-      while (j < r.num_slots && r.slot(j) == r.slot(j - 1) + 1) ++j;
+      while (j < r.num_slots() && r.slot(j) == r.slot(j - 1) + 1) ++j;
       w.begin_array().value(r.slot(i)).value(static_cast<int64_t>(j - i)).end_array();
       i = j;
     }

@@ -21,14 +21,6 @@ void check_header(const OpFields& header) {
     header.fail("format_version", "unsupported version");
 }
 
-// With op_index_field, "i" must count the ops from 0.
-void check_index(const OpFields& f, bool has_index, uint64_t index) {
-  if (!has_index) return;
-  int64_t i = f.i64("i");
-  if (i < 0 || static_cast<uint64_t>(i) != index)
-    f.fail("i", "op index " + std::to_string(i) + ", expected " + std::to_string(index));
-}
-
 // The expectation of a VllmExpect as a DOM element (parsed in place from the batch's text).
 std::optional<simdjson::dom::element> expect_element(simdjson::dom::parser& parser,
                                                      const VllmExpect& e,
@@ -112,7 +104,7 @@ VllmPreparsedLog preparse_vllm_log(const std::string& path) {
   OpFields f(nullptr, 0, {});
   VllmOp op;
   while (stream.next(&f)) {
-    check_index(f, has_index, log.ops.size());
+    if (has_index) check_op_index(f, log.ops.size());
     parse_vllm_op(f, &log.arena, &op);
     log.ops.push_back(op);
   }

@@ -84,11 +84,7 @@ void VllmParseStage::fill(VllmOpBatch* b) {
           b->last = true;
           break;
         }
-        if (has_index_) {
-          int64_t i = f.i64("i");
-          if (i < 0 || static_cast<uint64_t>(i) != index_)
-            f.fail("i", "op index " + std::to_string(i) + ", expected " + std::to_string(index_));
-        }
+        if (has_index_) check_op_index(f, index_);
         parse_vllm_op(f, &b->arena, &op);
         expect = VllmExpect{};
         if (want_expect_ && f.has("expect")) {  // the consumer re-parses the line when needed

@@ -85,8 +85,8 @@ TEST(VllmAdapter, SavesOnlyAtChunkBoundariesAndNotInDecode) {
   EXPECT_EQ(m->save_spec->skip_leading_tokens, 16);
   EXPECT_EQ(m->token_ids.size(), 32u);  // partial chunk discarded
   EXPECT_EQ(m->slot(16), 3 * 16);
-  ASSERT_EQ(m->num_slots, 32u);  // blocks 7, 3 (and 9) cover every saved token
-  for (size_t i = 0; i < m->num_slots; ++i)
+  ASSERT_EQ(m->num_slots(), 32u);  // blocks 7, 3 (and 9) cover every saved token
+  for (size_t i = 0; i < m->num_slots(); ++i)
     EXPECT_EQ(m->slot(i), (i < 16 ? 7 : 3) * 16 + static_cast<int64_t>(i % 16)) << i;
   t.update(seq(1, 40), std::nullopt, false, 0, 0, nullptr);
   EXPECT_TRUE(t.is_decode_phase);
