@@ -96,6 +96,19 @@ bool groups_equal(element e, const mv::KVCacheBlocks& blocks) {
   return true;
 }
 
+// Parsed groups (ranges of data.groups) against the blocks of each KV-cache group.
+bool groups_equal(IndexRange groups, const VllmExpectArena& data, const mv::KVCacheBlocks& blocks) {
+  if (groups.size() != static_cast<uint32_t>(blocks.num_groups())) return false;
+  for (uint32_t g = 0; g < groups.size(); ++g) {
+    IndexRange r = data.groups[groups.begin + g];
+    std::span<const mv::BlockId> ids = blocks[static_cast<int>(g)];
+    if (r.size() != ids.size()) return false;
+    for (uint32_t j = 0; j < r.size(); ++j)
+      if (data.ids[r.begin + j] != ids[j]) return false;
+  }
+  return true;
+}
+
 bool int_field_equal(object o, std::string_view key, int64_t v) {
   int64_t x;
   return o[key].get_int64().get(x) == simdjson::SUCCESS && x == v;
@@ -403,26 +416,34 @@ bool VllmReplayer::expect_equal(const VllmOp& op, const VllmExpect& expect,
   switch (expect.kind) {
     case VllmExpect::Kind::kNull:
       return op.kind == VllmOpKind::kAllocateSlots && !allocated_;
-    case VllmExpect::Kind::kGroups: {
-      if (op.kind != VllmOpKind::kAllocateSlots || !allocated_ ||
-          expect.groups.size() != static_cast<uint32_t>(allocated_->num_groups()))
+    case VllmExpect::Kind::kGroups:
+      return op.kind == VllmOpKind::kAllocateSlots && allocated_ &&
+             groups_equal(expect.groups, data, *allocated_);
+    case VllmExpect::Kind::kComputedBlocks: {
+      if (op.kind != VllmOpKind::kGetComputedBlocks || expect.n != num_computed_tokens_ ||
+          static_cast<size_t>(op.req) >= pending_.size())
         return false;
-      for (uint32_t g = 0; g < expect.groups.size(); ++g) {
-        IndexRange r = data.groups[expect.groups.begin + g];
-        std::span<const mv::BlockId> ids = (*allocated_)[static_cast<int>(g)];
-        if (r.size() != ids.size()) return false;
-        for (uint32_t j = 0; j < r.size(); ++j)
-          if (data.ids[r.begin + j] != ids[j]) return false;
-      }
-      return true;
+      const std::optional<mv::KVCacheBlocks>& pending = pending_[static_cast<size_t>(op.req)];
+      return pending && groups_equal(expect.groups, data, *pending);
     }
     case VllmExpect::Kind::kHashes:
-      if (op.kind != VllmOpKind::kAppendTokens || expect.n != static_cast<int64_t>(num_new_hashes_))
+      if ((op.kind != VllmOpKind::kAppendTokens && op.kind != VllmOpKind::kAddRequest) ||
+          expect.n != static_cast<int64_t>(num_new_hashes_))
         return false;
       if (expect.n == 0) return expect.hex.size() == 0;
       return expect.hex.size() > 0 &&
              hex_equal(std::string_view(data.text.data() + expect.hex.begin, expect.hex.size()),
                        last_request_->block_hashes().back());
+    case VllmExpect::Kind::kCount:
+      switch (op.kind) {
+        case VllmOpKind::kFree:
+        case VllmOpKind::kRemoveSkippedBlocks:
+          return expect.n == num_free_blocks_;
+        case VllmOpKind::kSaveSeq:
+          return expect.n == saved_len_;
+        default:
+          return false;
+      }
     case VllmExpect::Kind::kAbsent:
     case VllmExpect::Kind::kText:
       return false;

@@ -1,6 +1,9 @@
 #include "sim/golden/vllm_fast_parse.h"
 
+#include <array>
 #include <cstring>
+#include <string>
+#include <utility>
 
 namespace kvtwin::sim::golden {
 namespace {
@@ -53,6 +56,14 @@ class Cursor {
     *out = v;
     return true;
   }
+  bool boolean(bool* out) {
+    if (eat("true")) {
+      *out = true;
+      return true;
+    }
+    *out = false;
+    return eat("false");
+  }
   // [int,...] appended to *out.
   bool uint_array(std::vector<int64_t>* out) {
     if (!eat('[')) return false;
@@ -70,16 +81,52 @@ class Cursor {
   const char* end_;
 };
 
-// {"new_block_ids":null} or {"new_block_ids":[[ids],...]}.
-bool parse_groups_expect(Cursor& c, VllmExpectArena* ex, VllmExpect* e) {
-  if (!c.eat("{\"new_block_ids\":")) return false;
-  if (c.eat("null")) {
-    e->kind = VllmExpect::Kind::kNull;
-    return c.eat('}');
+// Keys seen on the line (a repeated key is left to the DOM path).
+enum Key : uint32_t {
+  kReq = 1u << 0,
+  kTokens = 1u << 1,  // append_tokens' tokens, add_request's prompt
+  kNumComputed = 1u << 2,
+  kExpect = 1u << 3,
+  kDelay = 1u << 4,
+  kNewComputed = 1u << 5,
+  kCounts = 1u << 6,  // << i: allocate_slots' five counts (bits 6 to 10)
+  kName = 1u << 11,
+  kParts = 1u << 12,
+  kMaxTokens = 1u << 13,
+  kSkip = 1u << 14,
+  kSalt = 1u << 15,
+  kLora = 1u << 16,
+  kReason = 1u << 17,
+  kValue = 1u << 18,
+};
+
+// Prompt parts naming a sequence, at most this many per line (more: the DOM path).
+constexpr int kMaxSeqParts = 16;
+
+// Per-line state, committed to the arenas only when the whole line was understood.
+struct Parsed {
+  std::string_view req, name, salt, lora_name;
+  int64_t lora_id = 0;
+  const char* expect_begin = nullptr;
+  const char* expect_end = nullptr;
+  size_t hex_at = 0, hex_len = 0;
+  bool null_new_tokens = false;
+  uint32_t seen = 0;
+  int num_seqs = 0;
+  std::array<std::pair<uint32_t, std::string_view>, kMaxSeqParts> seqs;  // (part, name)
+
+  bool mark(uint32_t bit) {  // false for a repeated key: the DOM path decides
+    if (seen & bit) return false;
+    seen |= bit;
+    return true;
   }
+  bool has(uint32_t bits) const { return (seen & bits) == bits; }
+};
+
+// [[ids],...] appended to the expect arena.
+bool parse_groups(Cursor& c, VllmExpectArena* ex, IndexRange* groups) {
   if (!c.eat('[')) return false;
-  e->kind = VllmExpect::Kind::kGroups;
-  e->groups.begin = static_cast<uint32_t>(ex->groups.size());
+  groups->begin = static_cast<uint32_t>(ex->groups.size());
   if (!c.eat(']')) {
     do {
       IndexRange r;
@@ -90,77 +137,93 @@ bool parse_groups_expect(Cursor& c, VllmExpectArena* ex, VllmExpect* e) {
     } while (c.eat(','));
     if (!c.eat(']')) return false;
   }
-  e->groups.end = static_cast<uint32_t>(ex->groups.size());
-  return c.eat('}');
+  groups->end = static_cast<uint32_t>(ex->groups.size());
+  return true;
 }
 
-// {"new_block_hashes":{"n":n}} or {"new_block_hashes":{"n":n,"last":"hex"}}; *hex_at is the
-// offset of the hex string from the expect's first byte.
-bool parse_hashes_expect(Cursor& c, const char* start, VllmExpect* e, size_t* hex_at,
-                         size_t* hex_len) {
-  if (!c.eat("{\"new_block_hashes\":{\"n\":")) return false;
-  if (!c.uint(&e->n)) return false;
+// {"new_block_ids":null} or {"new_block_ids":[[ids],...]} (allocate_slots).
+bool parse_new_block_ids(Cursor& c, VllmExpectArena* ex, VllmExpect* e) {
+  if (!c.eat("{\"new_block_ids\":")) return false;
+  if (c.eat("null")) {
+    e->kind = VllmExpect::Kind::kNull;
+    return c.eat('}');
+  }
+  e->kind = VllmExpect::Kind::kGroups;
+  return parse_groups(c, ex, &e->groups) && c.eat('}');
+}
+
+// {"block_ids":[[ids],...],"num_computed_tokens":n} (get_computed_blocks).
+bool parse_computed_blocks(Cursor& c, VllmExpectArena* ex, VllmExpect* e) {
+  if (!c.eat("{\"block_ids\":")) return false;
+  e->kind = VllmExpect::Kind::kComputedBlocks;
+  return parse_groups(c, ex, &e->groups) && c.eat(",\"num_computed_tokens\":") && c.uint(&e->n) &&
+         c.eat('}');
+}
+
+// `open` then {"n":n}} or {"n":n,"last":"hex"}} where open is {"new_block_hashes":
+// (append_tokens) or {"block_hashes": (add_request); the hex string's offset from the expect's
+// first byte goes to p->hex_at.
+template <size_t N>
+bool parse_hashes(Cursor& c, const char (&open)[N], Parsed* p, VllmExpect* e) {
+  if (!c.eat(open) || !c.eat("{\"n\":") || !c.uint(&e->n)) return false;
   e->kind = VllmExpect::Kind::kHashes;
-  *hex_len = 0;
+  p->hex_len = 0;
   if (c.eat(",\"last\":")) {
     std::string_view hex;
     if (!c.string(&hex)) return false;
-    *hex_at = static_cast<size_t>(hex.data() - start);
-    *hex_len = hex.size();
+    p->hex_at = static_cast<size_t>(hex.data() - p->expect_begin);
+    p->hex_len = hex.size();
   }
   return c.eat("}}");
 }
 
-enum Key : uint32_t {
-  kReq = 1,
-  kTokens = 2,
-  kNumComputed = 4,
-  kExpect = 8,
-  kDelay = 16,
-  kNewComputed = 32,
-  kCounts = 64,  // << i: allocate_slots' five counts
-};
+// `open` then n} where open is {"num_free_blocks": (free) or {"len": (save_seq).
+template <size_t N>
+bool parse_count_expect(Cursor& c, const char (&open)[N], VllmExpect* e) {
+  e->kind = VllmExpect::Kind::kCount;
+  return c.eat(open) && c.uint(&e->n) && c.eat('}');
+}
 
-// Per-line state, committed to the arenas only when the whole line was understood.
-struct Parsed {
-  std::string_view req;
-  const char* expect_begin = nullptr;
-  const char* expect_end = nullptr;
-  size_t hex_at = 0, hex_len = 0;
-  bool null_new_tokens = false;
-  uint32_t seen = 0;
+// "expect": followed by the op's one accepted shape, parsed by `shape`.
+template <typename Shape>
+bool parse_expect(Cursor& c, Parsed* p, Shape shape) {
+  if (!c.eat("\"expect\":") || !p->mark(kExpect)) return false;
+  p->expect_begin = c.pos();
+  bool ok = shape();
+  p->expect_end = c.pos();
+  return ok;
+}
 
-  bool mark(uint32_t bit) {  // false for a repeated key: the DOM path decides
-    if (seen & bit) return false;
-    seen |= bit;
-    return true;
-  }
-};
+bool parse_req(Cursor& c, Parsed* p) {
+  return c.eat("\"req\":") && p->mark(kReq) && c.string(&p->req);
+}
+
+bool parse_name(Cursor& c, Parsed* p) {
+  return c.eat("\"name\":") && p->mark(kName) && c.string(&p->name);
+}
+
+// "key":[ints] into the arena's tokens.
+bool parse_tokens(Cursor& c, VllmOpArena* arena, IndexRange* r) {
+  r->begin = static_cast<uint32_t>(arena->tokens.size());
+  if (!c.uint_array(&arena->tokens)) return false;
+  r->end = static_cast<uint32_t>(arena->tokens.size());
+  return true;
+}
 
 // One "key":value of append_tokens (after the comma).
-bool parse_append_field(Cursor& c, Parsed* p, VllmOpArena* arena, VllmExpectArena* ex, VllmOp* op,
-                        VllmExpect* e) {
+bool parse_append_field(Cursor& c, Parsed* p, VllmOpArena* arena, VllmOp* op, VllmExpect* e) {
   switch (c.next_char()) {
     case 'r':
-      return c.eat("\"req\":") && p->mark(kReq) && c.string(&p->req);
+      return parse_req(c, p);
     case 't':
-      if (!c.eat("\"tokens\":") || !p->mark(kTokens)) return false;
-      op->tokens.begin = static_cast<uint32_t>(arena->tokens.size());
-      if (!c.uint_array(&arena->tokens)) return false;
-      op->tokens.end = static_cast<uint32_t>(arena->tokens.size());
-      return true;
+      return c.eat("\"tokens\":") && p->mark(kTokens) && parse_tokens(c, arena, &op->tokens);
     case 'n':
       if (!c.eat("\"num_computed_tokens\":") || !p->mark(kNumComputed)) return false;
       if (c.eat("null")) return true;
       op->flag = true;
       return c.uint(&op->n[0]);
-    case 'e': {
-      if (!c.eat("\"expect\":") || !p->mark(kExpect)) return false;
-      p->expect_begin = c.pos();
-      bool ok = parse_hashes_expect(c, p->expect_begin, e, &p->hex_at, &p->hex_len);
-      p->expect_end = c.pos();
-      return ok;
-    }
+    case 'e':
+      return parse_expect(c, p, [&] { return parse_hashes(c, "{\"new_block_hashes\":", p, e); });
     default:
       return false;
   }
@@ -180,7 +243,7 @@ bool parse_count(Cursor& c, int i, Parsed* p, VllmOp* op) {
 bool parse_allocate_field(Cursor& c, Parsed* p, VllmExpectArena* ex, VllmOp* op, VllmExpect* e) {
   switch (c.next_char()) {
     case 'r':
-      return c.eat("\"req\":") && p->mark(kReq) && c.string(&p->req);
+      return parse_req(c, p);
     case 'n':
       if (c.eat("\"num_new_tokens\":")) return parse_count(c, 0, p, op);
       if (c.eat("\"num_lookahead_tokens\":")) return parse_count(c, 2, p, op);
@@ -200,16 +263,161 @@ bool parse_allocate_field(Cursor& c, Parsed* p, VllmExpectArena* ex, VllmOp* op,
       if (c.eat("null") || c.eat("false")) return true;
       op->flag = true;
       return c.eat("true");
-    case 'e': {
-      if (!c.eat("\"expect\":") || !p->mark(kExpect)) return false;
-      p->expect_begin = c.pos();
-      bool ok = parse_groups_expect(c, ex, e);
-      p->expect_end = c.pos();
-      return ok;
-    }
+    case 'e':
+      return parse_expect(c, p, [&] { return parse_new_block_ids(c, ex, e); });
     default:
       return false;
   }
+}
+
+// add_request's prompt_parts: [{"seq":name} | {"seq":name,"len":n} | {"tokens":[ints]}, ...].
+// The sequence names are interned at commit (p->seqs).
+bool parse_prompt_parts(Cursor& c, Parsed* p, VllmOpArena* arena, VllmOp* op) {
+  if (!c.eat('[')) return false;
+  op->parts.begin = static_cast<uint32_t>(arena->parts.size());
+  if (!c.eat(']')) {
+    do {
+      PromptPart part;
+      if (c.eat("{\"seq\":")) {
+        std::string_view name;
+        if (!c.string(&name) || p->num_seqs == kMaxSeqParts) return false;
+        if (c.eat(",\"len\":") && !c.uint(&part.len)) return false;
+        p->seqs[static_cast<size_t>(p->num_seqs++)] = {static_cast<uint32_t>(arena->parts.size()),
+                                                       name};
+      } else if (!c.eat("{\"tokens\":") || !parse_tokens(c, arena, &part.tokens)) {
+        return false;
+      }
+      if (!c.eat('}')) return false;
+      arena->parts.push_back(part);
+    } while (c.eat(','));
+    if (!c.eat(']')) return false;
+  }
+  op->parts.end = static_cast<uint32_t>(arena->parts.size());
+  return true;
+}
+
+// One "key":value of add_request (after the comma). mm and null values: the DOM path.
+bool parse_add_request_field(Cursor& c, Parsed* p, VllmOpArena* arena, VllmOp* op, VllmExpect* e) {
+  switch (c.next_char()) {
+    case 'r':
+      return parse_req(c, p);
+    case 'p':
+      if (c.eat("\"prompt\":")) return p->mark(kTokens) && parse_tokens(c, arena, &op->tokens);
+      return c.eat("\"prompt_parts\":") && p->mark(kParts) && parse_prompt_parts(c, p, arena, op);
+    case 'm':
+      return c.eat("\"max_tokens\":") && p->mark(kMaxTokens) && c.uint(&op->n[0]);
+    case 's':
+      return c.eat("\"skip_reading_prefix_cache\":") && p->mark(kSkip) && c.boolean(&op->flag);
+    case 'c':
+      return c.eat("\"cache_salt\":") && p->mark(kSalt) && c.string(&p->salt);
+    case 'l':
+      return c.eat("\"lora\":{\"name\":") && p->mark(kLora) && c.string(&p->lora_name) &&
+             c.eat(",\"id\":") && c.uint(&p->lora_id) && c.eat('}');
+    case 'e':
+      return parse_expect(c, p, [&] { return parse_hashes(c, "{\"block_hashes\":", p, e); });
+    default:
+      return false;
+  }
+}
+
+// One "key":value of the other accepted ops (after the comma).
+bool parse_other_field(Cursor& c, VllmOpKind kind, Parsed* p, VllmExpectArena* ex, VllmOp* op,
+                       VllmExpect* e) {
+  using K = VllmOpKind;
+  switch (c.next_char()) {
+    case 'r':
+      if (c.eat("\"req\":")) {  // not on drop_seq and new_step, which take no request
+        return kind != K::kDropSeq && kind != K::kNewStep && p->mark(kReq) && c.string(&p->req);
+      }
+      if (kind != K::kFree || !c.eat("\"reason\":") || !p->mark(kReason)) return false;
+      if (c.eat("\"finished\"")) return true;  // the default
+      if (c.eat("\"aborted\"")) {
+        op->reason = FreeReason::kAborted;
+        return true;
+      }
+      op->reason = FreeReason::kPreempted;
+      return c.eat("\"preempted\"");
+    case 'n':
+      return (kind == K::kSaveSeq || kind == K::kDropSeq) && parse_name(c, p);
+    case 'v':
+      return kind == K::kSetComputed && c.eat("\"value\":") && p->mark(kValue) && c.uint(&op->n[0]);
+    case 'e':
+      switch (kind) {
+        case K::kGetComputedBlocks:
+          return parse_expect(c, p, [&] { return parse_computed_blocks(c, ex, e); });
+        case K::kFree:
+          return parse_expect(c, p,
+                              [&] { return parse_count_expect(c, "{\"num_free_blocks\":", e); });
+        case K::kSaveSeq:
+          return parse_expect(c, p, [&] { return parse_count_expect(c, "{\"len\":", e); });
+        default:
+          return false;
+      }
+    default:
+      return false;
+  }
+}
+
+// The op's kind from its name, when the fast path takes it.
+bool fast_kind(std::string_view name, VllmOpKind* kind) {
+  using K = VllmOpKind;
+  static constexpr std::pair<std::string_view, K> kKinds[] = {
+      {"allocate_slots", K::kAllocateSlots},
+      {"append_tokens", K::kAppendTokens},
+      {"get_computed_blocks", K::kGetComputedBlocks},
+      {"add_request", K::kAddRequest},
+      {"free", K::kFree},
+      {"save_seq", K::kSaveSeq},
+      {"new_step", K::kNewStep},
+      {"drop_seq", K::kDropSeq},
+      {"set_computed", K::kSetComputed}};
+  for (const auto& [n, k] : kKinds) {
+    if (n == name) {
+      *kind = k;
+      return true;
+    }
+  }
+  return false;
+}
+
+// Whether the fields the DOM path requires are all there (and nothing it would read otherwise).
+bool complete(VllmOpKind kind, const Parsed& p) {
+  using K = VllmOpKind;
+  switch (kind) {
+    case K::kAllocateSlots:
+      return p.has(kReq | kCounts) && !p.null_new_tokens;
+    case K::kAppendTokens:
+      return p.has(kReq | kTokens);
+    case K::kAddRequest:  // exactly one of prompt and prompt_parts
+      return p.has(kReq | kMaxTokens) && p.has(kTokens) != p.has(kParts);
+    case K::kGetComputedBlocks:
+    case K::kFree:
+      return p.has(kReq);
+    case K::kSaveSeq:
+      return p.has(kReq | kName);
+    case K::kDropSeq:
+      return p.has(kName);
+    case K::kSetComputed:
+      return p.has(kReq | kValue);
+    default:
+      return kind == K::kNewStep;
+  }
+}
+
+// Interns the line's names and stores its extras (nothing can fail any more).
+void commit_names(const Parsed& p, VllmOpArena* arena, VllmOp* op) {
+  if (p.seen & kReq) op->req = arena->intern_request(p.req);
+  if (p.seen & kName) op->seq = arena->intern_seq(p.name);
+  for (int i = 0; i < p.num_seqs; ++i) {
+    const auto& [part, name] = p.seqs[static_cast<size_t>(i)];
+    arena->parts[part].seq = arena->intern_seq(name);
+  }
+  if (!(p.seen & (kSalt | kLora))) return;
+  AddRequestExtras x;
+  if (p.seen & kSalt) x.cache_salt = std::string(p.salt);
+  if (p.seen & kLora) x.lora = model::vllm::LoRARequest{std::string(p.lora_name), p.lora_id};
+  op->extras = static_cast<int32_t>(arena->extras.size());
+  arena->extras.push_back(std::move(x));
 }
 
 }  // namespace
@@ -217,36 +425,42 @@ bool parse_allocate_field(Cursor& c, Parsed* p, VllmExpectArena* ex, VllmOp* op,
 bool parse_hot_vllm_op(std::string_view line, uint64_t line_no, bool want_expect,
                        VllmOpArena* arena, VllmExpectArena* ex, VllmOp* op, VllmExpect* e) {
   Cursor c(line);
-  bool alloc;
-  if (c.eat("{\"op\":\"allocate_slots\"")) {
-    alloc = true;
-  } else if (c.eat("{\"op\":\"append_tokens\"")) {
-    alloc = false;
-  } else {
-    return false;
-  }
-  const size_t tokens_size = arena->tokens.size();
+  std::string_view name;
+  VllmOpKind kind;
+  if (!c.eat("{\"op\":") || !c.string(&name) || !fast_kind(name, &kind)) return false;
+  const size_t tokens_size = arena->tokens.size(), parts_size = arena->parts.size();
   const size_t groups_size = ex->groups.size(), ids_size = ex->ids.size();
   VllmOp o;
-  o.kind = alloc ? VllmOpKind::kAllocateSlots : VllmOpKind::kAppendTokens;
+  o.kind = kind;
   o.line = line_no;
   VllmExpect x;
   Parsed p;
   bool ok = true;
   while (ok && c.eat(',')) {
-    ok = alloc ? parse_allocate_field(c, &p, ex, &o, &x)
-               : parse_append_field(c, &p, arena, ex, &o, &x);
+    switch (kind) {
+      case VllmOpKind::kAllocateSlots:
+        ok = parse_allocate_field(c, &p, ex, &o, &x);
+        break;
+      case VllmOpKind::kAppendTokens:
+        ok = parse_append_field(c, &p, arena, &o, &x);
+        break;
+      case VllmOpKind::kAddRequest:
+        ok = parse_add_request_field(c, &p, arena, &o, &x);
+        break;
+      default:
+        ok = parse_other_field(c, kind, &p, ex, &o, &x);
+        break;
+    }
   }
-  const uint32_t seen = p.seen;
-  ok = ok && c.eat('}') && c.at_end() && (seen & kReq) &&
-       (alloc ? (seen & kCounts) != 0 && !p.null_new_tokens : (seen & kTokens) != 0);
+  ok = ok && c.eat('}') && c.at_end() && complete(kind, p);
   if (!ok) {
     arena->tokens.resize(tokens_size);
+    arena->parts.resize(parts_size);
     ex->groups.resize(groups_size);
     ex->ids.resize(ids_size);
     return false;
   }
-  o.req = arena->intern_request(p.req);
+  commit_names(p, arena, &o);
   *op = o;
   *e = VllmExpect{};
   if (!want_expect || p.expect_begin == nullptr) {

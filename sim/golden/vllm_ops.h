@@ -157,7 +157,10 @@ struct VllmExpect {
     kText,    // only as JSON text: `text` is the whole line (whole_line) or the expect value
     kNull,    // {"new_block_ids":null}
     kGroups,  // {"new_block_ids":[[ids],...]}: `groups` ranges of VllmExpectArena::groups
-    kHashes,  // {"new_block_hashes":{"n":n}} or {...,"last":hex}: `hex` empty when no "last"
+    kHashes,  // {"new_block_hashes":{"n":n}} or {...,"last":hex} (append_tokens), the same
+              // under "block_hashes" (add_request): `hex` empty when no "last"
+    kComputedBlocks,  // {"block_ids":[[ids],...],"num_computed_tokens":n} (get_computed_blocks)
+    kCount,           // {"num_free_blocks":n} (free) or {"len":n} (save_seq)
   };
   Kind kind = Kind::kAbsent;
   bool whole_line = false;

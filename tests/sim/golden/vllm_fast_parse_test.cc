@@ -44,26 +44,41 @@ DomResult dom_parse(const std::string& line, VllmOpArena* arena) {
 }
 
 // The expectation a fast parse produced, written back as JSON.
-std::string expect_json(const VllmExpect& e, const VllmExpectArena& ex) {
+std::string expect_json(VllmOpKind kind, const VllmExpect& e, const VllmExpectArena& ex) {
   JsonWriter w;
+  auto groups = [&] {
+    w.begin_array();
+    for (uint32_t g = e.groups.begin; g < e.groups.end; ++g) {
+      w.begin_array();
+      for (uint32_t i = ex.groups[g].begin; i < ex.groups[g].end; ++i) w.value(ex.ids[i]);
+      w.end_array();
+    }
+    w.end_array();
+  };
   switch (e.kind) {
     case VllmExpect::Kind::kNull:
       w.begin_object().key("new_block_ids").null().end_object();
       break;
     case VllmExpect::Kind::kGroups:
-      w.begin_object().key("new_block_ids").begin_array();
-      for (uint32_t g = e.groups.begin; g < e.groups.end; ++g) {
-        w.begin_array();
-        for (uint32_t i = ex.groups[g].begin; i < ex.groups[g].end; ++i) w.value(ex.ids[i]);
-        w.end_array();
-      }
-      w.end_array().end_object();
+      w.begin_object().key("new_block_ids");
+      groups();
+      w.end_object();
+      break;
+    case VllmExpect::Kind::kComputedBlocks:
+      w.begin_object().key("block_ids");
+      groups();
+      w.key("num_computed_tokens").value(e.n).end_object();
       break;
     case VllmExpect::Kind::kHashes:
-      w.begin_object().key("new_block_hashes").begin_object().key("n").value(e.n);
+      w.begin_object().key(kind == VllmOpKind::kAddRequest ? "block_hashes" : "new_block_hashes");
+      w.begin_object().key("n").value(e.n);
       if (e.hex.size() > 0)
         w.key("last").value(std::string_view(ex.text.data() + e.hex.begin, e.hex.size()));
       w.end_object().end_object();
+      break;
+    case VllmExpect::Kind::kCount:
+      w.begin_object().key(kind == VllmOpKind::kSaveSeq ? "len" : "num_free_blocks");
+      w.value(e.n).end_object();
       break;
     default:
       return "?";
@@ -77,56 +92,131 @@ std::string pick(const std::vector<std::string>& values, size_t valid) {
   return values[*rc::gen::inRange<size_t>(0, any ? values.size() : valid)];
 }
 
-// A hot op line, mostly in the recorder's form, with rare departures from it.
-std::string gen_line() {
-  const bool alloc = *rc::gen::arbitrary<bool>();
-  const std::vector<std::string> ints = {"0",   "7",   "123456", "null",  "-1",
-                                         "1.0", "1e2", "007",    "\"5\"", "99999999999999999999"};
-  struct Field {
-    std::string name;
-    std::vector<std::string> values;
-    size_t valid;
-  };
-  std::vector<Field> fields = {
-      {"req", {"\"r1\"", "\"r2\"", "\"a b\"", "\"r\\u0031\"", "\"\xc3\xa9\"", "7"}, 3},
-      {"expect",
-       alloc
-           ? std::vector<std::string>{R"({"new_block_ids":[[1,2],[]]})",
-                                      R"({"new_block_ids":null})", R"({"new_block_ids":[]})",
-                                      R"({"new_block_ids":[[0]]})", R"({"new_block_ids":[[1,-2]]})",
-                                      R"({"new_block_ids":[[1]],"x":1})",
-                                      R"({"new_block_ids":[[1.5]]})"}
-           : std::vector<std::string>{R"({"new_block_hashes":{"n":0}})",
-                                      R"({"new_block_hashes":{"n":1,"last":"ab12"}})",
-                                      R"({"new_block_hashes":["ab"]})",
-                                      R"({"new_block_hashes":{"n":1,"last":"a\"b"}})",
-                                      R"({"new_block_hashes":{"last":"ab","n":1}})", "null"},
-       alloc ? 4u : 2u},
-      {"zzz", {"1"}, 1}};
-  if (alloc) {
-    fields.push_back({"num_new_tokens", ints, 4});
+struct Field {
+  std::string name;
+  std::vector<std::string> values;
+  size_t valid;
+  bool required = false;  // nearly always present
+};
+
+const std::vector<std::string> kInts = {"0",   "7",   "123456", "null",  "-1",
+                                        "1.0", "1e2", "007",    "\"5\"", "99999999999999999999"};
+const std::vector<std::string> kTokenLists = {"[]",    "[1,2,3]", "[5,0,12]", "[1,-1]",
+                                              "[1.0]", "[[1]]",   "[1,2",     "[1,]"};
+const Field kReq = {
+    "req", {"\"r1\"", "\"r2\"", "\"a b\"", "\"r\\u0031\"", "\"\xc3\xa9\"", "7"}, 3, true};
+
+// The fields of one op kind, in the recorder's vocabulary with some departures from it.
+std::vector<Field> fields_of(const std::string& op) {
+  if (op == "allocate_slots") {
+    std::vector<Field> f = {
+        kReq,
+        {"expect",
+         {R"({"new_block_ids":[[1,2],[]]})", R"({"new_block_ids":null})", R"({"new_block_ids":[]})",
+          R"({"new_block_ids":[[0]]})", R"({"new_block_ids":[[1,-2]]})",
+          R"({"new_block_ids":[[1]],"x":1})", R"({"new_block_ids":[[1.5]]})"},
+         4},
+        {"num_new_tokens", kInts, 4, true}};
     for (const char* k : {"num_new_computed_tokens", "num_lookahead_tokens",
                           "num_external_computed_tokens", "num_encoder_tokens"})
-      fields.push_back({k, ints, 4});
-    fields.push_back({"delay_cache_blocks", {"true", "false", "null", "1"}, 3});
-    fields.push_back({"new_computed_blocks", {"\"pending\"", "\"empty\"", "null", "\"x\""}, 3});
-  } else {
-    fields.push_back({"tokens", {"[]", "[1,2,3]", "[5,0,12]", "[1,-1]", "[1.0]", "[[1]]"}, 3});
-    fields.push_back({"num_computed_tokens", ints, 4});
+      f.push_back({k, kInts, 4});
+    f.push_back({"delay_cache_blocks", {"true", "false", "null", "1"}, 3});
+    f.push_back({"new_computed_blocks", {"\"pending\"", "\"empty\"", "null", "\"x\""}, 3});
+    return f;
   }
-  // req and the required count or tokens (field 3) nearly always; others at random.
-  std::vector<size_t> picks = *rc::gen::container<std::vector<size_t>>(
-      *rc::gen::inRange<size_t>(0, 6), rc::gen::inRange<size_t>(1, fields.size()));
-  if (*rc::gen::weightedElement<bool>({{15, true}, {1, false}})) picks.push_back(0);
-  if (*rc::gen::weightedElement<bool>({{15, true}, {1, false}})) picks.push_back(3);
-  std::string line = alloc ? R"({"op":"allocate_slots")" : R"({"op":"append_tokens")";
+  if (op == "append_tokens")
+    return {kReq,
+            {"expect",
+             {R"({"new_block_hashes":{"n":0}})", R"({"new_block_hashes":{"n":1,"last":"ab12"}})",
+              R"({"new_block_hashes":["ab"]})", R"({"new_block_hashes":{"n":1,"last":"a\"b"}})",
+              R"({"new_block_hashes":{"last":"ab","n":1}})", "null"},
+             2},
+            {"tokens", kTokenLists, 3, true},
+            {"num_computed_tokens", kInts, 4}};
+  if (op == "add_request")
+    return {kReq,
+            {"expect",
+             {R"({"block_hashes":{"n":0}})", R"({"block_hashes":{"n":2,"last":"ab"}})",
+              R"({"block_hashes":["ab"]})", R"({"new_block_hashes":{"n":0}})", "null"},
+             2},
+            {"prompt_parts",
+             {R"([{"seq":"s1"}])", R"([{"seq":"s1"},{"tokens":[4,5]}])",
+              R"([{"seq":"s2","len":16},{"seq":"s1"},{"seq":"s2"}])", "[]",
+              R"([{"seq":"s1","len":-1}])", R"([{"tokens":[1],"seq":"s1"}])", R"([{"seq":7}])",
+              R"([{"len":3}])", R"([{"seq":"s1","len":null}])", R"([{"tokens":[1,2})", "null"},
+             4,
+             true},
+            {"max_tokens", kInts, 3, true},
+            {"prompt", kTokenLists, 3},
+            {"skip_reading_prefix_cache", {"true", "false", "null", "1"}, 2},
+            {"cache_salt", {"\"salt-1\"", "\"s\\\"x\"", "null", "3"}, 1},
+            {"lora",
+             {R"({"name":"a1","id":2})", R"({"id":2,"name":"a1"})", R"({"name":"a1","id":-2})",
+              "null", R"({"name":"a1"})"},
+             1},
+            {"mm", {R"([{"identifier":"x","offset":0,"length":4}])"}, 1}};
+  if (op == "get_computed_blocks")
+    return {kReq,
+            {"expect",
+             {R"({"block_ids":[[1,2]],"num_computed_tokens":32})",
+              R"({"block_ids":[[]],"num_computed_tokens":0})",
+              R"({"block_ids":[],"num_computed_tokens":0})",
+              R"({"num_computed_tokens":0,"block_ids":[[1]]})", R"({"block_ids":[[1]]})",
+              R"({"block_ids":[[1]],"num_computed_tokens":-1})",
+              R"({"block_ids":[[1],"num_computed_tokens":1})"},
+             3}};
+  if (op == "free")
+    return {
+        kReq,
+        {"reason", {"\"finished\"", "\"aborted\"", "\"preempted\"", "\"other\"", "null", "1"}, 3},
+        {"expect",
+         {R"({"num_free_blocks":7})", R"({"num_free_blocks":-1})", R"({"num_free_blocks":1,"x":2})",
+          R"({"len":3})"},
+         1}};
+  if (op == "save_seq")
+    return {kReq,
+            {"name", {"\"s1\"", "\"conv2\"", "3"}, 2, true},
+            {"expect", {R"({"len":1036})", R"({"len":"x"})", R"({"num_free_blocks":1})"}, 1}};
+  if (op == "drop_seq")
+    return {{"name", {"\"s1\"", "\"conv2\"", "3"}, 2, true}, {"req", {"\"r1\""}, 1}};
+  if (op == "set_computed") return {kReq, {"value", kInts, 3, true}};
+  if (op == "new_step") return {{"req", {"\"r1\""}, 1}, {"expect", {"{}"}, 1}};
+  return {};  // def_seq, usage, ...: never fast
+}
+
+// An op line, mostly in the recorder's form, with rare departures from it.
+std::string gen_line() {
+  const std::string op = *rc::gen::weightedElement<std::string>({{6, "allocate_slots"},
+                                                                 {6, "append_tokens"},
+                                                                 {4, "add_request"},
+                                                                 {3, "get_computed_blocks"},
+                                                                 {3, "free"},
+                                                                 {2, "save_seq"},
+                                                                 {1, "drop_seq"},
+                                                                 {1, "set_computed"},
+                                                                 {1, "new_step"},
+                                                                 {1, "def_seq"}});
+  std::vector<Field> fields = fields_of(op);
+  fields.push_back({"zzz", {"1"}, 1});
+  // Required fields nearly always, others at random (repeats included).
+  std::vector<size_t> picks;
+  if (fields.size() > 1)
+    picks = *rc::gen::container<std::vector<size_t>>(
+        *rc::gen::inRange<size_t>(0, 6), rc::gen::inRange<size_t>(0, fields.size() - 1));
+  for (size_t k = 0; k < fields.size(); ++k)
+    if (fields[k].required && *rc::gen::weightedElement<bool>({{15, true}, {1, false}}))
+      picks.push_back(k);
+  if (*rc::gen::weightedElement<bool>({{1, true}, {8, false}})) picks.push_back(fields.size() - 1);
+  std::string line = R"({"op":")" + op + "\"";
   for (size_t k : picks) {
-    if (fields[k].name == "zzz" && *rc::gen::weightedElement<bool>({{8, true}, {1, false}}))
-      continue;  // unknown keys are rare
     line += *rc::gen::weightedElement<std::string>({{30, ","}, {1, ", "}});
     line += "\"" + fields[k].name + "\":" + pick(fields[k].values, fields[k].valid);
   }
   return line + *rc::gen::weightedElement<std::string>({{30, "}"}, {1, "} "}, {1, "}x"}});
+}
+
+std::vector<int64_t> tokens_of(const VllmOpArena& arena, IndexRange r) {
+  return {arena.tokens.begin() + r.begin, arena.tokens.begin() + r.end};
 }
 
 RC_GTEST_PROP(VllmFastParse, AcceptsOnlyWhatTheDomPathParsesTheSameWay, ()) {
@@ -136,10 +226,11 @@ RC_GTEST_PROP(VllmFastParse, AcceptsOnlyWhatTheDomPathParsesTheSameWay, ()) {
   VllmOp op;
   VllmExpect expect;
   const bool accepted = parse_hot_vllm_op(line, 7, true, &fast_arena, &ex, &op, &expect);
-  RC_CLASSIFY(accepted);
+  RC_TAG(accepted ? std::string(vllm_op_name(op.kind)) : std::string("refused"));
   if (!accepted) {
-    RC_ASSERT(fast_arena.tokens.empty());
+    RC_ASSERT(fast_arena.tokens.empty() && fast_arena.parts.empty() && fast_arena.extras.empty());
     RC_ASSERT(fast_arena.names->requests.size() == 0u);
+    RC_ASSERT(fast_arena.names->seqs.size() == 0u);
     RC_ASSERT(ex.ids.empty() && ex.groups.empty() && ex.text.empty());
     return;
   }
@@ -147,17 +238,42 @@ RC_GTEST_PROP(VllmFastParse, AcceptsOnlyWhatTheDomPathParsesTheSameWay, ()) {
   RC_ASSERT(dom.ok);
   RC_ASSERT(op.kind == dom.op.kind);
   RC_ASSERT(op.line == dom.op.line);
-  RC_ASSERT(fast_arena.request_name(op.req) == dom_arena.request_name(dom.op.req));
+  RC_ASSERT((op.req < 0) == (dom.op.req < 0));
+  if (op.req >= 0) RC_ASSERT(fast_arena.request_name(op.req) == dom_arena.request_name(dom.op.req));
+  RC_ASSERT((op.seq < 0) == (dom.op.seq < 0));
+  if (op.seq >= 0) RC_ASSERT(fast_arena.seq_name(op.seq) == dom_arena.seq_name(dom.op.seq));
+  RC_ASSERT(fast_arena.names->requests.size() == dom_arena.names->requests.size());
+  RC_ASSERT(fast_arena.names->seqs.size() == dom_arena.names->seqs.size());
+  for (size_t i = 0; i < dom_arena.names->seqs.size(); ++i)
+    RC_ASSERT(fast_arena.seq_name(static_cast<int32_t>(i)) ==
+              dom_arena.seq_name(static_cast<int32_t>(i)));
   RC_ASSERT(op.flag == dom.op.flag);
+  RC_ASSERT(op.reason == dom.op.reason);
   RC_ASSERT(op.new_computed_blocks == dom.op.new_computed_blocks);
   for (int i = 0; i < 5; ++i) RC_ASSERT(op.n[i] == dom.op.n[i]);
-  RC_ASSERT(std::vector<int64_t>(fast_arena.tokens.begin() + op.tokens.begin,
-                                 fast_arena.tokens.begin() + op.tokens.end) ==
-            std::vector<int64_t>(dom_arena.tokens.begin() + dom.op.tokens.begin,
-                                 dom_arena.tokens.begin() + dom.op.tokens.end));
+  RC_ASSERT(tokens_of(fast_arena, op.tokens) == tokens_of(dom_arena, dom.op.tokens));
+  RC_ASSERT(op.parts.size() == dom.op.parts.size());
+  for (uint32_t i = 0; i < op.parts.size(); ++i) {
+    const PromptPart& a = fast_arena.parts[op.parts.begin + i];
+    const PromptPart& b = dom_arena.parts[dom.op.parts.begin + i];
+    RC_ASSERT(a.seq == b.seq);
+    RC_ASSERT(a.len == b.len);
+    RC_ASSERT(tokens_of(fast_arena, a.tokens) == tokens_of(dom_arena, b.tokens));
+  }
+  RC_ASSERT((op.extras < 0) == (dom.op.extras < 0));
+  if (op.extras >= 0) {
+    const AddRequestExtras& a = fast_arena.extras[static_cast<size_t>(op.extras)];
+    const AddRequestExtras& b = dom_arena.extras[static_cast<size_t>(dom.op.extras)];
+    RC_ASSERT(a.cache_salt == b.cache_salt);
+    RC_ASSERT(a.lora.has_value() == b.lora.has_value());
+    if (a.lora)
+      RC_ASSERT(a.lora->lora_name == b.lora->lora_name &&
+                a.lora->lora_int_id == b.lora->lora_int_id);
+    RC_ASSERT(a.mm.empty() && b.mm.empty());
+  }
   RC_ASSERT((expect.kind == VllmExpect::Kind::kAbsent) == !dom.expect.has_value());
   if (dom.expect) {
-    RC_ASSERT(expect_json(expect, ex) == *dom.expect);
+    RC_ASSERT(expect_json(op.kind, expect, ex) == *dom.expect);
     std::string text(ex.text.data() + expect.text.begin, expect.text.size());
     RC_ASSERT(text == *dom.expect);  // the compact recorder form is already minified
   }
@@ -188,7 +304,8 @@ TEST(VllmFastParse, RefusesOtherOpsAndLeavesTheArenasAlone) {
   VllmExpectArena ex;
   VllmOp op;
   VllmExpect e;
-  EXPECT_FALSE(parse_hot_vllm_op(R"({"op":"free","req":"a"})", 1, true, &arena, &ex, &op, &e));
+  EXPECT_FALSE(parse_hot_vllm_op(R"({"op":"def_seq","name":"a","tokens":[1]})", 1, true, &arena,
+                                 &ex, &op, &e));
   EXPECT_FALSE(parse_hot_vllm_op(R"({"op":"append_tokens","req":"a","tokens":[1,2],"i":0})", 1,
                                  true, &arena, &ex, &op, &e));
   EXPECT_TRUE(arena.tokens.empty());

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #define OPENSSL_API_COMPAT 10101
@@ -147,6 +148,49 @@ TEST(VllmGolden, AMismatchOnTheFastParserPathNamesTheFieldAndBothValues) {
       << r.output;
 }
 
+// add_request with compact hashes, get_computed_blocks and free take the DOM-free path too.
+std::vector<std::string> compact_ops() {
+  auto ops = valid_ops();
+  ops[0] = R"("op":"add_request","req":"a","prompt":[1,2,3,4,5,6],"max_tokens":4,)"
+           R"("expect":{"block_hashes":{"n":1,"last":)"
+           R"("c9d58ba695280d69b243e1e0df813136ca9196b286fb1a021e0b2e028ef071cb"}})";
+  return ops;
+}
+
+TEST(VllmGolden, CompactOpsWithoutIndexPassThroughTheFastParser) {
+  KvtwinRun r = run_kvtwin(write("fastmore.jsonl", make_log_without_index(compact_ops())));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("1 passed, 0 failed"), std::string::npos) << r.output;
+}
+
+TEST(VllmGolden, MismatchesOfTheNewFastKindsNameTheFieldAndBothValues) {
+  for (const auto& [at, op, expected] : std::vector<std::tuple<size_t, std::string, std::string>>{
+           {0,
+            R"("op":"add_request","req":"a","prompt":[1,2,3,4,5,6],"max_tokens":4,)"
+            R"("expect":{"block_hashes":{"n":1,"last":"00"}})",
+            "op 0 add_request: $.block_hashes: expected {\"n\":1,\"last\":\"00\"}, got [\"c9d5"},
+           {0,
+            R"("op":"add_request","req":"a","prompt":[1,2,3,4,5,6],"max_tokens":4,)"
+            R"("expect":{"block_hashes":{"n":0}})",
+            "op 0 add_request: $.block_hashes: expected {\"n\":0}, got [\"c9d5"},
+           {1,
+            R"("op":"get_computed_blocks","req":"a","expect":{"block_ids":[[]],)"
+            R"("num_computed_tokens":4})",
+            "op 1 get_computed_blocks: $.num_computed_tokens: expected 4, got 0"},
+           {1,
+            R"("op":"get_computed_blocks","req":"a","expect":{"block_ids":[[3]],)"
+            R"("num_computed_tokens":0})",
+            "op 1 get_computed_blocks: $.block_ids[0][0]: expected 3, got (absent"},
+           {4, R"("op":"free","req":"a","reason":"finished","expect":{"num_free_blocks":4})",
+            "op 4 free: $.num_free_blocks: expected 4, got 5"}}) {
+    auto ops = compact_ops();
+    ops[at] = op;
+    KvtwinRun r = run_kvtwin(write("fastmorebad.jsonl", make_log_without_index(ops)));
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_NE(r.output.find(expected), std::string::npos) << r.output;
+  }
+}
+
 TEST(VllmGolden, ACompactHashMismatchIsReportedWithItsPath) {
   auto ops = valid_ops();
   ops.insert(ops.begin() + 3,
@@ -173,7 +217,28 @@ TEST(VllmGolden, BadHotLinesWithoutIndexAreStillOneLineErrors) {
            {R"("op":"allocate_slots","req":"a","num_new_tokens":-1)", "negative token count"},
            {R"("op":"allocate_slots","req":"a","num_new_tokens":1.5)", "expected an integer"},
            {R"("op":"append_tokens","req":"a","tokens":[1,"x"])", "tokens: expected an integer"},
-           {R"("op":"allocate_slots","req":"a","num_new_tokens":1} x)", "malformed JSON"}}) {
+           {R"("op":"allocate_slots","req":"a","num_new_tokens":1} x)", "malformed JSON"},
+           {R"("op":"add_request","req":"b","prompt":[1,2,"max_tokens":4)", "malformed JSON"},
+           {R"("op":"add_request","req":"b","prompt":[1,2.5],"max_tokens":4)",
+            "prompt: expected an integer"},
+           {R"("op":"add_request","req":"b","prompt":[10000000000000000000],"max_tokens":4)",
+            "prompt: integer out of range"},
+           {R"("op":"add_request","req":"b","prompt_parts":[{"tokens":[1,"x"]}],"max_tokens":4)",
+            "tokens: expected an integer"},
+           {R"("op":"add_request","req":"b","prompt_parts":[{"seq":"s","len":-3}],"max_tokens":4)",
+            "len: negative length"},
+           {R"("op":"add_request","req":"b","prompt":[1,2])", "max_tokens: missing"},
+           {R"("op":"add_request","req":"b","prompt":[1],"max_tokens":4,"lora":{"name":"x"})",
+            "id: missing"},
+           {R"("op":"get_computed_blocks","expect":{"block_ids":[[1]],"num_computed_tokens":0})",
+            "req: missing"},
+           {R"("op":"get_computed_blocks","req":"a","expect":{"block_ids":[[1],"x":0})",
+            "malformed JSON"},
+           {R"("op":"free","req":"a","reason":"done","expect":{"num_free_blocks":5})",
+            "reason: expected finished, aborted or preempted"},
+           {R"("op":"save_seq","req":"a","expect":{"len":6})", "name: missing"},
+           {R"("op":"set_computed","req":"a","value":99999999999999999999999)",
+            "malformed JSON"}}) {
     auto ops = valid_ops();
     ops[2] = op;
     std::string path = write("fastinput.jsonl", make_log_without_index(ops));
