@@ -8,10 +8,35 @@
 namespace kvtwin::sim::golden {
 namespace {
 
+// Whether the n bytes at p are those of lit (n known at compile time: a few word compares).
+template <size_t n>
+bool same_bytes(const char* p, const char* lit) {
+  auto word = [](const char* q, auto w) {
+    std::memcpy(&w, q, sizeof w);
+    return w;
+  };
+  if constexpr (n >= 8) {
+    for (size_t i = 0; i + 8 <= n; i += 8)
+      if (word(p + i, uint64_t{}) != word(lit + i, uint64_t{})) return false;
+    if constexpr (n % 8 != 0) return word(p + n - 8, uint64_t{}) == word(lit + n - 8, uint64_t{});
+    return true;
+  } else if constexpr (n >= 4) {
+    return word(p, uint32_t{}) == word(lit, uint32_t{}) &&
+           word(p + n - 4, uint32_t{}) == word(lit + n - 4, uint32_t{});
+  } else {
+    for (size_t i = 0; i < n; ++i)
+      if (p[i] != lit[i]) return false;
+    return true;
+  }
+}
+
 // A cursor over one line; every method returns false on anything outside the accepted subset.
+// Only a line that ends with '}' can be accepted, so a cursor over any other line starts at its
+// end; then a run of digits always stops before the end, which spares the digit loop a bound.
 class Cursor {
  public:
-  explicit Cursor(std::string_view s) : p_(s.data()), end_(s.data() + s.size()) {}
+  explicit Cursor(std::string_view s)
+      : p_(s.data()), end_(s.empty() || s.back() != '}' ? s.data() : s.data() + s.size()) {}
 
   const char* pos() const { return p_; }
   bool at_end() const { return p_ == end_; }
@@ -25,7 +50,7 @@ class Cursor {
   template <size_t N>
   bool eat(const char (&lit)[N]) {
     constexpr size_t n = N - 1;
-    if (static_cast<size_t>(end_ - p_) < n || std::memcmp(p_, lit, n) != 0) return false;
+    if (static_cast<size_t>(end_ - p_) < n || !same_bytes<n>(p_, lit)) return false;
     p_ += n;
     return true;
   }
@@ -47,13 +72,15 @@ class Cursor {
   // A non-negative integer in JSON's form (no leading zeros), at most 18 digits, followed by
   // one of , ] } (so "1.5", "1e3" and "-1" are refused).
   bool uint(int64_t* out) {
+    if (p_ == end_) return false;
     const char* b = p_;
-    int64_t v = 0;
-    while (p_ < end_ && *p_ >= '0' && *p_ <= '9') v = v * 10 + (*p_++ - '0');
-    size_t n = static_cast<size_t>(p_ - b);
+    uint64_t v = 0;  // wraps harmlessly past 19 digits: such a number is refused below
+    for (unsigned d; (d = static_cast<unsigned char>(*p_) - unsigned{'0'}) < 10; ++p_)
+      v = v * 10 + d;
+    size_t n = static_cast<size_t>(p_ - b);  // p_ < end_: the line's last byte is '}'
     if (n == 0 || n > 18 || (n > 1 && *b == '0')) return false;
-    if (p_ == end_ || (*p_ != ',' && *p_ != ']' && *p_ != '}')) return false;
-    *out = v;
+    if (*p_ != ',' && *p_ != ']' && *p_ != '}') return false;
+    *out = static_cast<int64_t>(v);
     return true;
   }
   bool boolean(bool* out) {

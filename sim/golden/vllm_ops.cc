@@ -30,22 +30,6 @@ constexpr std::array<std::string_view, 21> kOpNames = {"add_request",
                                                        "free_queue",
                                                        "pool_state"};
 
-// A fast inline hash of a short name (request ids are a few bytes).
-uint64_t name_hash(std::string_view s) {
-  uint64_t h = 0x9E3779B97F4A7C15ull ^ s.size();
-  size_t i = 0;
-  for (; i + 8 <= s.size(); i += 8) {
-    uint64_t w;
-    std::memcpy(&w, s.data() + i, 8);
-    h = (h ^ w) * 0xff51afd7ed558ccdull;
-    h ^= h >> 32;
-  }
-  uint64_t w = 0;
-  std::memcpy(&w, s.data() + i, s.size() - i);
-  h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
-  return h ^ (h >> 29);
-}
-
 std::optional<VllmOpKind> op_kind(std::string_view name) {
   // The hot ops first.
   if (name == "allocate_slots") return VllmOpKind::kAllocateSlots;
@@ -171,25 +155,76 @@ const std::string& NameIndex::name(int32_t index) const {
   return chunks_[static_cast<size_t>(k)][i - (size_t{64} << k)];
 }
 
-int32_t NameIndex::intern(std::string_view name) {
-  uint64_t h = name_hash(name);
-  size_t mask = table_.size() - 1;
-  for (size_t i = h & mask;; i = (i + 1) & mask) {
-    Slot& s = table_[i];
-    if (s.index < 0) {
-      size_t at = size_ + 64;
-      int k = std::bit_width(at) - 7;
-      if (k >= kChunks) throw std::length_error("too many names");
-      auto& chunk = chunks_[static_cast<size_t>(k)];
-      if (!chunk) chunk = std::make_unique<std::string[]>(size_t{64} << k);
-      chunk[at - (size_t{64} << k)] = std::string(name);
-      s = Slot{h, static_cast<int32_t>(size_)};
-      ++size_;
-      if (size_ * 2 > table_.size()) grow();
-      return static_cast<int32_t>(size_) - 1;
-    }
-    if (s.hash == h && this->name(s.index) == name) return s.index;
+namespace {
+
+// n (< 8) bytes at p as the low bytes of a word, without reading past them.
+uint64_t load_short(const char* p, size_t n) {
+  uint32_t a, b;
+  if (n >= 4) {  // two overlapping 4-byte loads
+    std::memcpy(&a, p, 4);
+    std::memcpy(&b, p + n - 4, 4);
+    return a | (static_cast<uint64_t>(b) << (8 * (n - 4)));
   }
+  uint64_t w = 0;
+  for (size_t i = 0; i < n; ++i)
+    w |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  return w;
+}
+
+uint64_t mix(uint64_t h) {
+  h ^= h >> 32;
+  h *= 0xd6e8feb86659fd93ull;
+  h ^= h >> 32;
+  return h;
+}
+
+}  // namespace
+
+NameIndex::Key NameIndex::key_of(std::string_view name) {
+  Key k;
+  const char* p = name.data();
+  size_t n = name.size();
+  k.size = n;
+  if (n >= 16) {
+    std::memcpy(&k.w0, p, 8);
+    std::memcpy(&k.w1, p + 8, 8);
+  } else if (n >= 8) {
+    std::memcpy(&k.w0, p, 8);
+    k.w1 = load_short(p + 8, n - 8);
+  } else {
+    k.w0 = load_short(p, n);
+  }
+  return k;
+}
+
+uint64_t NameIndex::hash_of(const Key& key, std::string_view name) {
+  uint64_t h = mix(key.w0 * 0x9E3779B97F4A7C15ull ^ key.w1 * 0xff51afd7ed558ccdull ^ key.size);
+  for (size_t i = 16; i < name.size(); ++i)  // the rare long name
+    h = mix(h ^ static_cast<unsigned char>(name[i]));
+  return h;
+}
+
+int32_t NameIndex::intern(std::string_view name) {
+  const Key key = key_of(name);
+  size_t mask = table_.size() - 1;
+  for (size_t i = hash_of(key, name) & mask;; i = (i + 1) & mask) {
+    Slot& s = table_[i];
+    if (s.index < 0) return add(name, &s, key);
+    if (s.key == key && (key.size <= 16 || this->name(s.index) == name)) return s.index;
+  }
+}
+
+int32_t NameIndex::add(std::string_view name, Slot* slot, const Key& key) {
+  size_t at = size_ + 64;
+  int k = std::bit_width(at) - 7;
+  if (k >= kChunks) throw std::length_error("too many names");
+  auto& chunk = chunks_[static_cast<size_t>(k)];
+  if (!chunk) chunk = std::make_unique<std::string[]>(size_t{64} << k);
+  chunk[at - (size_t{64} << k)] = std::string(name);
+  *slot = Slot{key, static_cast<int32_t>(size_)};
+  ++size_;
+  if (size_ * 2 > table_.size()) grow();
+  return static_cast<int32_t>(size_) - 1;
 }
 
 void NameIndex::grow() {
@@ -198,7 +233,7 @@ void NameIndex::grow() {
   size_t mask = table_.size() - 1;
   for (const Slot& s : old) {
     if (s.index < 0) continue;
-    size_t i = s.hash & mask;
+    size_t i = hash_of(s.key, name(s.index)) & mask;
     while (table_[i].index >= 0) i = (i + 1) & mask;
     table_[i] = s;
   }

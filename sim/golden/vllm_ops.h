@@ -98,9 +98,11 @@ struct VllmOp {
 };
 
 // Interns names (request ids, sequence names) to dense indices 0, 1, 2, ... in first-seen order.
-// Open addressing over (hash, index) pairs. The names live in chunks that never move (chunk k
-// holds 64 << k names), so one thread may intern while another reads any name whose index was
-// handed to it (through a synchronising queue) before.
+// Open addressing (linear probing, at most half full) over slots that hold the name's first 16
+// bytes and its length, so looking up a name of at most 16 bytes (every request id of the logs)
+// touches one slot and no string. The names live in chunks that never move (chunk k holds
+// 64 << k names), so one thread may intern while another reads any name whose index was handed
+// to it (through a synchronising queue) before.
 class NameIndex {
  public:
   NameIndex() = default;
@@ -113,12 +115,23 @@ class NameIndex {
   size_t size() const { return size_; }
 
  private:
+  // The first 16 bytes of a name, zero-padded, and its length.
+  struct Key {
+    uint64_t w0 = 0;
+    uint64_t w1 = 0;
+    uint64_t size = 0;
+    bool operator==(const Key&) const = default;
+  };
   struct Slot {
-    uint64_t hash = 0;
+    Key key;
     int32_t index = -1;
   };
-  static constexpr int kChunks = 25;  // 64 * (2^25 - 1) names in all
+  static Key key_of(std::string_view name);
+  static uint64_t hash_of(const Key& key, std::string_view name);
+  int32_t add(std::string_view name, Slot* slot, const Key& key);
   void grow();
+
+  static constexpr int kChunks = 25;  // 64 * (2^25 - 1) names in all
   std::vector<Slot> table_ = std::vector<Slot>(64);
   std::array<std::unique_ptr<std::string[]>, kChunks> chunks_;
   size_t size_ = 0;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -326,6 +327,25 @@ TEST(NameIndex, InternsInFirstSeenOrderAndKeepsNamesInPlace) {
     EXPECT_EQ(index.name(i), "r" + std::to_string(i));
   }
   EXPECT_EQ(index.size(), 20000u);
+}
+
+// Against a map: names of every length (long ones sharing their first 16 bytes, NULs, empty)
+// get first-seen indices, and each index reads back its name.
+RC_GTEST_PROP(NameIndex, InternsLikeAMapFromNameToFirstSeenIndex, ()) {
+  const auto gen_name = rc::gen::oneOf(
+      rc::gen::container<std::string>(rc::gen::elementOf(std::string("ab\0r1"))),
+      rc::gen::map(rc::gen::inRange(0, 40),
+                   [](int i) { return "request-prefix-16" + std::to_string(i); }),
+      rc::gen::map(rc::gen::inRange(0, 300), [](int i) { return "r" + std::to_string(i); }));
+  const auto names = *rc::gen::container<std::vector<std::string>>(gen_name);
+  NameIndex index;
+  std::map<std::string, int32_t> reference;
+  for (const std::string& n : names) {
+    auto [it, added] = reference.emplace(n, static_cast<int32_t>(reference.size()));
+    RC_ASSERT(index.intern(n) == it->second);
+    RC_ASSERT(index.size() == reference.size());
+  }
+  for (const auto& [n, i] : reference) RC_ASSERT(index.name(i) == n);
 }
 
 }  // namespace
