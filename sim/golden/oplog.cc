@@ -123,18 +123,35 @@ OplogStream::OplogStream(io::LineReader& reader, std::string_view header_line)
   SHA256_Init(&digest_->ctx);
   SHA256_Update(&digest_->ctx, header_line.data(), header_line.size());  // not padded
   SHA256_Update(&digest_->ctx, "\n", 1);
+  reader_.set_release_hook([this] { flush_digest(); });
 }
 
-OplogStream::~OplogStream() = default;
+OplogStream::~OplogStream() {
+  reader_.set_release_hook({});
+}
+
+void OplogStream::flush_digest() {
+  if (pending_begin_ == pending_end_) return;
+  SHA256_Update(&digest_->ctx, pending_begin_, static_cast<size_t>(pending_end_ - pending_begin_));
+  pending_begin_ = pending_end_ = nullptr;
+}
 
 void OplogStream::hash_line(std::string_view line) {
   // The byte after a line is readable (LineReader's padding); when it is the '\n' that ended the
-  // line, one update covers both.
-  if (line.data()[line.size()] == '\n') {
-    SHA256_Update(&digest_->ctx, line.data(), line.size() + 1);
+  // line, the line and its '\n' join the pending run (extending it when the line follows it in
+  // memory). A line that lost a '\r' or its '\n' is digested at once, with a '\n'.
+  const char* b = line.data();
+  const char* e = b + line.size();
+  if (*e == '\n') {
+    if (b != pending_end_) {
+      flush_digest();
+      pending_begin_ = b;
+    }
+    pending_end_ = e + 1;
     return;
   }
-  SHA256_Update(&digest_->ctx, line.data(), line.size());
+  flush_digest();
+  SHA256_Update(&digest_->ctx, b, line.size());
   SHA256_Update(&digest_->ctx, "\n", 1);
 }
 
@@ -182,6 +199,7 @@ void OplogStream::check_footer(const OpFields& footer) {
     footer.fail("num_ops",
                 "footer says " + std::to_string(n) + " ops, file has " + std::to_string(num_ops_));
   std::string_view expected = footer.str("sha256_of_preceding_lines");
+  flush_digest();
   uint8_t digest[32];
   SHA256_Final(digest, &digest_->ctx);
   std::string actual = model::vllm::to_hex({digest, 32});

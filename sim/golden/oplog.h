@@ -97,6 +97,7 @@ class OplogStream {
  private:
   void check_footer(const OpFields& footer);
   void hash_line(std::string_view line);
+  void flush_digest();
 
   io::LineReader& reader_;
   std::string path_;
@@ -107,6 +108,10 @@ class OplogStream {
   bool done_ = false;
   struct Digest;
   std::unique_ptr<Digest> digest_;
+  // Consecutive lines (each with its '\n') not yet digested: one SHA-256 update per run of lines
+  // that lie back to back in the reader's buffer, flushed before the reader releases them.
+  const char* pending_begin_ = nullptr;
+  const char* pending_end_ = nullptr;
 };
 
 }  // namespace kvtwin::sim::golden

@@ -227,6 +227,7 @@ bool LineReader::compressed() const {
 
 bool LineReader::fetch() {
   if (eof_) return false;
+  if (release_hook_) release_hook_();
   try {
     eof_ = !source_->next(&chunk_);
   } catch (const SourceError& e) {
@@ -245,6 +246,7 @@ void LineReader::carry(const char* data, size_t n) {
 
 bool LineReader::next(std::string_view* line) {
   if (carry_returned_) {
+    if (release_hook_) release_hook_();
     carry_len_ = 0;
     carry_returned_ = false;
   }

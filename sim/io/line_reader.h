@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -31,6 +32,13 @@ class LineReader {
 
   // Sets *line to the next line without its '\n' (and without a trailing '\r'); false at end.
   bool next(std::string_view* line);
+
+  // Called (on the reader's thread) just before the bytes of the lines handed out so far may be
+  // overwritten or freed, i.e. before the reader moves to its next chunk or reuses the buffer of
+  // a line that spanned chunks. Until then every line handed out stays readable in place, so a
+  // consumer may keep views of several consecutive lines (e.g. to digest them in one call) and
+  // flush them from the hook. An empty function removes the hook.
+  void set_release_hook(std::function<void()> hook) { release_hook_ = std::move(hook); }
 
   // Line number of the line last returned (1-based; 0 before the first).
   uint64_t line_number() const { return line_number_; }
@@ -59,6 +67,7 @@ class LineReader {
   bool carry_returned_ = false;  // carry_ was the last line handed out
   bool eof_ = false;
   uint64_t line_number_ = 0;
+  std::function<void()> release_hook_;
 };
 
 }  // namespace kvtwin::sim::io

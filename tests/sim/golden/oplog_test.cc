@@ -1,6 +1,7 @@
 #include "sim/golden/oplog.h"
 
 #include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
 
 #include <fstream>
 
@@ -9,6 +10,7 @@
 
 #include "model/vllm/block_hash.h"
 #include "sim/golden/json.h"
+#include "tests/support/gzip.h"
 #include "tests/support/paths.h"
 
 namespace kvtwin::sim::golden {
@@ -74,6 +76,48 @@ TEST(OplogStream, EditedOpFailsTheDigest) {
   } catch (const InputError& e) {
     EXPECT_EQ(e.field(), "sha256_of_preceding_lines");
     EXPECT_EQ(e.line(), 3u);
+  }
+}
+
+// The digest is taken in runs of lines that lie back to back in the reader's buffers; whatever
+// the layout (blank lines, CRLF, lines longer than a chunk, gzip), it must be the digest of every
+// preceding line without its '\r' and with a '\n', and one changed byte must fail it.
+RC_GTEST_PROP(OplogStream, DigestsEveryPrecedingLineWhateverTheLayout, ()) {
+  const auto lines = *rc::gen::container<std::vector<std::string>>(rc::gen::map(
+      rc::gen::pair(rc::gen::weightedElement<size_t>({{30, 0}, {30, 1}, {12, 200}, {1, 300000}}),
+                    rc::gen::arbitrary<uint8_t>()),
+      [](std::pair<size_t, uint8_t> p) {
+        return p.first == 0 ? std::string()
+                            : std::string(p.first, static_cast<char>('a' + p.second % 26));
+      }));
+  const bool crlf = *rc::gen::arbitrary<bool>();
+  const bool gzip = *rc::gen::weightedElement<bool>({{1, true}, {4, false}});
+  std::string file = std::string(kHeader) + "\n", digested = file;
+  int64_t ops = 0;
+  for (const std::string& l : lines) {
+    std::string op = l.empty() ? l : R"({"i":)" + std::to_string(ops++) + R"(,"x":")" + l + "\"}";
+    file += op + (crlf && !op.empty() ? "\r\n" : "\n");
+    digested += op + "\n";
+  }
+  std::string footer = R"({"type":"footer","num_ops":)" + std::to_string(ops) +
+                       R"(,"sha256_of_preceding_lines":")" + sha256_hex(digested) + "\"}\n";
+  const std::string path = testing::scratch_dir() + "/digest.jsonl";
+  auto replay_text = [&](const std::string& text) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc)
+        << (gzip ? kvtwin::testing::gzip_bytes(text) : text);
+    return replay(path);
+  };
+  RC_ASSERT(replay_text(file + footer).size() == static_cast<size_t>(ops));
+  if (ops == 0) return;
+  // One byte of an op's padding changed (the JSON stays valid): the digest no longer matches.
+  size_t at = file.find(R"("x":")") + 5;
+  RC_PRE(file[at] != '"');
+  file[at] = file[at] == 'z' ? 'y' : 'z';
+  try {
+    replay_text(file + footer);
+    RC_FAIL("an edited op passed the digest");
+  } catch (const InputError& e) {
+    RC_ASSERT(e.field() == "sha256_of_preceding_lines");
   }
 }
 
