@@ -140,7 +140,15 @@ struct Parsed {
   bool null_new_tokens = false;
   uint32_t seen = 0;
   int num_seqs = 0;
-  std::array<std::pair<uint32_t, std::string_view>, kMaxSeqParts> seqs;  // (part, name)
+  struct SeqPart {
+    uint32_t part;
+    std::string_view name;
+  };
+  // [0, num_seqs) are set; left uninitialised beyond (zeroing them cost more than a hot line).
+  union {
+    SeqPart seqs[kMaxSeqParts];
+  };
+  Parsed() {}
 
   bool mark(uint32_t bit) {  // false for a repeated key: the DOM path decides
     if (seen & bit) return false;
@@ -309,8 +317,7 @@ bool parse_prompt_parts(Cursor& c, Parsed* p, VllmOpArena* arena, VllmOp* op) {
         std::string_view name;
         if (!c.string(&name) || p->num_seqs == kMaxSeqParts) return false;
         if (c.eat(",\"len\":") && !c.uint(&part.len)) return false;
-        p->seqs[static_cast<size_t>(p->num_seqs++)] = {static_cast<uint32_t>(arena->parts.size()),
-                                                       name};
+        p->seqs[p->num_seqs++] = {static_cast<uint32_t>(arena->parts.size()), name};
       } else if (!c.eat("{\"tokens\":") || !parse_tokens(c, arena, &part.tokens)) {
         return false;
       }
@@ -385,26 +392,32 @@ bool parse_other_field(Cursor& c, VllmOpKind kind, Parsed* p, VllmExpectArena* e
   }
 }
 
-// The op's kind from its name, when the fast path takes it.
-bool fast_kind(std::string_view name, VllmOpKind* kind) {
+// The op's kind from `"name"` at the cursor (consumed), when the fast path takes it. The first
+// letter picks the one to three literals to try, so a hot line costs a few word compares.
+bool fast_kind(Cursor& c, VllmOpKind* kind) {
   using K = VllmOpKind;
-  static constexpr std::pair<std::string_view, K> kKinds[] = {
-      {"allocate_slots", K::kAllocateSlots},
-      {"append_tokens", K::kAppendTokens},
-      {"get_computed_blocks", K::kGetComputedBlocks},
-      {"add_request", K::kAddRequest},
-      {"free", K::kFree},
-      {"save_seq", K::kSaveSeq},
-      {"new_step", K::kNewStep},
-      {"drop_seq", K::kDropSeq},
-      {"set_computed", K::kSetComputed}};
-  for (const auto& [n, k] : kKinds) {
-    if (n == name) {
-      *kind = k;
-      return true;
-    }
+  auto is = [&](const auto& lit, K k) {
+    if (!c.eat(lit)) return false;
+    *kind = k;
+    return true;
+  };
+  switch (c.next_char()) {
+    case 'a':
+      return is("\"allocate_slots\"", K::kAllocateSlots) ||
+             is("\"append_tokens\"", K::kAppendTokens) || is("\"add_request\"", K::kAddRequest);
+    case 'g':
+      return is("\"get_computed_blocks\"", K::kGetComputedBlocks);
+    case 'f':
+      return is("\"free\"", K::kFree);
+    case 's':
+      return is("\"save_seq\"", K::kSaveSeq) || is("\"set_computed\"", K::kSetComputed);
+    case 'n':
+      return is("\"new_step\"", K::kNewStep);
+    case 'd':
+      return is("\"drop_seq\"", K::kDropSeq);
+    default:
+      return false;
   }
-  return false;
 }
 
 // Whether the fields the DOM path requires are all there (and nothing it would read otherwise).
@@ -436,8 +449,7 @@ void commit_names(const Parsed& p, VllmOpArena* arena, VllmOp* op) {
   if (p.seen & kReq) op->req = arena->intern_request(p.req);
   if (p.seen & kName) op->seq = arena->intern_seq(p.name);
   for (int i = 0; i < p.num_seqs; ++i) {
-    const auto& [part, name] = p.seqs[static_cast<size_t>(i)];
-    arena->parts[part].seq = arena->intern_seq(name);
+    arena->parts[p.seqs[i].part].seq = arena->intern_seq(p.seqs[i].name);
   }
   if (!(p.seen & (kSalt | kLora))) return;
   AddRequestExtras x;
@@ -452,9 +464,8 @@ void commit_names(const Parsed& p, VllmOpArena* arena, VllmOp* op) {
 bool parse_hot_vllm_op(std::string_view line, uint64_t line_no, bool want_expect,
                        VllmOpArena* arena, VllmExpectArena* ex, VllmOp* op, VllmExpect* e) {
   Cursor c(line);
-  std::string_view name;
   VllmOpKind kind;
-  if (!c.eat("{\"op\":") || !c.string(&name) || !fast_kind(name, &kind)) return false;
+  if (!c.eat("{\"op\":") || !fast_kind(c, &kind)) return false;
   const size_t tokens_size = arena->tokens.size(), parts_size = arena->parts.size();
   const size_t groups_size = ex->groups.size(), ids_size = ex->ids.size();
   VllmOp o;
