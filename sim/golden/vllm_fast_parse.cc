@@ -1,6 +1,7 @@
 #include "sim/golden/vllm_fast_parse.h"
 
 #include <array>
+#include <bit>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -70,9 +71,32 @@ class Cursor {
     return true;
   }
   // A non-negative integer in JSON's form (no leading zeros), at most 18 digits, followed by
-  // one of , ] } (so "1.5", "1e3" and "-1" are refused).
+  // one of , ] } (so "1.5", "1e3" and "-1" are refused). Up to 7 digits are found and converted
+  // a word at a time (the line's padding makes the 8-byte load safe).
   bool uint(int64_t* out) {
     if (p_ == end_) return false;
+    uint64_t w;
+    std::memcpy(&w, p_, 8);
+    const uint64_t t = w ^ 0x3030303030303030ull;  // a digit byte becomes 0..9
+    // A byte's high nibble is set iff it is not a digit (a carry out of a non-digit byte only
+    // disturbs the bytes after it).
+    const uint64_t non_digit = (t | (t + 0x0606060606060606ull)) & 0xF0F0F0F0F0F0F0F0ull;
+    if (non_digit == 0) return long_uint(out);
+    const size_t n = static_cast<size_t>(std::countr_zero(non_digit)) / 8;
+    if (n == 0 || (n > 1 && *p_ == '0')) return false;
+    const char* q = p_ + n;  // q < end_: the line's last byte is '}'
+    if (*q != ',' && *q != ']' && *q != '}') return false;
+    uint64_t v = t << (8 * (8 - n));  // the digits in the top bytes, zeros before them
+    v = (v * 10) + (v >> 8);          // pairs of digits
+    v = (((v & 0x000000FF000000FFull) * (100 + (1000000ull << 32))) +
+         (((v >> 16) & 0x000000FF000000FFull) * (1 + (10000ull << 32)))) >>
+        32;
+    *out = static_cast<int64_t>(v);
+    p_ = q;
+    return true;
+  }
+  // The same digit by digit, for 8 digits or more.
+  bool long_uint(int64_t* out) {
     const char* b = p_;
     uint64_t v = 0;  // wraps harmlessly past 19 digits: such a number is refused below
     for (unsigned d; (d = static_cast<unsigned char>(*p_) - unsigned{'0'}) < 10; ++p_)

@@ -16,6 +16,7 @@
 // Threading: none (the caller's arenas).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -24,6 +25,9 @@
 namespace kvtwin::sim::golden {
 
 // With want_expect false the expect is validated but not stored (*expect is left kAbsent).
+// REQUIRES: kLinePadding readable bytes after the line (LineReader gives io::LineReader::kPadding),
+// so numbers are read a word at a time.
+inline constexpr size_t kLinePadding = 8;
 bool parse_hot_vllm_op(std::string_view line, uint64_t line_no, bool want_expect,
                        VllmOpArena* arena, VllmExpectArena* expects, VllmOp* op,
                        VllmExpect* expect);

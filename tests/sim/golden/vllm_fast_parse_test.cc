@@ -18,6 +18,19 @@ namespace {
 
 const std::string kFile = "t.jsonl";
 
+// A line followed by the padding the fast parser may read (its digits are read by the word),
+// filled with digits so that a read past the line would show.
+class Padded {
+ public:
+  explicit Padded(const std::string& line)
+      : buf_(line + std::string(kLinePadding, '7')), size_(line.size()) {}
+  operator std::string_view() const { return {buf_.data(), size_}; }
+
+ private:
+  std::string buf_;
+  size_t size_;
+};
+
 struct DomResult {
   bool ok = false;  // parse_vllm_op succeeded
   VllmOp op;
@@ -100,10 +113,33 @@ struct Field {
   bool required = false;  // nearly always present
 };
 
-const std::vector<std::string> kInts = {"0",   "7",   "123456", "null",  "-1",
-                                        "1.0", "1e2", "007",    "\"5\"", "99999999999999999999"};
-const std::vector<std::string> kTokenLists = {"[]",    "[1,2,3]", "[5,0,12]", "[1,-1]",
-                                              "[1.0]", "[[1]]",   "[1,2",     "[1,]"};
+const std::vector<std::string> kInts = {"0",
+                                        "7",
+                                        "123456",
+                                        "null",
+                                        "-1",
+                                        "1.0",
+                                        "1e2",
+                                        "007",
+                                        "\"5\"",
+                                        "1234567",
+                                        "12345678",
+                                        "99999999",
+                                        "1234567890123456789",
+                                        "123456789012345678",
+                                        "99999999999999999999"};
+// Numbers of 1 to 18 digits (the word-at-a-time reader stops at 7).
+const std::vector<std::string> kTokenLists = {
+    "[]",
+    "[1,2,3]",
+    "[5,0,12,1234567,12345678,123456789012345678,9999999,10000000]",
+    "[1,-1]",
+    "[1.0]",
+    "[[1]]",
+    "[1,2",
+    "[1,]",
+    "[01]",
+    "[1234567890123456789]"};
 const Field kReq = {
     "req", {"\"r1\"", "\"r2\"", "\"a b\"", "\"r\\u0031\"", "\"\xc3\xa9\"", "7"}, 3, true};
 
@@ -226,7 +262,7 @@ RC_GTEST_PROP(VllmFastParse, AcceptsOnlyWhatTheDomPathParsesTheSameWay, ()) {
   VllmExpectArena ex;
   VllmOp op;
   VllmExpect expect;
-  const bool accepted = parse_hot_vllm_op(line, 7, true, &fast_arena, &ex, &op, &expect);
+  const bool accepted = parse_hot_vllm_op(Padded(line), 7, true, &fast_arena, &ex, &op, &expect);
   RC_TAG(accepted ? std::string(vllm_op_name(op.kind)) : std::string("refused"));
   if (!accepted) {
     RC_ASSERT(fast_arena.tokens.empty() && fast_arena.parts.empty() && fast_arena.extras.empty());
@@ -288,7 +324,7 @@ TEST(VllmFastParse, ParsesADecodeLine) {
   std::string line =
       R"({"op":"append_tokens","req":"r21","num_computed_tokens":1403,"tokens":[13797],)"
       R"("expect":{"new_block_hashes":{"n":1,"last":"8edf"}}})";
-  ASSERT_TRUE(parse_hot_vllm_op(line, 3, true, &arena, &ex, &op, &e));
+  ASSERT_TRUE(parse_hot_vllm_op(Padded(line), 3, true, &arena, &ex, &op, &e));
   EXPECT_EQ(op.kind, VllmOpKind::kAppendTokens);
   EXPECT_EQ(arena.request_name(op.req), "r21");
   EXPECT_TRUE(op.flag);
@@ -300,15 +336,39 @@ TEST(VllmFastParse, ParsesADecodeLine) {
   EXPECT_EQ(std::string_view(ex.text.data() + e.hex.begin, e.hex.size()), "8edf");
 }
 
+// Numbers are read a word at a time up to 7 digits and digit by digit beyond: every length up
+// to 18 digits reads back its value, and 19 digits or a leading zero go to the DOM path.
+TEST(VllmFastParse, ReadsNumbersOfEveryLengthUpTo18Digits) {
+  std::string digits;
+  for (int n = 1; n <= 19; ++n) {
+    digits += static_cast<char>('0' + (n * 7 + 3) % 10);
+    if (digits[0] == '0') digits[0] = '9';
+    for (const std::string& number : {digits, std::string(static_cast<size_t>(n), '9')}) {
+      VllmOpArena arena;
+      VllmExpectArena ex;
+      VllmOp op;
+      VllmExpect e;
+      std::string line = R"({"op":"set_computed","req":"a","value":)" + number + "}";
+      bool ok = parse_hot_vllm_op(Padded(line), 1, true, &arena, &ex, &op, &e);
+      EXPECT_EQ(ok, n <= 18) << number;
+      if (ok) {
+        EXPECT_EQ(op.n[0], std::stoll(number)) << number;
+      }
+      std::string zero = R"({"op":"set_computed","req":"a","value":0)" + number + "}";
+      EXPECT_FALSE(parse_hot_vllm_op(Padded(zero), 1, true, &arena, &ex, &op, &e)) << zero;
+    }
+  }
+}
+
 TEST(VllmFastParse, RefusesOtherOpsAndLeavesTheArenasAlone) {
   VllmOpArena arena;
   VllmExpectArena ex;
   VllmOp op;
   VllmExpect e;
-  EXPECT_FALSE(parse_hot_vllm_op(R"({"op":"def_seq","name":"a","tokens":[1]})", 1, true, &arena,
-                                 &ex, &op, &e));
-  EXPECT_FALSE(parse_hot_vllm_op(R"({"op":"append_tokens","req":"a","tokens":[1,2],"i":0})", 1,
-                                 true, &arena, &ex, &op, &e));
+  EXPECT_FALSE(parse_hot_vllm_op(Padded(R"({"op":"def_seq","name":"a","tokens":[1]})"), 1, true,
+                                 &arena, &ex, &op, &e));
+  EXPECT_FALSE(parse_hot_vllm_op(Padded(R"({"op":"append_tokens","req":"a","tokens":[1,2],"i":0})"),
+                                 1, true, &arena, &ex, &op, &e));
   EXPECT_TRUE(arena.tokens.empty());
   EXPECT_EQ(arena.names->requests.size(), 0u);
 }
