@@ -444,6 +444,15 @@ bool VllmReplayer::expect_equal(const VllmOp& op, const VllmExpect& expect,
         default:
           return false;
       }
+    case VllmExpect::Kind::kStats: {
+      if (op.kind != VllmOpKind::kPrefixCacheStats || !stats_ || expect.counts.size() != 6 ||
+          expect.n != (stats_->reset ? 1 : 0))
+        return false;
+      const int64_t* v = data.ids.data() + expect.counts.begin;
+      return v[0] == stats_->requests && v[1] == stats_->queries && v[2] == stats_->hits &&
+             v[3] == stats_->preempted_requests && v[4] == stats_->preempted_queries &&
+             v[5] == stats_->preempted_hits;
+    }
     case VllmExpect::Kind::kAbsent:
       // Ops whose actual output is the empty object need no expectation (compare() would write
       // and parse "{}" to find that out).

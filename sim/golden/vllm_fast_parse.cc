@@ -243,6 +243,25 @@ bool parse_count_expect(Cursor& c, const char (&open)[N], VllmExpect* e) {
   return c.eat(open) && c.uint(&e->n) && c.eat('}');
 }
 
+// {"stats":{"reset":b,"requests":n,"queries":n,"hits":n,"preempted_requests":n,
+// "preempted_queries":n,"preempted_hits":n}} (prefix_cache_stats), in the recorder's key order.
+bool parse_stats(Cursor& c, VllmExpectArena* ex, VllmExpect* e) {
+  bool reset;
+  if (!c.eat("{\"stats\":{\"reset\":") || !c.boolean(&reset)) return false;
+  e->kind = VllmExpect::Kind::kStats;
+  e->n = reset ? 1 : 0;
+  e->counts.begin = static_cast<uint32_t>(ex->ids.size());
+  int64_t v[6];
+  if (!c.eat(",\"requests\":") || !c.uint(&v[0]) || !c.eat(",\"queries\":") || !c.uint(&v[1]) ||
+      !c.eat(",\"hits\":") || !c.uint(&v[2]) || !c.eat(",\"preempted_requests\":") ||
+      !c.uint(&v[3]) || !c.eat(",\"preempted_queries\":") || !c.uint(&v[4]) ||
+      !c.eat(",\"preempted_hits\":") || !c.uint(&v[5]) || !c.eat("}}"))
+    return false;
+  ex->ids.insert(ex->ids.end(), v, v + 6);
+  e->counts.end = static_cast<uint32_t>(ex->ids.size());
+  return true;
+}
+
 // "expect": followed by the op's one accepted shape, parsed by `shape`.
 template <typename Shape>
 bool parse_expect(Cursor& c, Parsed* p, Shape shape) {
@@ -384,8 +403,10 @@ bool parse_other_field(Cursor& c, VllmOpKind kind, Parsed* p, VllmExpectArena* e
   using K = VllmOpKind;
   switch (c.next_char()) {
     case 'r':
-      if (c.eat("\"req\":")) {  // not on drop_seq and new_step, which take no request
-        return kind != K::kDropSeq && kind != K::kNewStep && p->mark(kReq) && c.string(&p->req);
+      if (c.eat("\"req\":")) {  // only on the ops that take a request
+        return (kind == K::kGetComputedBlocks || kind == K::kFree || kind == K::kSaveSeq ||
+                kind == K::kSetComputed) &&
+               p->mark(kReq) && c.string(&p->req);
       }
       if (kind != K::kFree || !c.eat("\"reason\":") || !p->mark(kReason)) return false;
       if (c.eat("\"finished\"")) return true;  // the default
@@ -408,6 +429,8 @@ bool parse_other_field(Cursor& c, VllmOpKind kind, Parsed* p, VllmExpectArena* e
                               [&] { return parse_count_expect(c, "{\"num_free_blocks\":", e); });
         case K::kSaveSeq:
           return parse_expect(c, p, [&] { return parse_count_expect(c, "{\"len\":", e); });
+        case K::kPrefixCacheStats:
+          return parse_expect(c, p, [&] { return parse_stats(c, ex, e); });
         default:
           return false;
       }
@@ -437,6 +460,8 @@ bool fast_kind(Cursor& c, VllmOpKind* kind) {
       return is("\"save_seq\"", K::kSaveSeq) || is("\"set_computed\"", K::kSetComputed);
     case 'n':
       return is("\"new_step\"", K::kNewStep);
+    case 'p':
+      return is("\"prefix_cache_stats\"", K::kPrefixCacheStats);
     case 'd':
       return is("\"drop_seq\"", K::kDropSeq);
     default:
@@ -464,7 +489,7 @@ bool complete(VllmOpKind kind, const Parsed& p) {
     case K::kSetComputed:
       return p.has(kReq | kValue);
     default:
-      return kind == K::kNewStep;
+      return kind == K::kNewStep || kind == K::kPrefixCacheStats;
   }
 }
 

@@ -174,13 +174,16 @@ struct VllmExpect {
               // under "block_hashes" (add_request): `hex` empty when no "last"
     kComputedBlocks,  // {"block_ids":[[ids],...],"num_computed_tokens":n} (get_computed_blocks)
     kCount,           // {"num_free_blocks":n} (free) or {"len":n} (save_seq)
+    kStats,  // {"stats":{"reset":b,"requests":n,...,"preempted_hits":n}} (prefix_cache_stats):
+             // n is reset (0 or 1), `counts` the six counts in VllmExpectArena::ids
   };
   Kind kind = Kind::kAbsent;
   bool whole_line = false;
   int64_t n = 0;
   IndexRange groups;
-  IndexRange hex;   // in VllmExpectArena::text
-  IndexRange text;  // in VllmExpectArena::text: the expect value (or whole line) as JSON
+  IndexRange counts;  // kStats: in VllmExpectArena::ids
+  IndexRange hex;     // in VllmExpectArena::text
+  IndexRange text;    // in VllmExpectArena::text: the expect value (or whole line) as JSON
 };
 
 // Storage of VllmExpect data for a batch of ops. Every text range is followed by at least

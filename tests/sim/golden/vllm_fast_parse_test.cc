@@ -90,6 +90,14 @@ std::string expect_json(VllmOpKind kind, const VllmExpect& e, const VllmExpectAr
         w.key("last").value(std::string_view(ex.text.data() + e.hex.begin, e.hex.size()));
       w.end_object().end_object();
       break;
+    case VllmExpect::Kind::kStats: {
+      const int64_t* v = ex.ids.data() + e.counts.begin;
+      w.begin_object().key("stats").begin_object().key("reset").value(e.n != 0);
+      w.key("requests").value(v[0]).key("queries").value(v[1]).key("hits").value(v[2]);
+      w.key("preempted_requests").value(v[3]).key("preempted_queries").value(v[4]);
+      w.key("preempted_hits").value(v[5]).end_object().end_object();
+      break;
+    }
     case VllmExpect::Kind::kCount:
       w.begin_object().key(kind == VllmOpKind::kSaveSeq ? "len" : "num_free_blocks");
       w.value(e.n).end_object();
@@ -218,6 +226,21 @@ std::vector<Field> fields_of(const std::string& op) {
     return {{"name", {"\"s1\"", "\"conv2\"", "3"}, 2, true}, {"req", {"\"r1\""}, 1}};
   if (op == "set_computed") return {kReq, {"value", kInts, 3, true}};
   if (op == "new_step") return {{"req", {"\"r1\""}, 1}, {"expect", {"{}"}, 1}};
+  if (op == "prefix_cache_stats")
+    return {
+        {"expect",
+         {R"({"stats":{"reset":false,"requests":5,"queries":9342,"hits":0,)"
+          R"("preempted_requests":0,"preempted_queries":0,"preempted_hits":0}})",
+          R"({"stats":{"reset":true,"requests":0,"queries":0,"hits":12345678,)"
+          R"("preempted_requests":1,"preempted_queries":2,"preempted_hits":3}})",
+          R"({"stats":null})", R"({"stats":{"reset":false,"requests":5,"queries":9342,"hits":0}})",
+          R"({"stats":{"requests":5,"reset":false,"queries":9342,"hits":0,)"
+          R"("preempted_requests":0,"preempted_queries":0,"preempted_hits":0}})",
+          R"({"stats":{"reset":false,"requests":-5,"queries":9342,"hits":0,)"
+          R"("preempted_requests":0,"preempted_queries":0,"preempted_hits":0}})"},
+         2,
+         true},
+        {"req", {"\"r1\""}, 1}};
   return {};  // def_seq, usage, ...: never fast
 }
 
@@ -232,6 +255,7 @@ std::string gen_line() {
                                                                  {1, "drop_seq"},
                                                                  {1, "set_computed"},
                                                                  {1, "new_step"},
+                                                                 {1, "prefix_cache_stats"},
                                                                  {1, "def_seq"}});
   std::vector<Field> fields = fields_of(op);
   fields.push_back({"zzz", {"1"}, 1});

@@ -154,6 +154,9 @@ std::vector<std::string> compact_ops() {
   ops[0] = R"("op":"add_request","req":"a","prompt":[1,2,3,4,5,6],"max_tokens":4,)"
            R"("expect":{"block_hashes":{"n":1,"last":)"
            R"("c9d58ba695280d69b243e1e0df813136ca9196b286fb1a021e0b2e028ef071cb"}})";
+  ops[3] = R"("op":"prefix_cache_stats","expect":{"stats":{"reset":false,"requests":1,)"
+           R"("queries":6,"hits":0,"preempted_requests":0,"preempted_queries":0,)"
+           R"("preempted_hits":0}})";
   return ops;
 }
 
@@ -182,7 +185,12 @@ TEST(VllmGolden, MismatchesOfTheNewFastKindsNameTheFieldAndBothValues) {
             R"("num_computed_tokens":0})",
             "op 1 get_computed_blocks: $.block_ids[0][0]: expected 3, got (absent"},
            {4, R"("op":"free","req":"a","reason":"finished","expect":{"num_free_blocks":4})",
-            "op 4 free: $.num_free_blocks: expected 4, got 5"}}) {
+            "op 4 free: $.num_free_blocks: expected 4, got 5"},
+           {3,
+            R"("op":"prefix_cache_stats","expect":{"stats":{"reset":false,"requests":1,)"
+            R"("queries":9,"hits":0,"preempted_requests":0,"preempted_queries":0,)"
+            R"("preempted_hits":0}})",
+            "op 3 prefix_cache_stats: $.stats.queries: expected 9, got 6"}}) {
     auto ops = compact_ops();
     ops[at] = op;
     KvtwinRun r = run_kvtwin(write("fastmorebad.jsonl", make_log_without_index(ops)));
