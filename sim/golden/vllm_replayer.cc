@@ -149,8 +149,10 @@ VllmReplayer::VllmReplayer(const VllmReplayConfig& config, std::string path)
       seqs_(&requests_, config.compute_block_hashes ? config.manager.hash_block_size : 0) {
   if (config.compute_block_hashes) {
     mv::BlockHash none = mv::none_hash(config.hash_fn, config.python_hash_seed);
+    // No memo: repeated prefixes come with their hashes from seqs_, and on the perf op-log the
+    // memo then hits 3% of the blocks while its fingerprint, index and ring writes cost more.
     hasher_ = std::make_unique<mv::RequestBlockHasher>(config.manager.hash_block_size,
-                                                       mv::BlockHasher(config.hash_fn, none));
+                                                       mv::BlockHasher(config.hash_fn, none), 0);
   }
 }
 

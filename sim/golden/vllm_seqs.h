@@ -41,7 +41,8 @@ namespace kvtwin::sim::golden {
 class VllmSeqs {
  public:
   using Requests = std::vector<std::unique_ptr<model::vllm::Request>>;
-  static constexpr size_t kMaxIdentities = 4;
+  // Enough for every LoRA x salt mix the perf op-log gives one system prompt (13 seen).
+  static constexpr size_t kMaxIdentities = 32;
 
   // requests: the replay's requests by dense index (read through this pointer; must outlive
   // this). block_size: the requests' hash block size, 0 when they carry no block hashes.
