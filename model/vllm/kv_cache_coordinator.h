@@ -66,6 +66,12 @@ class KVCacheCoordinator {
   void allocate_new_blocks(RequestSlot slot, int64_t num_tokens, int64_t num_tokens_main_model,
                            int64_t num_encoder_tokens, KVCacheBlocks* out);
   void cache_blocks(const Request& request, RequestSlot slot, int64_t num_computed_tokens);
+  // True when every group's allocation_is_noop holds (see SingleTypeKVCacheManager).
+  bool allocation_is_noop(RequestSlot slot, int64_t num_tokens, int64_t num_tokens_to_cache) const {
+    for (const auto& m : managers_)
+      if (!m->allocation_is_noop(slot, num_tokens, num_tokens_to_cache)) return false;
+    return true;
+  }
   void free(RequestSlot slot);
   virtual std::vector<int> get_num_common_prefix_blocks(RequestSlot slot);
   void remove_skipped_blocks(RequestSlot slot, int64_t total_computed_tokens);

@@ -1,10 +1,19 @@
 #include "model/vllm/kv_cache_manager.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "model/check.h"
 
 namespace kvtwin::model::vllm {
+
+namespace {
+// Slot stamps, unique across every manager of the process (never 0).
+uint64_t next_slot_stamp() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+}  // namespace
 
 KVCacheManager::KVCacheManager(const KVCacheManagerOptions& options) : options_(options) {
   KVCacheCoordinatorOptions c;
@@ -38,27 +47,32 @@ RequestSlot KVCacheManager::find_or_create_slot(const std::string& request_id) {
     slot = static_cast<RequestSlot>(slot_ids_.size());
     slot_ids_.emplace_back();
     slot_live_.push_back(0);
+    slot_stamp_.push_back(0);
     coordinator_->reserve_slot(slot);
   }
   slot_ids_[static_cast<size_t>(slot)] = request_id;
   slot_live_[static_cast<size_t>(slot)] = 1;
+  slot_stamp_[static_cast<size_t>(slot)] = next_slot_stamp();
   it->second = slot;
   return slot;
 }
 
 RequestSlot KVCacheManager::slot_of(Request& request) {
   RequestSlot s = request.kv_slot_;
-  if (s >= 0 && static_cast<size_t>(s) < slot_ids_.size() && slot_live_[static_cast<size_t>(s)] &&
-      slot_ids_[static_cast<size_t>(s)] == request.request_id())
+  if (s >= 0 && static_cast<size_t>(s) < slot_stamp_.size() &&
+      slot_stamp_[static_cast<size_t>(s)] == request.kv_stamp_)
     return s;
-  request.kv_slot_ = find_or_create_slot(request.request_id());
-  return request.kv_slot_;
+  s = find_or_create_slot(request.request_id());
+  request.kv_slot_ = s;
+  request.kv_stamp_ = slot_stamp_[static_cast<size_t>(s)];
+  return s;
 }
 
 void KVCacheManager::release_slot(RequestSlot slot) {
   slot_of_.erase(slot_ids_[static_cast<size_t>(slot)]);
   slot_ids_[static_cast<size_t>(slot)].clear();
   slot_live_[static_cast<size_t>(slot)] = 0;
+  slot_stamp_[static_cast<size_t>(slot)] = 0;
   free_slots_.push_back(slot);
 }
 
@@ -99,7 +113,16 @@ bool KVCacheManager::allocate_slots(Request& request, const AllocateSlotsArgs& a
   int64_t num_tokens_main_model = total_computed_tokens + args.num_new_tokens;
   int64_t num_tokens_need_slot =
       std::min(num_tokens_main_model + args.num_lookahead_tokens, max_model_len);
+  const bool cache = options_.enable_caching && !args.delay_cache_blocks;
+  const int64_t num_tokens_to_cache =
+      cache ? std::min(total_computed_tokens + args.num_new_tokens, request.num_tokens()) : -1;
 
+  // 0. A decode step inside the request's last block: stages 1-5 would do nothing.
+  if (hits.all_empty() && args.num_external_computed_tokens == 0 &&
+      coordinator_->allocation_is_noop(slot, num_tokens_need_slot, num_tokens_to_cache)) {
+    out->reset(coordinator_->num_groups());
+    return true;
+  }
   // 1. Free blocks outside the attention window, even if the allocation then fails.
   coordinator_->remove_skipped_blocks(slot, total_computed_tokens);
   // 2. Capacity check; evictable hits count as allocations.
@@ -115,11 +138,7 @@ bool KVCacheManager::allocate_slots(Request& request, const AllocateSlotsArgs& a
   coordinator_->allocate_new_blocks(slot, num_tokens_need_slot, num_tokens_main_model,
                                     args.num_encoder_tokens, out);
   // 5. Cache the finalized full blocks (never draft tokens).
-  if (options_.enable_caching && !args.delay_cache_blocks) {
-    int64_t num_tokens_to_cache =
-        std::min(total_computed_tokens + args.num_new_tokens, request.num_tokens());
-    coordinator_->cache_blocks(request, slot, num_tokens_to_cache);
-  }
+  if (cache) coordinator_->cache_blocks(request, slot, num_tokens_to_cache);
   return true;
 }
 
@@ -192,6 +211,7 @@ void KVCacheManager::check_invariants() const {
   const BlockPool& pool = block_pool();
   std::vector<int64_t> holders(static_cast<size_t>(pool.num_gpu_blocks()), 0);
   for (size_t s = 0; s < slot_ids_.size(); ++s) {
+    KVTWIN_CHECK_EQ(slot_stamp_[s] != 0, slot_live_[s] != 0) << "slot " << s << " stamp";
     if (!slot_live_[s]) continue;
     KVTWIN_CHECK_EQ(find_slot(slot_ids_[s]), static_cast<RequestSlot>(s));
     for (int g = 0; g < coordinator_->num_groups(); ++g)

@@ -104,7 +104,10 @@ class Request {
   int64_t num_prompt_tokens_;
   std::vector<BlockHash> block_hashes_;
   RequestBlockHasher* block_hasher_;
-  int32_t kv_slot_ = -1;  // KVCacheManager's handle; validated against request_id_ on use
+  // KVCacheManager's handle: its slot, valid while the manager's slot carries the same stamp
+  // (stamps are unique per process, so a handle of another manager or of a reused slot fails).
+  int32_t kv_slot_ = -1;
+  uint64_t kv_stamp_ = 0;
 };
 
 }  // namespace kvtwin::model::vllm

@@ -19,7 +19,10 @@ SingleTypeKVCacheManager::SingleTypeKVCacheManager(const SingleTypeManagerOption
       enable_caching_(options.enable_caching),
       group_id_(options.kv_cache_group_id),
       dcp_world_size_(options.dcp_world_size),
-      pcp_world_size_(options.pcp_world_size) {
+      pcp_world_size_(options.pcp_world_size),
+      full_attention_(options.kv_cache_spec.kind == KVCacheSpecKind::kFullAttention ||
+                      options.kv_cache_spec.kind == KVCacheSpecKind::kMLAAttention ||
+                      options.kv_cache_spec.kind == KVCacheSpecKind::kSinkFullAttention) {
   KVTWIN_CHECK(block_pool_ != nullptr) << "manager without a block pool";
   KVTWIN_CHECK(block_size_ > 0) << "block size " << block_size_;
   if (dcp_world_size_ * pcp_world_size_ > 1) block_size_ *= dcp_world_size_ * pcp_world_size_;

@@ -85,6 +85,21 @@ class SingleTypeKVCacheManager {
   virtual int64_t get_num_skipped_tokens(int64_t /*num_computed_tokens*/) const { return 0; }
   virtual void new_step_starts() {}
 
+  // KVCacheManager's decode fast path: true only when, for the running request in `slot` and no
+  // prefix hits, allocate_slots' calls on this group — remove_skipped_blocks,
+  // get_num_blocks_to_allocate (then 0), allocate_new_blocks for num_tokens slots and, unless
+  // num_tokens_to_cache < 0, cache_blocks up to num_tokens_to_cache — would change no state and
+  // allocate no block. Exact for the full-attention managers, which keep the base versions of
+  // those calls and skip no tokens; every other kind answers false.
+  bool allocation_is_noop(RequestSlot slot, int64_t num_tokens, int64_t num_tokens_to_cache) const {
+    if (!full_attention_) return false;
+    const ReqState& s = state(slot);
+    if (s.num_cached_block < 0 || !s.has_blocks_entry) return false;
+    if (cdiv(num_tokens, block_size_) > static_cast<int64_t>(s.blocks.size())) return false;
+    return num_tokens_to_cache < 0 ||
+           floor_div(num_tokens_to_cache, block_size_) <= s.num_cached_block;
+  }
+
   // Upstream's classmethod find_longest_cache_hit, for the groups group_ids that share this
   // manager's spec: the longest hit of at most max_length tokens whose length is a multiple of
   // alignment_tokens; (*out)[i] receives the blocks of group_ids[i] (null blocks at skipped
@@ -124,6 +139,7 @@ class SingleTypeKVCacheManager {
   int dcp_world_size_;
   int pcp_world_size_;
   BlockId null_block_;
+  bool full_attention_;  // FullAttentionManager or its sink variant (full / MLA / sink specs)
   std::vector<ReqState> reqs_;
   int num_req_entries_ = 0;
   std::vector<BlockId> scratch_;

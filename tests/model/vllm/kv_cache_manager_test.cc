@@ -131,6 +131,50 @@ TEST(KVCacheManager, LookaheadSlotsAreAllocatedButDraftTokensNotCached) {
   EXPECT_EQ(f.m.block_pool().cached_block_hash_to_block().size(), 1);
 }
 
+// Decode steps inside the last block (the fast path) allocate and cache nothing; the step that
+// fills the block caches it, and the next one takes a new block.
+TEST(KVCacheManager, DecodeStepsFillTheLastBlockThenCacheItAndTakeANewOne) {
+  Fixture f(options(10, {spec(KVCacheSpecKind::kFullAttention, 4)}, 4));
+  auto a = f.request("a", tokens(6));
+  ASSERT_EQ(f.prefill(*a)->get_block_ids(), (Groups{{1, 2}}));
+  const auto& map = f.m.block_pool().cached_block_hash_to_block();
+  EXPECT_EQ(map.size(), 1);
+  auto decode = [&](TokenId t) {
+    a->append_output_token_ids(std::vector<TokenId>{t});
+    auto out = f.m.allocate_slots(*a, {.num_new_tokens = 1});
+    a->num_computed_tokens += 1;
+    f.m.check_invariants();
+    return out;
+  };
+  auto out = decode(100);  // token 7 of 8 slots
+  ASSERT_TRUE(out);
+  EXPECT_EQ(out->get_block_ids(), (Groups{{}}));
+  EXPECT_EQ(map.size(), 1);
+  EXPECT_EQ(f.m.num_cached_blocks().at(0).second, (std::vector<std::optional<int>>{1}));
+  out = decode(101);  // token 8 fills block 2: cached, still no new block
+  EXPECT_EQ(out->get_block_ids(), (Groups{{}}));
+  EXPECT_EQ(map.size(), 2);
+  EXPECT_EQ(f.m.num_cached_blocks().at(0).second, (std::vector<std::optional<int>>{2}));
+  EXPECT_EQ(decode(102)->get_block_ids(), (Groups{{3}}));
+  EXPECT_EQ(f.m.get_block_ids("a"), (Groups{{1, 2, 3}}));
+}
+
+// The manager caches a request's slot in the Request; a slot released through another object
+// with the same id, then reused, must not be taken for the first object's.
+TEST(KVCacheManager, AStaleSlotHandleIsNotFollowed) {
+  Fixture f(options(10, {spec(KVCacheSpecKind::kFullAttention, 4)}, 4));
+  auto x1 = f.request("x", tokens(4));
+  ASSERT_TRUE(f.m.allocate_slots(*x1, {.num_new_tokens = 4}));
+  auto x2 = f.request("x", tokens(4));
+  f.m.free(*x2);  // frees "x" (x1's blocks) through another object
+  auto y = f.request("y", tokens(8, 50));
+  ASSERT_EQ(f.m.allocate_slots(*y, {.num_new_tokens = 8})->get_block_ids(), (Groups{{2, 3}}));
+  ASSERT_TRUE(f.m.allocate_slots(*x1, {.num_new_tokens = 4}));
+  EXPECT_EQ(f.m.get_block_ids("y"), (Groups{{2, 3}}));
+  EXPECT_EQ(f.m.get_block_ids("x").at(0).size(), 1u);
+  f.m.check_invariants();
+}
+
 TEST(KVCacheManager, StatsCountEveryLookupAndPreemptedRequestsApart) {
   Fixture f(options(10, {spec(KVCacheSpecKind::kFullAttention, 4)}, 4));
   auto a = f.request("a", tokens(9));
