@@ -51,7 +51,17 @@ void BlockPool::cache_full_blocks(const Request& request, std::span<const BlockI
       << "request " << request.request_id() << " lacks block hashes";
   const bool events = options_.enable_kv_cache_events;
   BlockStored stored;
+  // A prefill caches many blocks at once, scattered through the pool and the hash table: fetch
+  // each block and its key's home slot a few iterations ahead (unmerged hashes only, whose
+  // bytes need no scratch), so that the misses of several inserts overlap.
+  constexpr int kAhead = 4;
+  const bool ahead = hashes.scale() == 1;
   for (int i = num_cached_blocks; i < num_full_blocks; ++i) {
+    if (ahead && i + kAhead < num_full_blocks) {
+      const size_t j = static_cast<size_t>(i + kAhead);
+      __builtin_prefetch(&blocks_[static_cast<size_t>(blocks[j])], 1);
+      cached_.prefetch_slot(prefix_key_hash64(hashes.hashes()[j].bytes(), group_id));
+    }
     KVCacheBlock& blk = blocks_[static_cast<size_t>(blocks[static_cast<size_t>(i)])];
     if (blk.is_null) continue;
     KVTWIN_CHECK(blk.block_hash.empty()) << "block " << blk.block_id << " already has a hash";
