@@ -5,31 +5,27 @@
 namespace kvtwin::model::vllm {
 
 FreeKVCacheBlockQueue::FreeKVCacheBlockQueue(int num_blocks)
-    : num_blocks_(num_blocks),
-      head_(num_blocks),
-      tail_(num_blocks + 1),
-      links_(static_cast<size_t>(num_blocks) + 2),
-      num_free_blocks_(num_blocks) {
+    : num_blocks_(num_blocks), pos_(static_cast<size_t>(num_blocks)), num_free_blocks_(num_blocks) {
   KVTWIN_CHECK_GE(num_blocks, 0);
-  BlockId prev = head_;
+  size_t capacity = 16;
+  while (capacity < 2 * static_cast<size_t>(num_blocks)) capacity *= 2;
+  ring_.assign(capacity, kNoBlock);
+  mask_ = capacity - 1;
   for (BlockId b = 0; b < num_blocks; ++b) {
-    link(prev).next = b;
-    link(b).prev = prev;
-    prev = b;
+    ring_[static_cast<size_t>(b)] = b;
+    pos_[static_cast<size_t>(b)] = b;
   }
-  link(prev).next = tail_;
-  link(tail_).prev = prev;
+  tail_ = static_cast<uint64_t>(num_blocks);
 }
 
 BlockId FreeKVCacheBlockQueue::popleft() {
   KVTWIN_CHECK(num_free_blocks_ > 0) << "No free blocks available";
-  BlockId first = link(head_).next;
-  BlockId second = link(first).next;
-  link(head_).next = second;
-  link(second).prev = head_;
-  link(first) = Link{};
+  skip_holes();
+  BlockId b = at(head_);
+  at(head_++) = kNoBlock;
+  pos_[static_cast<size_t>(b)] = kNoBlock;
   --num_free_blocks_;
-  return first;
+  return b;
 }
 
 void FreeKVCacheBlockQueue::popleft_n(int n, std::vector<BlockId>* out) {
@@ -40,81 +36,82 @@ void FreeKVCacheBlockQueue::popleft_n(int n, std::vector<BlockId>* out) {
   size_t first = out->size();
   out->resize(first + static_cast<size_t>(n));
   BlockId* dst = out->data() + first;
-  BlockId curr = link(head_).next;
-  for (int i = 0; i < n; ++i) {
-    dst[i] = curr;
-    Link& l = link(curr);
-    curr = l.next;
-    l = Link{};
+  for (int i = 0; i < n;) {
+    BlockId& e = at(head_++);
+    if (e == kNoBlock) continue;  // a hole left by remove()
+    dst[i++] = e;
+    pos_[static_cast<size_t>(e)] = kNoBlock;
+    e = kNoBlock;
   }
-  link(head_).next = curr;
-  link(curr).prev = head_;
 }
 
 void FreeKVCacheBlockQueue::remove(BlockId b) {
   KVTWIN_CHECK(b >= 0 && b < num_blocks_ && contains(b))
       << "remove() called on block " << b << " which is not in the free queue";
-  Link& l = link(b);
-  link(l.prev).next = l.next;
-  link(l.next).prev = l.prev;
-  l = Link{};
+  BlockId& p = pos_[static_cast<size_t>(b)];
+  ring_[static_cast<size_t>(p)] = kNoBlock;
+  p = kNoBlock;
   --num_free_blocks_;
 }
 
-void FreeKVCacheBlockQueue::link_after(BlockId prev, BlockId b) {
-  KVTWIN_CHECK(b >= 0 && b < num_blocks_ && !contains(b))
-      << "block " << b << " is already in the free queue";
-  link(prev).next = b;
-  link(b).prev = prev;
+void FreeKVCacheBlockQueue::compact() {
+  scratch_.clear();
+  for (uint64_t p = head_; p != tail_; ++p) {
+    BlockId& e = at(p);
+    if (e != kNoBlock) scratch_.push_back(e);
+    e = kNoBlock;
+  }
+  for (size_t i = 0; i < scratch_.size(); ++i) {
+    ring_[i] = scratch_[i];
+    pos_[static_cast<size_t>(scratch_[i])] = static_cast<BlockId>(i);
+  }
+  head_ = 0;
+  tail_ = scratch_.size();
 }
 
 void FreeKVCacheBlockQueue::append(BlockId b) {
-  BlockId last = link(tail_).prev;
-  link_after(last, b);
-  link(b).next = tail_;
-  link(tail_).prev = b;
-  ++num_free_blocks_;
+  append_n({&b, 1});
 }
 
 void FreeKVCacheBlockQueue::append_n(std::span<const BlockId> blocks) {
-  if (blocks.empty()) return;
-  BlockId last = link(tail_).prev;
   for (BlockId b : blocks) {
-    link_after(last, b);
-    last = b;
+    KVTWIN_CHECK(b >= 0 && b < num_blocks_ && !contains(b))
+        << "block " << b << " is already in the free queue";
+    if (tail_ - head_ == ring_.size()) compact();
+    at(tail_) = b;
+    pos_[static_cast<size_t>(b)] = static_cast<BlockId>(tail_ & mask_);
+    ++tail_;
+    ++num_free_blocks_;
   }
-  link(last).next = tail_;
-  link(tail_).prev = last;
-  num_free_blocks_ += static_cast<int>(blocks.size());
 }
 
 std::vector<BlockId> FreeKVCacheBlockQueue::get_all_free_blocks() const {
   std::vector<BlockId> out;
   out.reserve(static_cast<size_t>(num_free_blocks_));
-  for (BlockId b = link(head_).next; b != tail_; b = link(b).next) out.push_back(b);
+  for (uint64_t p = head_; p != tail_; ++p)
+    if (at(p) != kNoBlock) out.push_back(at(p));
   return out;
 }
 
 void FreeKVCacheBlockQueue::check_invariants() const {
+  KVTWIN_CHECK_LE(tail_ - head_, ring_.size()) << "ring overrun";
   std::vector<bool> seen(static_cast<size_t>(num_blocks_), false);
   int count = 0;
-  BlockId prev = head_;
-  for (BlockId b = link(head_).next; b != tail_; b = link(b).next) {
-    KVTWIN_CHECK(b >= 0 && b < num_blocks_) << "free queue links to invalid index " << b;
+  for (uint64_t p = head_; p != tail_; ++p) {
+    BlockId b = at(p);
+    if (b == kNoBlock) continue;
+    KVTWIN_CHECK(b >= 0 && b < num_blocks_) << "free queue holds invalid index " << b;
     KVTWIN_CHECK(!seen[static_cast<size_t>(b)]) << "block " << b << " twice in the free queue";
     seen[static_cast<size_t>(b)] = true;
-    KVTWIN_CHECK_EQ(link(b).prev, prev) << "broken prev link at block " << b;
-    prev = b;
+    KVTWIN_CHECK_EQ(static_cast<uint64_t>(pos_[static_cast<size_t>(b)]), p & mask_)
+        << "stale position of block " << b;
     ++count;
-    KVTWIN_CHECK_LE(count, num_blocks_) << "free queue cycle";
   }
-  KVTWIN_CHECK_EQ(link(tail_).prev, prev) << "broken tail link";
   KVTWIN_CHECK_EQ(count, num_free_blocks_) << "num_free_blocks out of sync";
-  for (BlockId b = 0; b < num_blocks_; ++b) {
-    bool linked = link(b).prev != kNoBlock;
-    KVTWIN_CHECK_EQ(linked, seen[static_cast<size_t>(b)]) << "stale links on block " << b;
-    KVTWIN_CHECK_EQ(link(b).next != kNoBlock, linked) << "half-linked block " << b;
-  }
+  for (uint64_t p = tail_; p != head_ + ring_.size(); ++p)
+    KVTWIN_CHECK_EQ(at(p), kNoBlock) << "entry outside [head, tail)";
+  for (BlockId b = 0; b < num_blocks_; ++b)
+    KVTWIN_CHECK_EQ(contains(b), seen[static_cast<size_t>(b)]) << "stale position of block " << b;
 }
 
 }  // namespace kvtwin::model::vllm

@@ -1,22 +1,29 @@
-// FreeKVCacheBlockQueue: the doubly linked list of free blocks, in eviction order
-// (vLLM's kv_cache_utils.FreeKVCacheBlockQueue).
+// FreeKVCacheBlockQueue: the free blocks in eviction order (vLLM's
+// kv_cache_utils.FreeKVCacheBlockQueue, a doubly linked list there).
 //
 // The head is evicted (reused) first. At construction the queue holds every block in id order.
 // Freed blocks are appended at the tail (BlockPool frees a request's blocks tail first, so the
 // tail blocks of the least recently freed request are reused first); prefix hits remove blocks
-// from the middle. Links are indices: links_[b] = {prev, next} for block b (one 8-byte entry, so
-// that relinking a block touches one cache line), with two sentinels (head = num_blocks,
-// tail = num_blocks + 1) as upstream's fake head and tail blocks.
+// from the middle.
 //
-//   head ⇄ b3 ⇄ b7 ⇄ b1 ⇄ tail        popleft() → b3; append(b9) → ... ⇄ b1 ⇄ b9 ⇄ tail
+// Stored as a ring of block ids in queue order instead of links: removing from the middle
+// leaves a hole (kNoBlock) that popleft skips, so popping n blocks reads the ring sequentially
+// rather than chasing n links through the pool, and every operation writes one or two entries.
+// pos_[b] is b's ring index (kNoBlock when b is not queued). The ring has at least twice as many
+// entries as blocks; when appending finds it full (queued blocks plus holes), the queued blocks
+// are first packed to the front, which leaves at least half of it free (amortised O(1)).
 //
-// Invariants: a block is linked iff its prev != kNoBlock (then its next != kNoBlock too);
-// walking next from the head reaches the tail after exactly num_free_blocks() distinct blocks,
-// and prev mirrors next.
+//   ring: | 3 | _ | 7 | 1 | _ |           popleft() → 3, then skips the hole → next is 7
+//           ^head        ^live   ^tail     remove(7) turns 7's entry into a hole
+//
+// Invariants: the entries in [head, tail) are the queued blocks in order plus holes; a block is
+// queued iff pos_[b] != kNoBlock, and then ring_[pos_[b]] == b; num_free_blocks() counts the
+// queued blocks.
 //
 // Threading: none (owned by one BlockPool).
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -30,10 +37,7 @@ class FreeKVCacheBlockQueue {
   explicit FreeKVCacheBlockQueue(int num_blocks);
 
   int num_free_blocks() const { return num_free_blocks_; }
-  bool contains(BlockId b) const { return links_[static_cast<size_t>(b)].prev != kNoBlock; }
-  // Hints the cache that block b's links are about to be read or written.
-  void prefetch(BlockId b) const { __builtin_prefetch(&links_[static_cast<size_t>(b)], 1); }
-
+  bool contains(BlockId b) const { return pos_[static_cast<size_t>(b)] != kNoBlock; }
   // Removes and returns the head block. REQUIRES: num_free_blocks() > 0.
   BlockId popleft();
   // Removes the first n blocks and appends them, head first, to *out.
@@ -53,19 +57,23 @@ class FreeKVCacheBlockQueue {
   void check_invariants() const;
 
  private:
-  struct Link {
-    BlockId prev = kNoBlock;
-    BlockId next = kNoBlock;
-  };
-  Link& link(BlockId b) { return links_[static_cast<size_t>(b)]; }
-  const Link& link(BlockId b) const { return links_[static_cast<size_t>(b)]; }
-  void link_after(BlockId prev, BlockId b);
+  BlockId& at(uint64_t p) { return ring_[static_cast<size_t>(p & mask_)]; }
+  BlockId at(uint64_t p) const { return ring_[static_cast<size_t>(p & mask_)]; }
+  // Moves head_ past the holes at the front. REQUIRES: num_free_blocks_ > 0.
+  void skip_holes() {
+    while (at(head_) == kNoBlock) ++head_;
+  }
+  // Packs the queued blocks to the front of the ring (when it is full).
+  void compact();
 
   int num_blocks_;
-  BlockId head_;  // sentinel index num_blocks
-  BlockId tail_;  // sentinel index num_blocks + 1
-  std::vector<Link> links_;
+  std::vector<BlockId> ring_;  // power-of-two size >= 2 * num_blocks
+  uint64_t mask_;
+  uint64_t head_ = 0;         // ring position of the first entry (holes included), not wrapped
+  uint64_t tail_ = 0;         // one past the last entry, not wrapped
+  std::vector<BlockId> pos_;  // by block: ring index, or kNoBlock when not queued
   int num_free_blocks_;
+  std::vector<BlockId> scratch_;
 };
 
 }  // namespace kvtwin::model::vllm

@@ -6,8 +6,8 @@
 // never freed. Its ref_cnt is not maintained by vLLM (touches of null-padded hits raise it, frees
 // of tables holding it lower it), so it drifts, possibly below zero; we reproduce the drift.
 //
-// The free-queue links of upstream's block (prev_free_block / next_free_block) are kept by
-// FreeKVCacheBlockQueue in its own index arrays.
+// The free-queue links of upstream's block (prev_free_block / next_free_block) have no field
+// here: FreeKVCacheBlockQueue keeps the queue order in its own ring of block ids.
 #pragma once
 
 #include <cstdint>
