@@ -70,7 +70,7 @@ std::vector<ChunkSpan> LMCacheEngine::spans_of(const TokenInput& input, int64_t 
             "The number of Falses in the mask is not a multiple of the chunk size.");
     return token_database_->process_hashes(input.hashes, input.offsets);
   }
-  return token_database_->process_tokens(input.tokens, num_masked);
+  return token_database_->process_tokens(input.tokens, num_masked, input.chain);
 }
 
 std::vector<ChunkInfo> LMCacheEngine::chunk_infos(std::span<const TokenId> tokens,

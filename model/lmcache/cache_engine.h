@@ -72,10 +72,14 @@ struct TokenInput {
   std::span<const ChunkHash> hashes;
   std::span<const int64_t> offsets;
   bool use_hashes = false;
+  // Optional memo of `tokens`' leading chunk hashes (ChunkHashChain's contract).
+  ChunkHashChain* chain = nullptr;
 
-  static TokenInput of_tokens(std::span<const TokenId> t) { return {t, {}, {}, false}; }
+  static TokenInput of_tokens(std::span<const TokenId> t, ChunkHashChain* chain = nullptr) {
+    return {t, {}, {}, false, chain};
+  }
   static TokenInput of_hashes(std::span<const ChunkHash> h, std::span<const int64_t> o) {
-    return {{}, h, o, true};
+    return {{}, h, o, true, nullptr};
   }
 };
 

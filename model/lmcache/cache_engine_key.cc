@@ -119,32 +119,45 @@ std::vector<CacheEngineKey> CacheEngineKey::split_layers(int num_layers) const {
   return keys;
 }
 
+void CacheEngineKey::append_kid(std::string* s) const {
+  chunk_hash.append_hex(s);
+  *s += '@';
+  *s += dtype_str(scope->dtype);
+  if (layer_id >= 0) {
+    *s += '@';
+    *s += std::to_string(layer_id);
+  }
+  *s += scope->tag_suffix;
+}
+
 std::string CacheEngineKey::kid() const {
   KVTWIN_CHECK(scope != nullptr) << "key without scope";
   std::string s;
   s.reserve(64 + 16 + scope->tag_suffix.size());
-  chunk_hash.append_hex(&s);
-  s += '@';
-  s += dtype_str(scope->dtype);
-  if (layer_id >= 0) {
-    s += '@';
-    s += std::to_string(layer_id);
-  }
-  s += scope->tag_suffix;
+  append_kid(&s);
   return s;
 }
 
 std::string CacheEngineKey::to_string() const {
   KVTWIN_CHECK(scope != nullptr) << "key without scope";
-  return scope->prefix + kid();
+  std::string s;
+  s.reserve(scope->prefix.size() + 64 + 16 + scope->tag_suffix.size());
+  s += scope->prefix;
+  append_kid(&s);
+  return s;
 }
 
 std::string CacheEngineKey::disk_file_name() const {
-  std::string s = to_string();
+  KVTWIN_CHECK(scope != nullptr) << "key without scope";
+  std::string s;
+  s.reserve(scope->prefix.size() + 64 + 16 + scope->tag_suffix.size() + 3);
+  s += scope->prefix;
+  append_kid(&s);
   for (char& c : s) {
     if (c == '/') c = '-';
   }
-  return s + ".pt";
+  s += ".pt";
+  return s;
 }
 
 }  // namespace kvtwin::model::lmcache

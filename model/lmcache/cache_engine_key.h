@@ -110,6 +110,8 @@ struct CacheEngineKey {
   std::string kid() const;
   // "<to_string() with '/' -> '-'>.pt"
   std::string disk_file_name() const;
+  // Appends kid() to *s.
+  void append_kid(std::string* s) const;
   uint64_t fingerprint() const {
     return chunk_hash.fingerprint() ^ (scope->fingerprint * 0x9e3779b97f4a7c15ULL) ^
            (static_cast<uint64_t>(layer_id + 1) * 0xc2b2ae3d27d4eb4fULL);

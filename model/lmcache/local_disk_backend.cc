@@ -121,14 +121,16 @@ bool LocalDiskBackend::complete_write(uint64_t id) {
   MemoryObj& o = *job.obj;
   uint64_t written = quirks_.disk_usage_counts_unaligned_writes ? o.byte_len : o.phy_size;
   usage_ += static_cast<int64_t>(written);
-  directory_->write(job.key.disk_file_name(), o.byte_len, o.content);
+  std::string name = job.key.disk_file_name();
+  directory_->write(name, o.byte_len, o.content);
   local_cpu_->allocator().ref_count_down(job.obj.id());
-  insert_key(job.key, *job.obj);
+  insert_key(job.key, *job.obj, std::move(name));
   remove_put_task(job.key);
   return true;
 }
 
-void LocalDiskBackend::insert_key(const CacheEngineKey& key, const MemoryObj& obj) {
+void LocalDiskBackend::insert_key(const CacheEngineKey& key, const MemoryObj& obj,
+                                  std::string path) {
   if (dict_.contains(key)) {
     policy_->update_on_hit(key, dict_);
     return;
@@ -141,8 +143,7 @@ void LocalDiskBackend::insert_key(const CacheEngineKey& key, const MemoryObj& ob
     slot = static_cast<uint32_t>(metas_.size());
     metas_.emplace_back();
   }
-  metas_[slot] =
-      DiskCacheMetadata{key.disk_file_name(), obj.phy_size, obj.shape, obj.dtype, obj.fmt, 0};
+  metas_[slot] = DiskCacheMetadata{std::move(path), obj.phy_size, obj.shape, obj.dtype, obj.fmt, 0};
   dict_.set(key, slot);
 }
 

@@ -115,7 +115,8 @@ class LocalDiskBackend final : public StorageBackendInterface {
   const DiskCacheMetadata& meta(const CacheEngineKey& key) const;
   DiskCacheMetadata* find_meta(const CacheEngineKey& key);
   std::optional<DiskCacheMetadata> pop_entry(const CacheEngineKey& key);
-  void insert_key(const CacheEngineKey& key, const MemoryObj& obj);
+  // `path` is key.disk_file_name().
+  void insert_key(const CacheEngineKey& key, const MemoryObj& obj, std::string path);
   void remove_put_task(const CacheEngineKey& key);
   // read_file: false (and the index entry dropped) when the file is missing.
   bool read_file(const CacheEngineKey& key, const std::string& path, MemoryObj& dst);

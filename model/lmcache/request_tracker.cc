@@ -23,6 +23,7 @@ void RequestTracker::update(std::span<const TokenId> new_token_ids,
                                        lmcache_cached_tokens);
     size_t n = std::min<size_t>(static_cast<size_t>(needed), all_token_ids->size());
     token_ids.assign(all_token_ids->begin(), all_token_ids->begin() + static_cast<ptrdiff_t>(n));
+    chunk_hashes.clear();  // the tokens were rebuilt
   } else {
     if (new_block_ids)
       allocated_block_ids.insert(allocated_block_ids.end(), new_block_ids->begin(),
@@ -61,6 +62,7 @@ std::optional<ReqMeta> req_meta_from_tracker(RequestTracker& tracker,
   meta.save_spec = SaveSpec{skip_leading, !skip_save};
   if (load_spec && load_spec->can_load) meta.load_spec = load_spec;
   meta.request_configs = tracker.request_configs;
+  meta.chunk_hashes = &tracker.chunk_hashes;
   return meta;
 }
 

@@ -48,6 +48,9 @@ struct RequestTracker {
   std::optional<RequestConfigs> request_configs;
   bool is_decode_phase = false;
   bool skip_save = false;
+  // Not upstream state: the chunk hashes of token_ids' leading full chunks, filled by the stores
+  // of this request's metadata (token_ids only grows while the request is not preempted).
+  ChunkHashChain chunk_hashes;
 
   // RequestTracker.update for a running request scheduled again. `all_token_ids` is required when
   // preempted (the tokens are rebuilt from it).
@@ -81,6 +84,8 @@ struct ReqMeta {
   std::optional<SaveSpec> save_spec;
   std::optional<LoadSpec> load_spec;
   std::optional<RequestConfigs> request_configs;
+  // The tracker's ChunkHashChain for token_ids (same lifetime as the views); null: none.
+  ChunkHashChain* chunk_hashes = nullptr;
 };
 
 struct ReqMetaOptions {

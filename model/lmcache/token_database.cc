@@ -65,18 +65,30 @@ ChunkHash ChunkedTokenDatabase::hash_chunk(const ChunkHash& prefix,
 }
 
 std::vector<ChunkSpan> ChunkedTokenDatabase::process_tokens(std::span<const TokenId> tokens,
-                                                            int64_t num_masked) {
+                                                            int64_t num_masked,
+                                                            ChunkHashChain* chain) {
   if (num_masked % chunk_size_ != 0)
     raise(PyError::kValueError,
           "The number of Falses in the mask is not a multiple of the chunk size.");
+  if (chain != nullptr && (chain->chunk_size != chunk_size_ || !(chain->none_hash == none_hash_))) {
+    chain->hashes.clear();
+    chain->chunk_size = chunk_size_;
+    chain->none_hash = none_hash_;
+  }
   int64_t total = static_cast<int64_t>(tokens.size());
   int64_t end_all = save_unfull_chunk_ ? total : total - total % chunk_size_;
   std::vector<ChunkSpan> out;
   out.reserve(static_cast<size_t>((end_all + chunk_size_ - 1) / chunk_size_));
   ChunkHash prefix = none_hash_;
-  for (int64_t start = 0; start < end_all; start += chunk_size_) {
+  size_t index = 0;
+  for (int64_t start = 0; start < end_all; start += chunk_size_, ++index) {
     int64_t end = std::min<int64_t>(start + chunk_size_, total);
-    prefix = hash_chunk(prefix, tokens.subspan(start, end - start));
+    if (chain != nullptr && index < chain->hashes.size()) {
+      prefix = chain->hashes[index];
+    } else {
+      prefix = hash_chunk(prefix, tokens.subspan(start, end - start));
+      if (chain != nullptr && end - start == chunk_size_) chain->hashes.push_back(prefix);
+    }
     if (start < num_masked) continue;
     out.push_back({start, end, prefix});
   }

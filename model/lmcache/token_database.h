@@ -50,6 +50,21 @@ struct ChunkSpan {
   ChunkHash hash;
 };
 
+// A memo of one growing token sequence's leading full-chunk hashes: hashes[i] is the chain hash of
+// chunk i. The holder guarantees that the tokens of those chunks never change while the memo lives
+// (a sequence that only grows at its end, e.g. a request's scheduled tokens; clear it otherwise).
+// The database that fills it stamps its chunk size and NONE hash, and a memo stamped by another
+// configuration is cleared before use, so results never depend on the memo.
+struct ChunkHashChain {
+  int chunk_size = 0;
+  ChunkHash none_hash;
+  std::vector<ChunkHash> hashes;
+  void clear() {
+    chunk_size = 0;
+    hashes.clear();
+  }
+};
+
 class ChunkedTokenDatabase {
  public:
   // `registry` interns key scopes and must outlive the database and its keys.
@@ -65,7 +80,9 @@ class ChunkedTokenDatabase {
 
   // process_tokens(tokens, mask) with make_key=False.
   // Throws UpstreamError(kValueError) when num_masked % chunk_size != 0.
-  std::vector<ChunkSpan> process_tokens(std::span<const TokenId> tokens, int64_t num_masked = 0);
+  // With `chain`, chunks it covers are not re-hashed and new full chunks are appended to it.
+  std::vector<ChunkSpan> process_tokens(std::span<const TokenId> tokens, int64_t num_masked = 0,
+                                        ChunkHashChain* chain = nullptr);
   // process_tokens(hashes=..., offsets=...): pairs up to the shorter list.
   std::vector<ChunkSpan> process_hashes(std::span<const ChunkHash> hashes,
                                         std::span<const int64_t> offsets) const;

@@ -126,7 +126,7 @@ void LMCacheWorkerAdapter::wait_for_save(ConnectorMetadata& meta, WorkerLog* log
     if (!r.is_last_prefill) len = len / chunk_size_ * chunk_size_;
     int64_t num_masked = std::min(skip, len);
     std::span<const TokenId> tokens(r.token_ids.data(), static_cast<size_t>(len));
-    StoreRequest req{TokenInput::of_tokens(tokens), num_masked,
+    StoreRequest req{TokenInput::of_tokens(tokens, r.chunk_hashes), num_masked,
                      r.request_configs ? &*r.request_configs : nullptr};
     StoreResult res = engine_->store(req);
     if (res.error) raise(*res.error, "store");

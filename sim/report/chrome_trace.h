@@ -28,6 +28,14 @@ class ChromeTrace {
   // `args_json` is "" or the members of a JSON object without braces ("\"tokens\": 12").
   void complete(int pid, int tid, std::string_view name, SimTime start, SimDuration duration,
                 std::string_view args_json);
+  // True when a complete() now would write nothing (closed, or past max_events); counts the drop
+  // complete() would count. Lets callers skip building an event's arguments.
+  bool skip_event() {
+    if (!f_) return true;
+    if (written_ < max_events_) return false;
+    ++dropped_;
+    return true;
+  }
   // Writes the closing metadata and closes the file (also done by the destructor).
   void close();
 

@@ -18,7 +18,13 @@ namespace kvtwin::sim::report {
 class LogHistogram {
  public:
   void add(SimDuration ns) {
-    size_t b = bucket(ns);
+    // Equal values come in runs (every request of a decode batch sees the step's duration), so
+    // the last value's bucket is kept: same value, same bucket, no log().
+    if (ns != last_ns_) {
+      last_ns_ = ns;
+      last_bucket_ = bucket(ns);
+    }
+    size_t b = last_bucket_;
     if (b >= counts_.size()) counts_.resize(b + 1, 0);
     ++counts_[b];
     ++count_;
@@ -51,6 +57,8 @@ class LogHistogram {
   uint64_t count_ = 0;
   double sum_ns_ = 0;
   SimDuration max_ns_ = 0;
+  SimDuration last_ns_ = 0;  // bucket(0) == 0
+  size_t last_bucket_ = 0;
 };
 
 }  // namespace kvtwin::sim::report

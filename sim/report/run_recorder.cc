@@ -172,7 +172,7 @@ void RunRecorder::on_step(int instance, SimTime start, SimDuration duration, int
                           int64_t num_reqs) {
   ++summary_.steps;
   batch_tokens_ += static_cast<uint64_t>(num_tokens);
-  if (trace_)
+  if (trace_ && !trace_->skip_event())
     trace_->complete(instance + 1, 0, "step", start, duration,
                      "\"tokens\": " + std::to_string(num_tokens) +
                          ", \"requests\": " + std::to_string(num_reqs));
@@ -182,9 +182,13 @@ void RunRecorder::on_transfer(const Transfer& t, const TransferResult& r) {
   if (!trace_) return;
   // One thread per (src, dst) pair: tid 1 + 4·src + dst.
   int tid = 1 + 4 * static_cast<int>(t.src) + static_cast<int>(t.dst);
-  std::string name = std::string(location_name(t.src)) + "->" + std::string(location_name(t.dst));
+  auto path_name = [&] {
+    return std::string(location_name(t.src)) + "->" + std::string(location_name(t.dst));
+  };
   if (named_threads_.insert({t.instance, tid}).second)
-    trace_->name_thread(t.instance + 1, tid, name);
+    trace_->name_thread(t.instance + 1, tid, path_name());
+  if (trace_->skip_event()) return;  // past the event cap: nothing to format
+  std::string name = path_name();
   trace_->complete(t.instance + 1, tid, t.kind.empty() ? name : std::string(t.kind), r.start,
                    r.finish - r.start,
                    "\"path\": \"" + name + "\", \"objects\": " + std::to_string(t.objects.size()) +

@@ -97,6 +97,47 @@ TEST(ChunkedTokenDatabase, BuiltinModeIsAnOpaqueDeterministicIntChainPerSeed) {
   }
 }
 
+TEST(ChunkedTokenDatabase, AChainMemoOfAGrowingSequenceGivesTheSameSpansAsNoMemo) {
+  std::vector<TokenId> t = seq(1000);
+  for (const char* algo : {"sha256_cbor", "builtin"}) {
+    for (bool unfull : {false, true}) {
+      KeyScopeRegistry r;
+      ChunkedTokenDatabase db = make_db(&r, 64, unfull, algo);
+      ChunkHashChain chain;
+      for (size_t len : {0, 30, 64, 200, 200, 640, 1000}) {
+        std::span<const TokenId> prefix = std::span(t).first(len);
+        for (int64_t masked : {0, 64, 128}) {
+          std::vector<ChunkSpan> plain = db.process_tokens(prefix, masked);
+          std::vector<ChunkSpan> memo = db.process_tokens(prefix, masked, &chain);
+          ASSERT_EQ(plain.size(), memo.size()) << algo << unfull << len;
+          for (size_t i = 0; i < plain.size(); ++i) {
+            EXPECT_EQ(plain[i].start, memo[i].start);
+            EXPECT_EQ(plain[i].end, memo[i].end);
+            EXPECT_TRUE(plain[i].hash == memo[i].hash) << algo << unfull << len << " chunk " << i;
+          }
+        }
+        EXPECT_EQ(chain.hashes.size(), len / 64) << "only full chunks are memoised";
+      }
+    }
+  }
+}
+
+TEST(ChunkedTokenDatabase, AChainMemoFromAnotherConfigurationIsDiscarded) {
+  std::vector<TokenId> t = seq(512);
+  KeyScopeRegistry r;
+  ChunkedTokenDatabase a = make_db(&r, 64, false, "sha256_cbor", "0");
+  ChunkedTokenDatabase b = make_db(&r, 64, false, "sha256_cbor", "1");
+  ChunkedTokenDatabase c = make_db(&r, 128, false, "sha256_cbor", "0");
+  ChunkHashChain chain;
+  a.process_tokens(t, 0, &chain);
+  for (ChunkedTokenDatabase* db : {&b, &c}) {
+    std::vector<ChunkSpan> plain = db->process_tokens(t);
+    std::vector<ChunkSpan> memo = db->process_tokens(t, 0, &chain);
+    ASSERT_EQ(plain.size(), memo.size());
+    for (size_t i = 0; i < plain.size(); ++i) EXPECT_TRUE(plain[i].hash == memo[i].hash) << i;
+  }
+}
+
 TEST(ChunkedTokenDatabase, MlaWithSaveOnlyFirstRankWritesWorldSizeOneIntoKeys) {
   KeyScopeRegistry r;
   LMCacheMetadata m = toy_metadata(3, 8);
