@@ -9,7 +9,16 @@ namespace kvtwin::sim {
 Simulator::EventId Simulator::schedule_at(SimTime at, Action action) {
   KVTWIN_CHECK_GE(at, now_) << "event scheduled in the past";
   uint64_t seq = next_seq_++;
-  heap_.push_back(Entry{at, seq, std::move(action)});
+  uint32_t slot;
+  if (!free_slots_.empty()) {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+    actions_[slot] = std::move(action);
+  } else {
+    slot = static_cast<uint32_t>(actions_.size());
+    actions_.push_back(std::move(action));
+  }
+  heap_.push_back(Entry{at, seq, slot});
   std::push_heap(heap_.begin(), heap_.end(), later);
   return seq;
 }
@@ -24,13 +33,17 @@ bool Simulator::step(SimTime limit) {
   while (!heap_.empty()) {
     if (heap_.front().time > limit) return false;
     std::pop_heap(heap_.begin(), heap_.end(), later);
-    Entry e = std::move(heap_.back());
+    const Entry e = heap_.back();
     heap_.pop_back();
+    // Taken out before it runs: the action may schedule events that reuse its slot.
+    Action action = std::move(actions_[e.slot]);
+    actions_[e.slot] = nullptr;
+    free_slots_.push_back(e.slot);
     if (!cancelled_.empty() && cancelled_.erase(e.seq) > 0) continue;
     KVTWIN_CHECK_GE(e.time, now_) << "time ran backwards";
     now_ = e.time;
     ++num_executed_;
-    e.action();
+    action();
     return true;
   }
   return false;

@@ -46,10 +46,12 @@ class Simulator {
   uint64_t num_executed() const { return num_executed_; }
 
  private:
+  // The heap holds small trivially copyable entries; actions stay put in actions_[slot] (a slot
+  // is free, and its Action empty, once its event was popped).
   struct Entry {
     SimTime time;
     uint64_t seq;
-    Action action;
+    uint32_t slot;
   };
   // Heap order for std::push_heap/pop_heap: the top is the smallest (time, seq).
   static bool later(const Entry& a, const Entry& b) {
@@ -62,6 +64,8 @@ class Simulator {
   uint64_t num_executed_ = 0;
   bool stopped_ = false;
   std::vector<Entry> heap_;                 // memory follows pending events, not history
+  std::vector<Action> actions_;             // by Entry::slot
+  std::vector<uint32_t> free_slots_;        // slots of actions_ not held by a pending event
   std::unordered_set<uint64_t> cancelled_;  // pending events that were cancelled
 };
 

@@ -103,11 +103,13 @@ void LocalDiskBackend::batched_submit_put_task(std::span<const CacheEngineKey> k
   for (size_t i = 0; i < n; ++i) submit_put_task(keys[i], objs[i]);
 }
 
-std::vector<PendingWrite> LocalDiskBackend::pending_writes() const {
+std::vector<PendingWrite> LocalDiskBackend::pending_writes(uint64_t first_id) const {
   std::vector<PendingWrite> out;
-  out.reserve(pending_.size());
-  for (const WriteJob& j : pending_)
-    out.push_back({j.id, Tier::kDisk, {j.key}, j.obj->byte_len, j.obj->phy_size});
+  auto from = std::lower_bound(pending_.begin(), pending_.end(), first_id,
+                               [](const WriteJob& j, uint64_t v) { return j.id < v; });
+  out.reserve(static_cast<size_t>(pending_.end() - from));
+  for (auto it = from; it != pending_.end(); ++it)
+    out.push_back({it->id, Tier::kDisk, {it->key}, it->obj->byte_len, it->obj->phy_size});
   return out;
 }
 

@@ -96,8 +96,9 @@ LMCacheLookupClient::AsyncStatus LMCacheLookupClient::lookup_cache_async(
 
 void LMCacheLookupClient::lookup_async(std::span<const TokenId> token_ids,
                                        const std::string& lookup_id,
-                                       const RequestConfigs* request_configs) {
-  const HashedPrompt prompt(token_database_.process_tokens(token_ids, 0));
+                                       const RequestConfigs* request_configs,
+                                       ChunkHashChain* chain) {
+  const HashedPrompt prompt(token_database_.process_tokens(token_ids, 0, chain));
   const LookupRequest req = prompt.pinned_request(lookup_id, request_configs);
   for (LMCacheEngine* engine : engines_) engine->async_lookup_and_prefetch(req);
   ++backoff_sleeps_;
@@ -127,9 +128,10 @@ int64_t LMCacheLookupClient::lookup_cache(const std::string& lookup_id) const {
 
 LMCacheLookupClient::Result LMCacheLookupClient::lookup(std::span<const TokenId> token_ids,
                                                         const std::string& lookup_id,
-                                                        const RequestConfigs* request_configs) {
+                                                        const RequestConfigs* request_configs,
+                                                        ChunkHashChain* chain) {
   Result out;
-  std::vector<ChunkSpan> spans = token_database_.process_tokens(token_ids, 0);
+  std::vector<ChunkSpan> spans = token_database_.process_tokens(token_ids, 0, chain);
   if (spans.empty()) return out;
   const HashedPrompt prompt(spans);
   const LookupRequest req = prompt.pinned_request(lookup_id, request_configs);

@@ -48,8 +48,9 @@ class LMCacheLookupClient {
     int64_t hit_tokens = 0;
     std::vector<std::pair<int, int64_t>> rank_hits;  // (worker id, hit tokens) per rank asked
   };
+  // `chain`: optional memo of token_ids' chunk hashes (ChunkHashChain's contract).
   Result lookup(std::span<const TokenId> token_ids, const std::string& lookup_id,
-                const RequestConfigs* request_configs);
+                const RequestConfigs* request_configs, ChunkHashChain* chain = nullptr);
   int64_t lookup_cache(const std::string& lookup_id) const;
   void clear_lookup_status(const std::string& lookup_id) {
     reqs_status_.erase(lookup_id);
@@ -66,7 +67,7 @@ class LMCacheLookupClient {
   };
   AsyncStatus lookup_cache_async(const std::string& lookup_id, int64_t now_ns);
   void lookup_async(std::span<const TokenId> token_ids, const std::string& lookup_id,
-                    const RequestConfigs* request_configs);
+                    const RequestConfigs* request_configs, ChunkHashChain* chain = nullptr);
   // Returns the ids whose status became known.
   std::vector<std::string> process_responses();
   void cancel_lookup(const std::string& lookup_id) { aborted_.insert(lookup_id); }

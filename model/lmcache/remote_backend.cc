@@ -94,9 +94,10 @@ void RemoteBackend::batched_submit_put_task(std::span<const CacheEngineKey> keys
   ++events_->remote_writes_submitted;
 }
 
-std::vector<PendingWrite> RemoteBackend::pending_writes() const {
+std::vector<PendingWrite> RemoteBackend::pending_writes(uint64_t first_id) const {
   std::vector<PendingWrite> out;
   for (const PutJob& j : pending_) {
+    if (j.id < first_id) continue;
     uint64_t bytes = 0, phy = 0;
     for (const PyRef& o : j.objs) {
       bytes += o->byte_len;

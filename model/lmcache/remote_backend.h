@@ -58,7 +58,8 @@ class RemoteBackend final : public StorageBackendInterface {
   std::optional<PyRef> prefetch_allocate(const CacheEngineKey& key);
   bool prefetch_fill(const CacheEngineKey& key, MemoryObj& dst);
 
-  std::vector<PendingWrite> pending_writes() const;
+  // Queued writes with id >= first_id, in queue order.
+  std::vector<PendingWrite> pending_writes(uint64_t first_id = 0) const;
   bool complete_write(uint64_t id);
   size_t num_pending_writes() const { return pending_.size(); }
   std::vector<MemObjId> pending_objects() const {

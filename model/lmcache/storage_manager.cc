@@ -201,11 +201,11 @@ int64_t StorageManager::clear(const std::vector<std::string>* locations) {
   return n;
 }
 
-std::vector<PendingWrite> StorageManager::pending_writes() const {
+std::vector<PendingWrite> StorageManager::pending_writes(uint64_t first_id) const {
   std::vector<PendingWrite> out;
-  if (local_disk_ != nullptr) out = local_disk_->pending_writes();
+  if (local_disk_ != nullptr) out = local_disk_->pending_writes(first_id);
   if (remote_ != nullptr) {
-    for (const PendingWrite& w : remote_->pending_writes()) out.push_back(w);
+    for (const PendingWrite& w : remote_->pending_writes(first_id)) out.push_back(w);
   }
   std::sort(out.begin(), out.end(),
             [](const PendingWrite& a, const PendingWrite& b) { return a.id < b.id; });

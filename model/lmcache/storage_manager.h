@@ -120,7 +120,9 @@ class StorageManager {
   bool is_backend_bypassed(const std::string& name) const { return bypassed_.count(name) != 0; }
 
   // Asynchronous writes.
-  std::vector<PendingWrite> pending_writes() const;
+  // The queued writes with id >= first_id (all by default), by id. Job ids are handed out in
+  // increasing order, so a caller that remembers the last id it saw lists only new writes.
+  std::vector<PendingWrite> pending_writes(uint64_t first_id = 0) const;
   bool complete_write(uint64_t id);
   struct Completed {
     int disk = 0;

@@ -76,10 +76,11 @@ LMCacheSchedulerAdapter::MatchResult LMCacheSchedulerAdapter::get_num_new_matche
     }
     const RequestConfigs* configs = request.request_configs ? &*request.request_configs : nullptr;
     if (async) {
-      lookup_client_->lookup_async(tokens, req_id, configs);
+      lookup_client_->lookup_async(tokens, req_id, configs, request.chunk_hashes);
       return out;  // None: vLLM tries again next step
     }
-    LMCacheLookupClient::Result r = lookup_client_->lookup(tokens, req_id, configs);
+    LMCacheLookupClient::Result r =
+        lookup_client_->lookup(tokens, req_id, configs, request.chunk_hashes);
     hit = r.hit_tokens;
     out.rank_hits = std::move(r.rank_hits);
   }

@@ -45,6 +45,9 @@ struct VllmRequest {
   int64_t num_computed_tokens = 0;
   int64_t priority = 0;
   std::optional<RequestConfigs> request_configs;  // extract_request_configs(sampling_params)
+  // Not upstream state: an optional memo of all_token_ids' chunk hashes for lookups, owned by the
+  // caller, who guarantees (ChunkHashChain's contract) that the tokens only grow at the end.
+  ChunkHashChain* chunk_hashes = nullptr;
 
   VllmRequest() = default;
   VllmRequest(VllmRequest&&) = default;

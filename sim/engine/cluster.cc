@@ -119,6 +119,9 @@ void Cluster::arrive() {
     on_done(raw);
   } else {
     std::vector<model::vllm::TokenId> prompt;
+    // The capacity the Request gives its tokens, so that moving the prompt in copies nothing.
+    prompt.reserve(model::vllm::Request::token_capacity(static_cast<size_t>(t.prompt_tokens),
+                                                        t.output_tokens));
     tokens_.prompt_tokens(t, &prompt);
     model::vllm::RequestOptions options;
     options.max_tokens = t.output_tokens;

@@ -26,6 +26,9 @@ struct EngineRequest {
   bool encoder_done = false;       // encoder ran (cross-attention KV exists)
   SimTime last_token = -1;
   report::RequestRecord record;
+  // The instance's connector may keep its per-request state here (it sets and clears it) to spare
+  // a look-up by request id per scheduled request and step. Opaque to everyone else.
+  mutable void* connector_state = nullptr;
 
   const std::string& id() const { return req->request_id(); }
   bool finished() const { return status == RequestStatus::kFinished; }

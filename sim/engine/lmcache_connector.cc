@@ -101,10 +101,13 @@ uint64_t LmcacheConnector::object_bytes(int64_t tokens) const {
 }
 
 LmcacheConnector::RequestState& LmcacheConnector::state_of(const EngineRequest& r) {
-  RequestState& st = requests_[r.id()];
+  if (r.connector_state != nullptr) return *static_cast<RequestState*>(r.connector_state);
+  RequestState& st = requests_[r.id()];  // unordered_map: the reference outlives rehashes
+  r.connector_state = &st;
   if (!st.mirror) {
     st.mirror = std::make_unique<lm::VllmRequest>();
     st.mirror->request_id = r.id();
+    st.mirror->chunk_hashes = &st.chunk_hashes;
   }
   return st;
 }
@@ -190,6 +193,7 @@ void LmcacheConnector::build_connector_meta(const SchedulerOutput& output) {
 void LmcacheConnector::request_finished(EngineRequest& r) {
   finished_since_meta_.push_back(r.id());
   requests_.erase(r.id());
+  r.connector_state = nullptr;
   if (prefetch_ && r.record.first_scheduled < 0 && lookup_client_->is_pending(r.id())) {
     lookup_client_->cancel_lookup(r.id());  // aborted while its lookup runs (FINISHED_ABORTED)
     return;
@@ -447,8 +451,11 @@ void LmcacheConnector::start_writes() {
   if (events.disk_writes_submitted + events.remote_writes_submitted > 0) {  // something new
     events.disk_writes_submitted = 0;
     events.remote_writes_submitted = 0;
-    for (const lm::PendingWrite& w : engine_->storage_manager().pending_writes()) {
-      if (!known_writes_.insert(w.id).second) continue;
+    // Only writes not seen before: ids are handed out in increasing order and a seen write
+    // leaves the pending lists before its transfer's callback runs.
+    for (const lm::PendingWrite& w :
+         engine_->storage_manager().pending_writes(next_unseen_write_)) {
+      next_unseen_write_ = std::max(next_unseen_write_, w.id + 1);
       write_queue_[w.tier == lm::Tier::kDisk ? 0 : 1].push_back(w);
     }
   }
@@ -465,7 +472,6 @@ void LmcacheConnector::start_writes() {
       ctx_.mover->start(std::move(t), [this, id, q](const TransferResult&) {
         engine_->storage_manager().complete_write(id);
         engine_->end_of_operation();
-        known_writes_.erase(id);
         --writes_in_flight_[q];
         if (prefetch_) prefetch_->memory_changed();
         drain_evictions();

@@ -113,6 +113,8 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
     std::unique_ptr<model::lmcache::VllmRequest> mirror;  // the request as the adapters see it
     EngineRequest* live = nullptr;  // set once the scheduler asked for its matched tokens
     bool seen = false;              // scheduled at least once (new vs cached request data)
+    // The lookups' memo of the request's chunk hashes: a vLLM request's tokens only grow.
+    model::lmcache::ChunkHashChain chunk_hashes;
   };
   RequestState& state_of(const EngineRequest& r);
   model::lmcache::VllmRequest& mirror(const EngineRequest& r) { return *state_of(r).mirror; }
@@ -157,7 +159,7 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   SimDuration per_layer_ns_ = 0;
 
   static constexpr int kWriteWorkers = 4;
-  std::set<uint64_t> known_writes_;                                      // queued or in flight
+  uint64_t next_unseen_write_ = 0;  // pending writes with a smaller id are queued or in flight
   std::array<std::deque<model::lmcache::PendingWrite>, 2> write_queue_;  // disk, remote
   std::array<int, 2> writes_in_flight_{};
 

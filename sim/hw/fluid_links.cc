@@ -68,10 +68,13 @@ void FluidLinks::recompute_rates() {
 
   // Progressive filling: raise every unfrozen flow's rate together until a link saturates, then
   // freeze the flows crossing it; repeat.
-  std::vector<double> spare(links_.size());
-  std::vector<int> unfrozen_on(flows_on_link_.begin(), flows_on_link_.end());
+  std::vector<double>& spare = spare_;
+  spare.resize(links_.size());
+  std::vector<int>& unfrozen_on = unfrozen_on_;
+  unfrozen_on.assign(flows_on_link_.begin(), flows_on_link_.end());
   for (size_t l = 0; l < links_.size(); ++l) spare[l] = links_[l].capacity;
-  std::vector<uint8_t> frozen(active_.size(), 0);
+  std::vector<uint8_t>& frozen = frozen_;
+  frozen.assign(active_.size(), 0);
   for (Flow& f : active_) f.rate = 0;
   size_t left = active_.size();
   while (left > 0) {
@@ -118,8 +121,8 @@ void FluidLinks::on_completion() {
   event_pending_ = false;
   advance();
   std::vector<Done> finished;
-  std::vector<Flow> still;
-  still.reserve(active_.size());
+  std::vector<Flow>& still = still_;
+  still.clear();
   for (Flow& f : active_) {
     if (f.remaining <= f.rate * 1e-9 + 1e-9) {
       for (LinkId l : f.links) links_[static_cast<size_t>(l)].bytes += f.remaining;
@@ -128,7 +131,8 @@ void FluidLinks::on_completion() {
       still.push_back(std::move(f));
     }
   }
-  active_ = std::move(still);
+  active_.swap(still);
+  still.clear();
   recompute_rates();
   reschedule();
   for (Done& d : finished) d();

@@ -73,6 +73,11 @@ class FluidLinks {
   std::vector<LinkStats> links_;
   std::vector<int> flows_on_link_;
   std::vector<Flow> active_;  // in creation order
+  // Scratch of recompute_rates / on_completion, kept to spare an allocation per event.
+  std::vector<double> spare_;
+  std::vector<int> unfrozen_on_;
+  std::vector<uint8_t> frozen_;
+  std::vector<Flow> still_;
   uint64_t next_flow_id_ = 0;
   SimTime last_update_ = 0;
   bool event_pending_ = false;

@@ -32,15 +32,17 @@ class TokenSynthesizer {
 
   // Appends the request's prompt_tokens tokens to *out.
   void prompt_tokens(const TraceRequest& r, std::vector<int64_t>* out) const {
-    out->reserve(out->size() + static_cast<size_t>(r.prompt_tokens));
+    const size_t first = out->size();
+    out->resize(first + static_cast<size_t>(std::max<int64_t>(r.prompt_tokens, 0)));
+    int64_t* dst = out->data() + first;  // written in place: no capacity check per token
     int64_t p = 0;
     for (uint64_t id : r.block_ids) {
       uint64_t base = mix64(id ^ block_salt_);
       int64_t end = std::min<int64_t>(p + r.block_size, r.prompt_tokens);
-      for (int64_t j = 0; p < end; ++p, ++j) out->push_back(to_vocab(base + j));
+      for (int64_t j = 0; p < end; ++p, ++j) dst[p] = to_vocab(base + static_cast<uint64_t>(j));
     }
     uint64_t base = mix64(r.index ^ unique_salt_);
-    for (; p < r.prompt_tokens; ++p) out->push_back(to_vocab(base + static_cast<uint64_t>(p)));
+    for (; p < r.prompt_tokens; ++p) dst[p] = to_vocab(base + static_cast<uint64_t>(p));
   }
 
   // The i-th generated token of request `index` (0-based).

@@ -39,6 +39,25 @@ TEST(LocalDiskBackend, KeysBecomeVisibleOnlyWhenTheirWriteCompletes) {
   EXPECT_EQ(disk.directory().size(), 4u);
 }
 
+TEST(LocalDiskBackend, PendingWritesFromAnIdListOnlyTheWritesSubmittedSince) {
+  LMCacheEngine e(toy_config(8, 8), toy_metadata());
+  store(e, seq(64, 1));
+  std::vector<PendingWrite> first = e.storage_manager().pending_writes();
+  ASSERT_EQ(first.size(), 4u);
+  const uint64_t next = first.back().id + 1;
+  EXPECT_TRUE(e.storage_manager().pending_writes(next).empty());
+  store(e, seq(32, 1000));
+  std::vector<PendingWrite> all = e.storage_manager().pending_writes();
+  std::vector<PendingWrite> fresh = e.storage_manager().pending_writes(next);
+  ASSERT_EQ(all.size(), 6u);
+  ASSERT_EQ(fresh.size(), 2u);
+  EXPECT_EQ(fresh[0].id, all[4].id);
+  EXPECT_EQ(fresh[1].id, all[5].id);
+  EXPECT_GE(fresh[0].id, next);
+  EXPECT_TRUE(e.storage_manager().complete_write(first[1].id));
+  EXPECT_EQ(e.storage_manager().pending_writes(first[2].id).size(), 4u);
+}
+
 TEST(LocalDiskBackend, RePutOfAResidentKeyDoublesTheReservationWithTheQuirk) {
   for (bool quirk : {true, false}) {
     Quirks q = quirk ? Quirks::upstream() : Quirks::all_fixed();
