@@ -145,7 +145,8 @@ ConnectorMetadata LMCacheSchedulerAdapter::build_connector_meta(
     t.prompt_len = static_cast<int64_t>(prompt.size());
     size_t n =
         std::min<size_t>(static_cast<size_t>(std::max<int64_t>(to_compute, 0)), prompt.size());
-    t.token_ids.reserve(prompt.size());  // prefill appends without moving
+    // Prefill (and, with the hint, decoding) appends without moving.
+    t.token_ids.reserve(std::max(prompt.size(), request.token_capacity_hint));
     t.token_ids.assign(prompt.begin(), prompt.begin() + static_cast<ptrdiff_t>(n));
     t.allocated_block_ids = nr.block_ids;
     t.num_saved_tokens = load_spec ? load_spec->lmcache_cached_tokens : 0;

@@ -48,6 +48,9 @@ struct VllmRequest {
   // Not upstream state: an optional memo of all_token_ids' chunk hashes for lookups, owned by the
   // caller, who guarantees (ChunkHashChain's contract) that the tokens only grow at the end.
   ChunkHashChain* chunk_hashes = nullptr;
+  // Not upstream state: how many tokens the request may reach (prompt + outputs), when the caller
+  // knows; the tracker reserves that much so that decoding does not move its tokens. 0: unknown.
+  size_t token_capacity_hint = 0;
 
   VllmRequest() = default;
   VllmRequest(VllmRequest&&) = default;

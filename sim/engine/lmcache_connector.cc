@@ -108,6 +108,8 @@ LmcacheConnector::RequestState& LmcacheConnector::state_of(const EngineRequest& 
     st.mirror = std::make_unique<lm::VllmRequest>();
     st.mirror->request_id = r.id();
     st.mirror->chunk_hashes = &st.chunk_hashes;
+    st.mirror->token_capacity_hint = model::vllm::Request::token_capacity(
+        static_cast<size_t>(r.req->num_prompt_tokens()), r.req->max_tokens());
   }
   return st;
 }
@@ -451,17 +453,16 @@ void LmcacheConnector::start_writes() {
   if (events.disk_writes_submitted + events.remote_writes_submitted > 0) {  // something new
     events.disk_writes_submitted = 0;
     events.remote_writes_submitted = 0;
-    // Only writes not seen before: ids are handed out in increasing order and a seen write
-    // leaves the pending lists before its transfer's callback runs.
-    for (const lm::PendingWrite& w :
-         engine_->storage_manager().pending_writes(next_unseen_write_)) {
+    // Only writes not seen before: ids are handed out in increasing order, so every pending write
+    // below the mark was queued by an earlier scan (and leaves the pending lists when done).
+    for (lm::PendingWrite& w : engine_->storage_manager().pending_writes(next_unseen_write_)) {
       next_unseen_write_ = std::max(next_unseen_write_, w.id + 1);
-      write_queue_[w.tier == lm::Tier::kDisk ? 0 : 1].push_back(w);
+      write_queue_[w.tier == lm::Tier::kDisk ? 0 : 1].push_back(std::move(w));
     }
   }
   for (int q = 0; q < 2; ++q) {
     while (writes_in_flight_[q] < kWriteWorkers && !write_queue_[q].empty()) {
-      lm::PendingWrite w = write_queue_[q].front();
+      lm::PendingWrite w = std::move(write_queue_[q].front());
       write_queue_[q].pop_front();
       ++writes_in_flight_[q];
       Location dst = q == 0 ? Location::kDisk : Location::kRemote;
