@@ -81,14 +81,16 @@ class BlockHashWithGroupId {
 // words of the digest (its first and, for merged hashes, its last) mixed with the group id are
 // enough; the full bytes are compared on every hit.
 inline uint64_t prefix_key_hash64(std::span<const uint8_t> hash_bytes, uint32_t group_id) {
-  uint64_t first = 0, last = 0;
+  uint64_t first, last;
   size_t n = hash_bytes.size();
-  if (n >= 8) {
-    std::memcpy(&first, hash_bytes.data(), 8);  // fixed size: no memcpy call
+  if (n >= 16) {  // every real digest: two fixed-size loads, no stack copy
+    std::memcpy(&first, hash_bytes.data(), 8);
+    std::memcpy(&last, hash_bytes.data() + n - 8, 8);
   } else {
-    std::memcpy(&first, hash_bytes.data(), n);
+    first = 0;
+    last = 0;
+    std::memcpy(&first, hash_bytes.data(), n < 8 ? n : 8);
   }
-  if (n >= 16) std::memcpy(&last, hash_bytes.data() + n - 8, 8);
   uint64_t h = first ^ (last * 0x9E3779B97F4A7C15ULL) ^ (uint64_t{group_id} << 32 | n);
   h ^= h >> 29;
   h *= 0xBF58476D1CE4E5B9ULL;

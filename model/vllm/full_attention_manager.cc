@@ -46,6 +46,7 @@ void FullAttentionManager::find_hits_one_group(std::span<const BlockHash> hashes
   const BlockHashToBlockMap& map = block_pool_->cached_block_hash_to_block();
   std::span<const KVCacheBlock> blocks = block_pool_->blocks();
   const size_t n = hashes.size();
+  hit->reserve(hit->size() + n);  // at most one block per hash: no regrowth inside the loop
   uint64_t ring[kAhead];  // ring[j % kAhead]: table hash of hashes[j], for j in [i, i + kAhead)
   for (size_t j = 0; j < std::min(kAhead, n); ++j) {
     ring[j] = prefix_key_hash64(hashes[j].bytes(), group_id);

@@ -66,7 +66,15 @@ void RequestBlockHasher::hash_new_blocks(const Request& request, std::vector<Blo
   BlockHash prev = request.block_hashes().empty() ? BlockHash() : request.block_hashes().back();
   uint32_t slot = BlockHashMemo::kNoSlot;
   size_t needed = out->size() + static_cast<size_t>((num_tokens - start) / bs);
-  if (out->capacity() < needed) out->reserve(std::max(needed, 2 * out->capacity()));
+  if (out->capacity() < needed) {
+    // Room for the blocks of the whole prompt and of the outputs the request may add, as its
+    // token vector has (Request::token_capacity), so that decoding does not regrow the list.
+    size_t planned = Request::token_capacity(static_cast<size_t>(request.num_prompt_tokens()),
+                                             request.max_tokens()) /
+                         static_cast<size_t>(bs) +
+                     1;
+    out->reserve(std::max({needed, 2 * out->capacity(), planned}));
+  }
   // Most requests have no extra keys at all (no LoRA, no mm input, no salt): skip the walk.
   const bool has_salt = request.cache_salt() && !request.cache_salt()->empty();
   const bool plain = !request.lora_request() && request.mm_features().empty();

@@ -52,7 +52,12 @@ void VllmSeqs::borrow(size_t s, size_t r, size_t len) {
   if (seq.borrowed_from != static_cast<int32_t>(r)) {
     seq.borrowed_from = static_cast<int32_t>(r);
     if (r >= borrowers_.size()) borrowers_.resize(r + 1);
-    borrowers_[r].push_back(static_cast<int32_t>(s));
+    std::vector<int32_t>& list = borrowers_[r];
+    if (list.capacity() == 0 && !spare_lists_.empty()) {
+      list = std::move(spare_lists_.back());
+      spare_lists_.pop_back();
+    }
+    list.push_back(static_cast<int32_t>(s));
   }
   seq.borrowed_len = len;
 }
@@ -177,6 +182,7 @@ void VllmSeqs::release(size_t r, mv::Request* req) {
     taker = s;
   }
   list.clear();
+  spare_lists_.push_back(std::move(list));  // its buffer serves a later request's borrowers
   if (taker < 0) return;
   Seq& seq = seqs_[static_cast<size_t>(taker)];
   seq.borrowed_from = -1;

@@ -108,7 +108,8 @@ class VllmSeqs {
   const Requests* requests_;
   int block_size_;
   std::vector<Seq> seqs_;
-  std::vector<std::vector<int32_t>> borrowers_;  // by request index; stale entries skipped
+  std::vector<std::vector<int32_t>> borrowers_;    // by request index; stale entries skipped
+  std::vector<std::vector<int32_t>> spare_lists_;  // emptied borrower lists, kept for reuse
 };
 
 }  // namespace kvtwin::sim::golden
