@@ -39,6 +39,20 @@ class BlockHashWithGroupId {
   BlockHashWithGroupId(BlockHashWithGroupId&&) noexcept = default;
   BlockHashWithGroupId& operator=(BlockHashWithGroupId&&) noexcept = default;
 
+  // *this = BlockHashWithGroupId(hash_bytes, group_id), in place: a sha256 digest (the common
+  // key) is written inline without constructing a temporary.
+  void assign(std::span<const uint8_t> hash_bytes, uint32_t group_id) {
+    if (hash_bytes.size() != 32) {
+      *this = BlockHashWithGroupId(hash_bytes, group_id);
+      return;
+    }
+    heap_.reset();
+    size_ = 36;
+    std::memcpy(inline_.data(), hash_bytes.data(), 32);
+    const uint32_t big_endian = __builtin_bswap32(group_id);
+    std::memcpy(inline_.data() + 32, &big_endian, 4);
+  }
+
   bool empty() const { return size_ == 0; }
   void reset() { size_ = 0; }
   size_t size() const { return size_; }

@@ -66,7 +66,7 @@ void BlockPool::cache_full_blocks(const Request& request, std::span<const BlockI
     if (blk.is_null) continue;
     KVTWIN_CHECK(blk.block_hash.empty()) << "block " << blk.block_id << " already has a hash";
     std::span<const uint8_t> h = hashes.at(i, &scratch_);
-    blk.block_hash = BlockHashWithGroupId(h, static_cast<uint32_t>(group_id));
+    blk.block_hash.assign(h, static_cast<uint32_t>(group_id));
     cached_.insert(blocks_, blk.block_id, prefix_key_hash64(h, static_cast<uint32_t>(group_id)));
     if (events) stored.block_hashes.push_back(external_hash(h));
   }

@@ -98,5 +98,23 @@ TEST(BlockHashToBlockMap, MergedKeysLongerThanTheInlineBufferWork) {
   EXPECT_EQ(f.blocks[3].block_hash.group_id(), 2u);
 }
 
+TEST(BlockHashWithGroupId, AssignInPlaceGivesTheSameKeyAsConstruction) {
+  // Digest sizes of xxh3-128, sha256 and a merged pair (past the inline buffer), over a key that
+  // held another size before, so that stale bytes or a stale heap buffer would show.
+  for (size_t n : {16u, 32u, 64u}) {
+    for (size_t before : {16u, 32u, 64u}) {
+      std::vector<uint8_t> bytes(n), old(before, 0xee);
+      for (size_t i = 0; i < n; ++i) bytes[i] = static_cast<uint8_t>(7 * i + n);
+      BlockHashWithGroupId key(old, 9);
+      key.assign(bytes, 0x01020304u);
+      BlockHashWithGroupId expected(bytes, 0x01020304u);
+      EXPECT_TRUE(key == expected) << n << " after " << before;
+      EXPECT_EQ(key.group_id(), 0x01020304u);
+      EXPECT_TRUE(key.matches(bytes, 0x01020304u));
+      EXPECT_EQ(key.hex(), expected.hex());
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kvtwin::model::vllm
