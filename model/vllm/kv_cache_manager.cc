@@ -46,12 +46,10 @@ RequestSlot KVCacheManager::find_or_create_slot(const std::string& request_id) {
   } else {
     slot = static_cast<RequestSlot>(slot_ids_.size());
     slot_ids_.emplace_back();
-    slot_live_.push_back(0);
     slot_stamp_.push_back(0);
     coordinator_->reserve_slot(slot);
   }
   slot_ids_[static_cast<size_t>(slot)] = request_id;
-  slot_live_[static_cast<size_t>(slot)] = 1;
   slot_stamp_[static_cast<size_t>(slot)] = next_slot_stamp();
   it->second = slot;
   return slot;
@@ -71,7 +69,6 @@ RequestSlot KVCacheManager::slot_of(Request& request) {
 void KVCacheManager::release_slot(RequestSlot slot) {
   slot_of_.erase(slot_ids_[static_cast<size_t>(slot)]);
   slot_ids_[static_cast<size_t>(slot)].clear();
-  slot_live_[static_cast<size_t>(slot)] = 0;
   slot_stamp_[static_cast<size_t>(slot)] = 0;
   free_slots_.push_back(slot);
 }
@@ -193,7 +190,7 @@ std::vector<std::pair<std::string, std::vector<std::optional<int>>>>
 KVCacheManager::num_cached_blocks() const {
   std::vector<std::pair<std::string, std::vector<std::optional<int>>>> out;
   for (size_t s = 0; s < slot_ids_.size(); ++s) {
-    if (!slot_live_[s]) continue;
+    if (slot_stamp_[s] == 0) continue;  // a free slot
     std::vector<std::optional<int>> per_group;
     bool any = false;
     for (int g = 0; g < coordinator_->num_groups(); ++g) {
@@ -211,8 +208,10 @@ void KVCacheManager::check_invariants() const {
   const BlockPool& pool = block_pool();
   std::vector<int64_t> holders(static_cast<size_t>(pool.num_gpu_blocks()), 0);
   for (size_t s = 0; s < slot_ids_.size(); ++s) {
-    KVTWIN_CHECK_EQ(slot_stamp_[s] != 0, slot_live_[s] != 0) << "slot " << s << " stamp";
-    if (!slot_live_[s]) continue;
+    if (slot_stamp_[s] == 0) {  // a free slot: no id, so no map entry leads to it
+      KVTWIN_CHECK(slot_ids_[s].empty()) << "free slot " << s << " keeps id " << slot_ids_[s];
+      continue;
+    }
     KVTWIN_CHECK_EQ(find_slot(slot_ids_[s]), static_cast<RequestSlot>(s));
     for (int g = 0; g < coordinator_->num_groups(); ++g)
       for (BlockId b : coordinator_->manager(g).req_blocks(static_cast<RequestSlot>(s)))

@@ -157,9 +157,9 @@ class KVCacheManager {
   // Request id → slot for requests with (possible) per-manager state.
   std::unordered_map<std::string, RequestSlot> slot_of_;
   std::vector<std::string> slot_ids_;
-  std::vector<uint8_t> slot_live_;
-  // Per slot: a process-unique stamp given when the slot is (re)assigned, 0 while free; a
-  // Request's cached handle is valid iff it carries the same stamp.
+  // Per slot: a process-unique stamp given when the slot is (re)assigned, 0 while free (so a
+  // slot is live iff its stamp is not 0); a Request's cached handle is valid iff it carries the
+  // same stamp.
   std::vector<uint64_t> slot_stamp_;
   std::vector<RequestSlot> free_slots_;
 };
