@@ -114,6 +114,28 @@ inline uint8_t* cbor_int_at(uint8_t* p, int64_t v) {
                 : cbor_head_at(p, 1, static_cast<uint64_t>(-(v + 1)));
 }
 
+// cbor_int_at for a token, without a branch on its magnitude when 0 <= v < 2^32 (every real
+// vocabulary): with k = (v >= 24) + (v > 0xff) + (v > 0xffff) the item is
+//
+//   k = 0: [v]                 k = 2: [19, v>>8, v]
+//   k = 1: [18, v]             k = 3: [1a, v>>24, v>>16, v>>8, v]   (big-endian payload)
+//
+// written as one 8-byte little-endian store of head | payload << 8, the pointer then advancing
+// by 1 + {0, 1, 2, 4}[k]. REQUIRES: 8 writable bytes at p (9 reserved per token suffice).
+inline uint8_t* cbor_token_at(uint8_t* p, int64_t v) {
+  if (static_cast<uint64_t>(v) > 0xffffffffULL) return cbor_int_at(p, v);  // rare: negative/huge
+  static constexpr uint8_t kPayloadBytes[4] = {0, 1, 2, 4};
+  const auto u = static_cast<uint32_t>(v);
+  const unsigned k = static_cast<unsigned>(u >= 24) + static_cast<unsigned>(u > 0xff) +
+                     static_cast<unsigned>(u > 0xffff);
+  const unsigned n = kPayloadBytes[k];
+  const uint64_t head = k == 0 ? u : 0x17 + k;
+  const uint64_t payload = static_cast<uint64_t>(__builtin_bswap32(u)) >> (32 - 8 * n);
+  const uint64_t word = head | payload << 8;
+  std::memcpy(p, &word, sizeof word);
+  return p + 1 + n;
+}
+
 }  // namespace
 
 void encode_block_key_cbor(std::span<const uint8_t> parent, std::span<const TokenId> tokens,
@@ -123,9 +145,9 @@ void encode_block_key_cbor(std::span<const uint8_t> parent, std::span<const Toke
   cbor_head(4, tokens.size(), out);
   // Tokens through a raw pointer into room for the longest encoding (9 bytes each).
   size_t at = out->size();
-  out->resize(at + 9 * tokens.size());
+  out->resize(at + 9 * tokens.size());  // 9 bytes per token also cover each 8-byte store
   uint8_t* p = out->data() + at;
-  for (TokenId t : tokens) p = cbor_int_at(p, t);
+  for (TokenId t : tokens) p = cbor_token_at(p, t);
   out->resize(static_cast<size_t>(p - out->data()));
   if (extra_keys == nullptr) {
     out->push_back(0xf6);
@@ -297,19 +319,35 @@ class PickleWriter {
 
 namespace {
 
+// One int32 token as BININT1 (u <= 0xff), BININT2 (u <= 0xffff) or BININT (the rest, negative
+// int32s included: u is their two's complement), without a branch on the magnitude: the opcode
+// and the token's little-endian bytes go out as one 8-byte store and the pointer advances by the
+// opcode's length. REQUIRES: t fits int32; 8 writable bytes at p.
+inline uint8_t* pickle_int32_at(uint8_t* p, int64_t t) {
+  static constexpr uint8_t kOpcode[3] = {kBinInt1, kBinInt2, kBinInt};
+  static constexpr uint8_t kLength[3] = {2, 3, 5};
+  const auto u = static_cast<uint32_t>(t);
+  const unsigned k = static_cast<unsigned>(u > 0xff) + static_cast<unsigned>(u > 0xffff);
+  const uint64_t word = kOpcode[k] | static_cast<uint64_t>(u) << 8;
+  std::memcpy(p, &word, sizeof word);
+  return p + kLength[k];
+}
+
+// Bytes pickle_small_key_at may touch for a key of n tokens: the encoding (5 bytes per token at
+// most) plus 3 bytes past the last token's 5 for its 8-byte store.
+constexpr size_t pickle_small_key_room(size_t parent_size, size_t n) {
+  return 2 + kFrameHeaderSize + 3 + parent_size + 1 + 5 * n + 3 + 2 + 4;
+}
+
 // The common key (no extra keys, int32 tokens, parent under 256 bytes, one frame) written
-// straight into the buffer: the same bytes as PickleWriter, without a size check per byte.
-// Returns false, writing nothing, when the key is not of that shape.
-bool encode_block_key_pickle_small(std::span<const uint8_t> parent, std::span<const TokenId> tokens,
-                                   const ExtraKeys* extra_keys, std::vector<uint8_t>* out) {
+// straight at p: the same bytes as PickleWriter, without a size check per byte. Returns the end
+// of the key, or nullptr when the key is not of that shape (what was written is then garbage).
+// REQUIRES: pickle_small_key_room(parent.size(), tokens.size()) writable bytes at p.
+uint8_t* pickle_small_key_at(uint8_t* p, std::span<const uint8_t> parent,
+                             std::span<const TokenId> tokens, const ExtraKeys* extra_keys) {
   // 5 bytes per BININT: 4,096 tokens stay well inside one 64 KiB frame.
   constexpr size_t kMaxTokens = 4096;
-  if (extra_keys != nullptr || tokens.size() > kMaxTokens || parent.size() > 0xff) return false;
-  for (TokenId t : tokens)
-    if (t < INT32_MIN || t > INT32_MAX) return false;
-  const size_t base = out->size();
-  out->resize(base + 2 + kFrameHeaderSize + 3 + parent.size() + 1 + 5 * tokens.size() + 2 + 4);
-  uint8_t* p = out->data() + base;
+  if (extra_keys != nullptr || tokens.size() > kMaxTokens || parent.size() > 0xff) return nullptr;
   *p++ = kProto;
   *p++ = 5;
   uint8_t* frame = p;
@@ -323,18 +361,8 @@ bool encode_block_key_pickle_small(std::span<const uint8_t> parent, std::span<co
   const size_t n = tokens.size();
   if (n > 3) *p++ = kMark;
   for (TokenId t : tokens) {
-    if (t >= 0 && t <= 0xff) {
-      *p++ = kBinInt1;
-      *p++ = static_cast<uint8_t>(t);
-    } else if (t >= 0 && t <= 0xffff) {
-      *p++ = kBinInt2;
-      *p++ = static_cast<uint8_t>(t);
-      *p++ = static_cast<uint8_t>(t >> 8);
-    } else {
-      uint32_t u = static_cast<uint32_t>(t);
-      *p++ = kBinInt;
-      for (int i = 0; i < 4; ++i) *p++ = static_cast<uint8_t>(u >> (8 * i));
-    }
+    if (t != static_cast<int32_t>(t)) return nullptr;  // LONG1 territory: PickleWriter's job
+    p = pickle_int32_at(p, t);
   }
   if (n == 0) {
     *p++ = kEmptyTuple;
@@ -349,8 +377,16 @@ bool encode_block_key_pickle_small(std::span<const uint8_t> parent, std::span<co
   const uint64_t len = static_cast<uint64_t>(p - body);
   frame[0] = kFrame;
   for (int i = 0; i < 8; ++i) frame[1 + i] = static_cast<uint8_t>(len >> (8 * i));
-  out->resize(static_cast<size_t>(p - out->data()));
-  return true;
+  return p;
+}
+
+bool encode_block_key_pickle_small(std::span<const uint8_t> parent, std::span<const TokenId> tokens,
+                                   const ExtraKeys* extra_keys, std::vector<uint8_t>* out) {
+  const size_t base = out->size();
+  out->resize(base + pickle_small_key_room(parent.size(), tokens.size()));
+  uint8_t* end = pickle_small_key_at(out->data() + base, parent, tokens, extra_keys);
+  out->resize(end == nullptr ? base : static_cast<size_t>(end - out->data()));
+  return end != nullptr;
 }
 
 }  // namespace
@@ -432,9 +468,14 @@ BlockHash BlockHasher::hash_block_tokens(const BlockHash& parent, std::span<cons
     std::memcpy(q, p.data(), p.size());
     q += p.size();
     q = cbor_head_at(q, 4, tokens.size());
-    for (TokenId t : tokens) q = cbor_int_at(q, t);
+    for (TokenId t : tokens) q = cbor_token_at(q, t);
     *q++ = 0xf6;
     return digest_bytes(fn_, {buf, static_cast<size_t>(q - buf)});
+  }
+  if (!hash_fn_uses_cbor(fn_) && tokens.size() <= 256) {
+    uint8_t buf[pickle_small_key_room(BlockHash::kMaxSize, 256)];
+    if (const uint8_t* end = pickle_small_key_at(buf, p.bytes(), tokens, extra_keys))
+      return digest_bytes(fn_, {buf, static_cast<size_t>(end - buf)});
   }
   scratch_.clear();
   if (hash_fn_uses_cbor(fn_)) {

@@ -113,6 +113,74 @@ TEST(CborEncoder, ShortestIntFormsAndNone) {
             "1b00000001000000002037381838ff390100f6");
 }
 
+// RFC 8949 §4.2.1's shortest head, written the plain way (an independent check of the encoder's
+// branch-free token writer).
+void reference_cbor_head(uint8_t major, uint64_t u, std::vector<uint8_t>* out) {
+  const int extra = u < 24 ? 0 : u <= 0xff ? 1 : u <= 0xffff ? 2 : u <= 0xffffffffULL ? 4 : 8;
+  const int info = extra == 0   ? static_cast<int>(u)
+                   : extra == 1 ? 24
+                   : extra == 2 ? 25
+                   : extra == 4 ? 26
+                                : 27;
+  out->push_back(static_cast<uint8_t>(major << 5 | info));
+  for (int i = extra - 1; i >= 0; --i) out->push_back(static_cast<uint8_t>(u >> (8 * i)));
+}
+
+RC_GTEST_PROP(CborEncoder, TokenArraysMatchAPlainShortestFormWriter, ()) {
+  const auto gen_token = rc::gen::oneOf(
+      rc::gen::inRange<TokenId>(0, 30), rc::gen::inRange<TokenId>(0, 300),
+      rc::gen::inRange<TokenId>(0, 70000), rc::gen::inRange<TokenId>(0, 1LL << 33),
+      rc::gen::arbitrary<TokenId>(),
+      rc::gen::element<TokenId>(0, 23, 24, 255, 256, 65535, 65536, 4294967295LL, 4294967296LL, -1,
+                                -24, -25, -256, -257, INT64_MIN, INT64_MAX));
+  const auto tokens = *rc::gen::container<std::vector<TokenId>>(gen_token);
+  std::vector<uint8_t> parent(16, 0xcd);
+  std::vector<uint8_t> expected = parent;  // 83, then the parent as a 16-byte string (50 ...)
+  expected.insert(expected.begin(), {0x83, 0x50});
+  reference_cbor_head(4, tokens.size(), &expected);
+  for (TokenId t : tokens) {
+    if (t >= 0) {
+      reference_cbor_head(0, static_cast<uint64_t>(t), &expected);
+    } else {
+      reference_cbor_head(1, static_cast<uint64_t>(-(t + 1)), &expected);
+    }
+  }
+  expected.push_back(0xf6);
+  std::vector<uint8_t> out;
+  encode_block_key_cbor(parent, tokens, nullptr, &out);
+  RC_ASSERT(out == expected);
+}
+
+// hash_block_tokens encodes the common key on the stack; it must digest exactly the bytes the
+// public encoders write, for every hash function, token width and length (past the 256-token
+// stack limit too), with and without extra keys.
+RC_GTEST_PROP(BlockHasher, HashesTheBytesThePublicEncodersWrite, ()) {
+  const auto fn =
+      *rc::gen::element(HashFn::kSha256, HashFn::kSha256Cbor, HashFn::kXxhash, HashFn::kXxhashCbor);
+  const auto gen_token = rc::gen::oneOf(
+      rc::gen::inRange<TokenId>(0, 256), rc::gen::inRange<TokenId>(0, 131072),
+      rc::gen::inRange<TokenId>(INT32_MIN, INT32_MAX),
+      rc::gen::element<TokenId>(-1, 255, 256, 65535, 65536, INT32_MAX, 1LL << 32, INT64_MIN));
+  const size_t n = *rc::gen::oneOf(rc::gen::inRange<size_t>(0, 20),
+                                   rc::gen::element<size_t>(16u, 255u, 256u, 257u, 600u));
+  std::vector<TokenId> tokens;
+  for (size_t i = 0; i < n; ++i) tokens.push_back(*gen_token);
+  const bool with_keys = *rc::gen::inRange(0, 4) == 0;
+  ExtraKeys keys = {{"lora"}, {"salt"}};
+  BlockHasher hasher(fn, none_hash(fn, "0"));
+  const bool first = *rc::gen::arbitrary<bool>();
+  BlockHash parent = first ? BlockHash() : digest_bytes(fn, parent32());
+  const BlockHash& p = first ? hasher.none_hash() : parent;
+  std::vector<uint8_t> bytes;
+  if (hash_fn_uses_cbor(fn)) {
+    encode_block_key_cbor(p.bytes(), tokens, with_keys ? &keys : nullptr, &bytes);
+  } else {
+    encode_block_key_pickle(p.bytes(), tokens, with_keys ? &keys : nullptr, &bytes);
+  }
+  RC_ASSERT(hasher.hash_block_tokens(parent, tokens, with_keys ? &keys : nullptr) ==
+            digest_bytes(fn, bytes));
+}
+
 TEST(CborEncoder, ExtraKeysAsTextAndByteStrings) {
   std::vector<uint8_t> out;
   ExtraKeys extra = {{"ab"}, {std::string("\x01\x02", 2), true}};
