@@ -6,6 +6,7 @@
 #include <openssl/sha.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace kvtwin::model::vllm {
@@ -136,6 +137,33 @@ inline uint8_t* cbor_token_at(uint8_t* p, int64_t v) {
   return p + 1 + n;
 }
 
+// True when every token lies in [0x100, 0xffff], so that each one has the same 3-byte form in
+// both encodings (CBOR 19 hi lo, pickle BININT2 4d lo hi). With vocabularies under 64 k nearly
+// every block qualifies, and a min/max reduction (vectorised) then a fixed stride beats the
+// per-token width computation; larger vocabularies mix widths and take the general writers.
+inline bool all_two_byte_tokens(std::span<const TokenId> tokens) {
+  TokenId lo = INT64_MAX, hi = INT64_MIN;
+  for (TokenId t : tokens) {
+    lo = std::min(lo, t);
+    hi = std::max(hi, t);
+  }
+  return lo >= 0x100 && hi <= 0xffff;
+}
+
+// The token array's items (after its head). REQUIRES: 9 writable bytes per token at p.
+inline uint8_t* cbor_tokens_at(uint8_t* p, std::span<const TokenId> tokens) {
+  if (all_two_byte_tokens(tokens)) {
+    for (TokenId t : tokens) {
+      const uint32_t word = 0x19u | uint32_t{__builtin_bswap16(static_cast<uint16_t>(t))} << 8;
+      std::memcpy(p, &word, sizeof word);
+      p += 3;
+    }
+    return p;
+  }
+  for (TokenId t : tokens) p = cbor_token_at(p, t);
+  return p;
+}
+
 }  // namespace
 
 void encode_block_key_cbor(std::span<const uint8_t> parent, std::span<const TokenId> tokens,
@@ -147,7 +175,7 @@ void encode_block_key_cbor(std::span<const uint8_t> parent, std::span<const Toke
   size_t at = out->size();
   out->resize(at + 9 * tokens.size());  // 9 bytes per token also cover each 8-byte store
   uint8_t* p = out->data() + at;
-  for (TokenId t : tokens) p = cbor_token_at(p, t);
+  p = cbor_tokens_at(p, tokens);
   out->resize(static_cast<size_t>(p - out->data()));
   if (extra_keys == nullptr) {
     out->push_back(0xf6);
@@ -360,9 +388,17 @@ uint8_t* pickle_small_key_at(uint8_t* p, std::span<const uint8_t> parent,
   *p++ = kMemoize;
   const size_t n = tokens.size();
   if (n > 3) *p++ = kMark;
-  for (TokenId t : tokens) {
-    if (t != static_cast<int32_t>(t)) return nullptr;  // LONG1 territory: PickleWriter's job
-    p = pickle_int32_at(p, t);
+  if (all_two_byte_tokens(tokens)) {
+    for (TokenId t : tokens) {
+      const uint32_t word = kBinInt2 | static_cast<uint32_t>(t) << 8;
+      std::memcpy(p, &word, sizeof word);
+      p += 3;
+    }
+  } else {
+    for (TokenId t : tokens) {
+      if (t != static_cast<int32_t>(t)) return nullptr;  // LONG1 territory: PickleWriter's job
+      p = pickle_int32_at(p, t);
+    }
   }
   if (n == 0) {
     *p++ = kEmptyTuple;
@@ -468,7 +504,7 @@ BlockHash BlockHasher::hash_block_tokens(const BlockHash& parent, std::span<cons
     std::memcpy(q, p.data(), p.size());
     q += p.size();
     q = cbor_head_at(q, 4, tokens.size());
-    for (TokenId t : tokens) q = cbor_token_at(q, t);
+    q = cbor_tokens_at(q, tokens);
     *q++ = 0xf6;
     return digest_bytes(fn_, {buf, static_cast<size_t>(q - buf)});
   }

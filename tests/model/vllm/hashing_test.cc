@@ -38,7 +38,12 @@ RC_GTEST_PROP(PickleEncoder, PlainKeysMatchTheGeneralWriter, ()) {
                                    rc::gen::element<size_t>(4096u, 4097u, 13200u, 13500u));
   const bool wide = *rc::gen::inRange(0, 10) == 0;  // some blocks with a 64-bit token
   std::vector<TokenId> tokens;
-  for (size_t i = 0; i < n; ++i) tokens.push_back(wide || i % 2 ? *gen_token : i % 300);
+  const bool three_byte = *rc::gen::inRange(0, 4) == 0;  // every token 256..65535: fixed stride
+  for (size_t i = 0; i < n; ++i) {
+    tokens.push_back(three_byte      ? *rc::gen::inRange<TokenId>(0x100, 0x10000)
+                     : wide || i % 2 ? *gen_token
+                                     : static_cast<TokenId>(i % 300));
+  }
   const size_t parent_size = *rc::gen::element<size_t>(16u, 32u);
   std::vector<uint8_t> parent(parent_size, 0xab);
   std::vector<uint8_t> plain{0x01}, general{0x01};  // appends after existing bytes
@@ -133,7 +138,11 @@ RC_GTEST_PROP(CborEncoder, TokenArraysMatchAPlainShortestFormWriter, ()) {
       rc::gen::arbitrary<TokenId>(),
       rc::gen::element<TokenId>(0, 23, 24, 255, 256, 65535, 65536, 4294967295LL, 4294967296LL, -1,
                                 -24, -25, -256, -257, INT64_MIN, INT64_MAX));
-  const auto tokens = *rc::gen::container<std::vector<TokenId>>(gen_token);
+  // A third of the blocks from a vocabulary whose tokens all take 3 bytes (the fixed-stride path).
+  const auto tokens =
+      *rc::gen::inRange(0, 3) == 0
+          ? *rc::gen::container<std::vector<TokenId>>(rc::gen::inRange<TokenId>(0x100, 0x10000))
+          : *rc::gen::container<std::vector<TokenId>>(gen_token);
   std::vector<uint8_t> parent(16, 0xcd);
   std::vector<uint8_t> expected = parent;  // 83, then the parent as a 16-byte string (50 ...)
   expected.insert(expected.begin(), {0x83, 0x50});
@@ -164,7 +173,9 @@ RC_GTEST_PROP(BlockHasher, HashesTheBytesThePublicEncodersWrite, ()) {
   const size_t n = *rc::gen::oneOf(rc::gen::inRange<size_t>(0, 20),
                                    rc::gen::element<size_t>(16u, 255u, 256u, 257u, 600u));
   std::vector<TokenId> tokens;
-  for (size_t i = 0; i < n; ++i) tokens.push_back(*gen_token);
+  const bool three_byte = *rc::gen::inRange(0, 3) == 0;  // every token 256..65535: fixed stride
+  for (size_t i = 0; i < n; ++i)
+    tokens.push_back(three_byte ? *rc::gen::inRange<TokenId>(0x100, 0x10000) : *gen_token);
   const bool with_keys = *rc::gen::inRange(0, 4) == 0;
   ExtraKeys keys = {{"lora"}, {"salt"}};
   BlockHasher hasher(fn, none_hash(fn, "0"));
