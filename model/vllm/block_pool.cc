@@ -13,6 +13,7 @@ BlockPool::BlockPool(const BlockPoolOptions& options)
   KVTWIN_CHECK(options.num_gpu_blocks > 0) << "num_gpu_blocks " << options.num_gpu_blocks;
   KVTWIN_CHECK(options.hash_block_size > 0) << "hash_block_size " << options.hash_block_size;
   blocks_.resize(static_cast<size_t>(options.num_gpu_blocks));
+  ref_cnt_.assign(blocks_.size(), 0);
   for (size_t i = 0; i < blocks_.size(); ++i) blocks_[i].block_id = static_cast<BlockId>(i);
   // The placeholder block: popped once, never freed, ref_cnt not maintained.
   null_block_ = free_block_queue_.popleft();
@@ -115,9 +116,9 @@ void BlockPool::get_new_blocks(int n, std::vector<BlockId>* out) {
     if (caching && i + kSlotAhead < n) cached_.prefetch_pop_slot(ids[i + kSlotAhead]);
     BlockId b = ids[i];
     if (caching) maybe_evict_cached_block(b);
-    KVCacheBlock& blk = blocks_[static_cast<size_t>(b)];
-    KVTWIN_CHECK_EQ(blk.ref_cnt, 0) << "allocated block " << b << " was in use";
-    blk.ref_cnt = 1;
+    int32_t& ref_cnt = ref_cnt_[static_cast<size_t>(b)];
+    KVTWIN_CHECK_EQ(ref_cnt, 0) << "allocated block " << b << " was in use";
+    ref_cnt = 1;
   }
 }
 
@@ -137,28 +138,26 @@ bool BlockPool::maybe_evict_cached_block(BlockId b) {
 
 void BlockPool::touch(std::span<const BlockId> blocks) {
   for (BlockId b : blocks) {
-    KVCacheBlock& blk = blocks_[static_cast<size_t>(b)];
-    if (blk.ref_cnt == 0 && !blk.is_null) free_block_queue_.remove(b);
-    ++blk.ref_cnt;
+    int32_t& ref_cnt = ref_cnt_[static_cast<size_t>(b)];
+    if (ref_cnt == 0 && b != null_block_) free_block_queue_.remove(b);
+    ++ref_cnt;
   }
 }
 
 void BlockPool::free_blocks(std::span<const BlockId> ordered_blocks) {
-  for (BlockId b : ordered_blocks) --blocks_[static_cast<size_t>(b)].ref_cnt;
+  for (BlockId b : ordered_blocks) --ref_cnt_[static_cast<size_t>(b)];
   to_append_.clear();
-  for (BlockId b : ordered_blocks) {
-    const KVCacheBlock& blk = blocks_[static_cast<size_t>(b)];
-    if (blk.ref_cnt == 0 && !blk.is_null) to_append_.push_back(b);
-  }
+  for (BlockId b : ordered_blocks)
+    if (ref_cnt_[static_cast<size_t>(b)] == 0 && b != null_block_) to_append_.push_back(b);
   free_block_queue_.append_n(to_append_);
 }
 
 void BlockPool::free_blocks_reversed(std::span<const BlockId> blocks) {
-  for (BlockId b : blocks) --blocks_[static_cast<size_t>(b)].ref_cnt;
+  for (BlockId b : blocks) --ref_cnt_[static_cast<size_t>(b)];
   to_append_.clear();
   for (size_t i = blocks.size(); i-- > 0;) {
-    const KVCacheBlock& blk = blocks_[static_cast<size_t>(blocks[i])];
-    if (blk.ref_cnt == 0 && !blk.is_null) to_append_.push_back(blocks[i]);
+    BlockId b = blocks[i];
+    if (ref_cnt_[static_cast<size_t>(b)] == 0 && b != null_block_) to_append_.push_back(b);
   }
   free_block_queue_.append_n(to_append_);
 }
@@ -202,18 +201,20 @@ void BlockPool::check_invariants() const {
   cached_.check_invariants(blocks_);
   for (const KVCacheBlock& blk : blocks_) {
     bool queued = free_block_queue_.contains(blk.block_id);
+    const int32_t ref_cnt = ref_cnt_[static_cast<size_t>(blk.block_id)];
+    KVTWIN_CHECK_EQ(blk.is_null, blk.block_id == null_block_) << "block " << blk.block_id;
     if (blk.is_null) {
       KVTWIN_CHECK(!queued) << "the null block is in the free queue";
       KVTWIN_CHECK(blk.block_hash.empty()) << "the null block has a hash";
       continue;
     }
-    KVTWIN_CHECK_GE(blk.ref_cnt, 0) << "block " << blk.block_id;
+    KVTWIN_CHECK_GE(ref_cnt, 0) << "block " << blk.block_id;
     if (detached_[static_cast<size_t>(blk.block_id)]) {
-      KVTWIN_CHECK(!queued && blk.ref_cnt == 0) << "sink block " << blk.block_id << " reused";
+      KVTWIN_CHECK(!queued && ref_cnt == 0) << "sink block " << blk.block_id << " reused";
       continue;
     }
-    KVTWIN_CHECK_EQ(queued, blk.ref_cnt == 0)
-        << "block " << blk.block_id << " ref_cnt " << blk.ref_cnt << " vs free-queue membership";
+    KVTWIN_CHECK_EQ(queued, ref_cnt == 0)
+        << "block " << blk.block_id << " ref_cnt " << ref_cnt << " vs free-queue membership";
   }
 }
 

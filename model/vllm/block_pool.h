@@ -52,6 +52,10 @@ class BlockPool {
   BlockId null_block() const { return null_block_; }
   std::span<const KVCacheBlock> blocks() const { return blocks_; }
   const KVCacheBlock& block(BlockId b) const { return blocks_[static_cast<size_t>(b)]; }
+  // Number of requests holding block b (upstream's KVCacheBlock.ref_cnt; the null block's drifts,
+  // see kv_cache_block.h). Kept in a dense array indexed by block id.
+  int32_t ref_cnt(BlockId b) const { return ref_cnt_[static_cast<size_t>(b)]; }
+  std::span<const int32_t> ref_cnts() const { return ref_cnt_; }
   const FreeKVCacheBlockQueue& free_block_queue() const { return free_block_queue_; }
   // Mutable access for SinkFullAttentionManager, which pops its sink blocks directly.
   FreeKVCacheBlockQueue& mutable_free_block_queue() { return free_block_queue_; }
@@ -116,6 +120,7 @@ class BlockPool {
 
   BlockPoolOptions options_;
   std::vector<KVCacheBlock> blocks_;
+  std::vector<int32_t> ref_cnt_;  // by block id
   FreeKVCacheBlockQueue free_block_queue_;
   BlockHashToBlockMap cached_;
   BlockId null_block_;

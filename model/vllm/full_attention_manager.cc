@@ -70,7 +70,7 @@ int FullAttentionManager::get_num_common_prefix_blocks(RequestSlot slot) {
   const std::vector<BlockId>& blocks = req_blocks_entry(slot);
   int n = 0;
   for (BlockId b : blocks) {
-    if (block_pool_->block(b).ref_cnt != num_req_entries_) break;
+    if (block_pool_->ref_cnt(b) != num_req_entries_) break;
     ++n;
   }
   return n;

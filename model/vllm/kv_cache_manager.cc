@@ -220,7 +220,7 @@ void KVCacheManager::check_invariants() const {
   KVTWIN_CHECK_EQ(slot_of_.size() + free_slots_.size(), slot_ids_.size());
   for (const KVCacheBlock& blk : pool.blocks()) {
     if (blk.is_null) continue;
-    KVTWIN_CHECK_EQ(blk.ref_cnt, holders[static_cast<size_t>(blk.block_id)])
+    KVTWIN_CHECK_EQ(pool.ref_cnt(blk.block_id), holders[static_cast<size_t>(blk.block_id)])
         << "block " << blk.block_id << ": ref_cnt differs from the number of holders";
   }
 }

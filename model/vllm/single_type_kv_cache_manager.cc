@@ -61,10 +61,8 @@ std::optional<int> SingleTypeKVCacheManager::num_cached_block(RequestSlot slot) 
 int SingleTypeKVCacheManager::count_evictable_blocks(const BlockPool& pool,
                                                      std::span<const BlockId> blocks) {
   int n = 0;
-  for (BlockId b : blocks) {
-    const KVCacheBlock& blk = pool.block(b);
-    n += blk.ref_cnt == 0 && !blk.is_null;
-  }
+  const BlockId null_block = pool.null_block();
+  for (BlockId b : blocks) n += pool.ref_cnt(b) == 0 && b != null_block;
   return n;
 }
 
@@ -194,7 +192,7 @@ void SingleTypeKVCacheManager::check_invariants() const {
     for (BlockId b : s.blocks) {
       KVTWIN_CHECK(b >= 0 && b < block_pool_->num_gpu_blocks()) << "invalid block id " << b;
       if (b != null_block_)
-        KVTWIN_CHECK_GE(block_pool_->block(b).ref_cnt, 1) << "held block " << b << " is free";
+        KVTWIN_CHECK_GE(block_pool_->ref_cnt(b), 1) << "held block " << b << " is free";
     }
   }
   KVTWIN_CHECK_EQ(entries, num_req_entries_) << "req_to_blocks entry count out of sync";

@@ -250,7 +250,7 @@ void write_event(const mv::KVCacheEvent& event, JsonWriter* w) {
 void write_pool_state(const mv::KVCacheManager& m, bool with_hash_map, JsonWriter* w) {
   const mv::BlockPool& pool = m.block_pool();
   w->begin_object().key("ref_cnt").begin_array();
-  for (const auto& b : pool.blocks()) w->value(static_cast<int64_t>(b.ref_cnt));
+  for (int32_t ref_cnt : pool.ref_cnts()) w->value(static_cast<int64_t>(ref_cnt));
   w->end_array().key("block_hash").begin_array();
   for (const auto& b : pool.blocks()) {
     if (b.block_hash.empty()) {

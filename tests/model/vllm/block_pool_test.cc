@@ -92,19 +92,19 @@ TEST(BlockPool, TouchingAFreeCachedBlockTakesItOutOfTheQueue) {
   pool.get_new_blocks(2, &a);
   pool.free_blocks(a);
   pool.touch(Ids{2});
-  EXPECT_EQ(pool.block(2).ref_cnt, 1);
+  EXPECT_EQ(pool.ref_cnt(2), 1);
   EXPECT_EQ(pool.free_block_queue().get_all_free_blocks(), (Ids{3, 1}));
   pool.touch(Ids{2});
-  EXPECT_EQ(pool.block(2).ref_cnt, 2);
+  EXPECT_EQ(pool.ref_cnt(2), 2);
   pool.check_invariants();
 }
 
 TEST(BlockPool, TouchAndFreeOfTheNullBlockDriftItsCounter) {
   BlockPool pool = make_pool(3);
   pool.touch(Ids{0, 0});
-  EXPECT_EQ(pool.block(0).ref_cnt, 2);
+  EXPECT_EQ(pool.ref_cnt(0), 2);
   pool.free_blocks(Ids{0, 0, 0});
-  EXPECT_EQ(pool.block(0).ref_cnt, -1);
+  EXPECT_EQ(pool.ref_cnt(0), -1);
   EXPECT_EQ(pool.get_num_free_blocks(), 2);
   pool.check_invariants();
 }
@@ -156,7 +156,7 @@ TEST(BlockPool, EvictBlocksStripsHashesEvenOfBlocksInUse) {
   pool.cache_full_blocks(req, blocks, 0, 1, 4, 0);
   pool.evict_blocks(blocks);
   EXPECT_TRUE(pool.block(blocks[0]).block_hash.empty());
-  EXPECT_EQ(pool.block(blocks[0]).ref_cnt, 1);
+  EXPECT_EQ(pool.ref_cnt(blocks[0]), 1);
   EXPECT_EQ(pool.cached_block_hash_to_block().size(), 0);
   EXPECT_THROW(pool.evict_blocks(Ids{3}), CheckFailedError);
   pool.check_invariants();

@@ -69,8 +69,7 @@ RC_GTEST_PROP(KVCacheManagerProperty, FreeReturnsExactlyWhatWasAllocated, ()) {
   std::vector<BlockId> queue_before;
   std::vector<std::vector<BlockId>> tables;
   s.before_free = [&](SimRequest& r) {
-    refs_before.clear();
-    for (const auto& b : m.block_pool().blocks()) refs_before.push_back(b.ref_cnt);
+    refs_before.assign(m.block_pool().ref_cnts().begin(), m.block_pool().ref_cnts().end());
     queue_before = m.block_pool().free_block_queue().get_all_free_blocks();
     tables = m.get_block_ids(r.request->request_id());
   };
@@ -80,8 +79,8 @@ RC_GTEST_PROP(KVCacheManagerProperty, FreeReturnsExactlyWhatWasAllocated, ()) {
     std::vector<BlockId> expected_tail;
     for (const auto& table : tables)
       for (BlockId b : table) ++held[b];
-    std::vector<int32_t> refs_after;
-    for (const auto& b : m.block_pool().blocks()) refs_after.push_back(b.ref_cnt);
+    std::vector<int32_t> refs_after(m.block_pool().ref_cnts().begin(),
+                                    m.block_pool().ref_cnts().end());
     for (size_t b = 0; b < refs_after.size(); ++b) {
       int n = held.count(static_cast<BlockId>(b)) ? held[static_cast<BlockId>(b)] : 0;
       RC_ASSERT(refs_after[b] == refs_before[b] - n);

@@ -66,11 +66,11 @@ TEST(KVCacheManager, PrefixHitsAreClaimedOnlyByAllocateSlots) {
   auto hit = f.m.get_computed_blocks(*b);
   EXPECT_EQ(hit.blocks.get_block_ids(), (Groups{{1, 2}}));
   EXPECT_EQ(hit.num_computed_tokens, 8);
-  EXPECT_EQ(f.m.block_pool().block(1).ref_cnt, 0);  // not touched yet
+  EXPECT_EQ(f.m.block_pool().ref_cnt(1), 0);  // not touched yet
   auto out = f.m.allocate_slots(
       *b, {.num_new_tokens = 2, .num_new_computed_tokens = 8, .new_computed_blocks = &hit.blocks});
   ASSERT_TRUE(out);
-  EXPECT_EQ(f.m.block_pool().block(1).ref_cnt, 1);
+  EXPECT_EQ(f.m.block_pool().ref_cnt(1), 1);
   EXPECT_FALSE(f.m.block_pool().free_block_queue().contains(1));
   // The new third block comes from the queue head (block 4, never used).
   EXPECT_EQ(out->get_block_ids(), (Groups{{4}}));
@@ -96,7 +96,7 @@ TEST(KVCacheManager, EvictableHitsCountAgainstTheFreeBlocks) {
   // 2 evictable hits + 2 new blocks > 3 free blocks.
   EXPECT_FALSE(f.m.allocate_slots(
       *b, {.num_new_tokens = 5, .num_new_computed_tokens = 8, .new_computed_blocks = &hit.blocks}));
-  EXPECT_EQ(f.m.block_pool().block(1).ref_cnt, 0);  // nothing was touched
+  EXPECT_EQ(f.m.block_pool().ref_cnt(1), 0);  // nothing was touched
   // 2 evictable hits + 1 new block fit exactly.
   EXPECT_TRUE(f.m.allocate_slots(
       *b, {.num_new_tokens = 4, .num_new_computed_tokens = 8, .new_computed_blocks = &hit.blocks}));
