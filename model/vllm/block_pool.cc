@@ -120,6 +120,23 @@ void BlockPool::get_new_blocks(int n, std::vector<BlockId>* out) {
     KVTWIN_CHECK_EQ(ref_cnt, 0) << "allocated block " << b << " was in use";
     ref_cnt = 1;
   }
+  if (caching) prefetch_next_evictions();
+}
+
+// Most calls take one block (a decode step crossing a block boundary), too few for the
+// look-ahead above, and the blocks at the queue head are the least recently used ones, likely
+// out of the near caches. So each call fetches what the next calls will evict: the records and
+// hash-map links of the next few head blocks, and the chain slot of the first one, whose links
+// the previous call's hint has already brought in. Hints only: nothing is read for the result.
+void BlockPool::prefetch_next_evictions() const {
+  BlockId next[4];
+  size_t n = free_block_queue_.peek_front(next);
+  if (n == 0) return;
+  cached_.prefetch_pop_slot(next[0]);
+  for (size_t i = 0; i < n; ++i) {
+    __builtin_prefetch(&blocks_[static_cast<size_t>(next[i])], 1);
+    cached_.prefetch_links(next[i]);
+  }
 }
 
 bool BlockPool::maybe_evict_cached_block(BlockId b) {

@@ -116,6 +116,7 @@ class BlockPool {
 
  private:
   bool maybe_evict_cached_block(BlockId b);
+  void prefetch_next_evictions() const;
   ExternalBlockHash external_hash(std::span<const uint8_t> bytes) const;
 
   BlockPoolOptions options_;

@@ -23,6 +23,7 @@
 // Threading: none (owned by one BlockPool).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -52,6 +53,16 @@ class FreeKVCacheBlockQueue {
 
   // The free blocks head → tail (for tests and snapshots).
   std::vector<BlockId> get_all_free_blocks() const;
+  // Copies up to out.size() blocks from the head, in queue order, without removing them, and
+  // returns how many it copied: fewer than out.size() when the queue is shorter or when holes
+  // fill the 4 x out.size() ring entries it looks at (a cache hint's look-ahead, kept bounded).
+  size_t peek_front(std::span<BlockId> out) const {
+    size_t n = 0;
+    const uint64_t end = std::min(tail_, head_ + 4 * out.size());
+    for (uint64_t p = head_; p != end && n < out.size(); ++p)
+      if (at(p) != kNoBlock) out[n++] = at(p);
+    return n;
+  }
 
   // Checks the invariants above; fails a KVTWIN_CHECK when one is broken. O(num_blocks).
   void check_invariants() const;

@@ -61,6 +61,13 @@ RC_GTEST_PROP(FreeKVCacheBlockQueueProperty, AgreesWithALinkedListReference, ())
     }
     RC_ASSERT(q.num_free_blocks() == static_cast<int>(ref.size()));
     RC_ASSERT(q.get_all_free_blocks() == free_block_list());
+    // peek_front: a prefix of the queue, shortened only by the queue's end or by holes.
+    std::vector<BlockId> peeked(static_cast<size_t>(*rc::gen::inRange(0, 6)), -7);
+    const size_t n = q.peek_front(peeked);
+    RC_ASSERT(n <= std::min(peeked.size(), ref.size()));
+    RC_ASSERT(
+        std::equal(peeked.begin(), peeked.begin() + static_cast<std::ptrdiff_t>(n), ref.begin()));
+    if (n > 0) RC_ASSERT(peeked[0] == ref.front());  // the head is never hidden by holes
     q.check_invariants();
   }
   for (BlockId b = 0; b < num_blocks; ++b)

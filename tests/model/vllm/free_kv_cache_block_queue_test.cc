@@ -64,6 +64,19 @@ TEST(FreeKVCacheBlockQueue, AppendNKeepsTheGivenOrder) {
   q.check_invariants();
 }
 
+TEST(FreeKVCacheBlockQueue, PeekFrontShowsTheHeadBlocksWithoutRemovingThem) {
+  FreeKVCacheBlockQueue q(6);
+  q.remove(1);
+  EXPECT_EQ(q.popleft(), 0);
+  BlockId out[3] = {-7, -7, -7};
+  ASSERT_EQ(q.peek_front(out), 3u);
+  EXPECT_EQ(std::vector<BlockId>(out, out + 3), (std::vector<BlockId>{2, 3, 4}));
+  EXPECT_EQ(q.num_free_blocks(), 4);
+  EXPECT_EQ(q.get_all_free_blocks(), (std::vector<BlockId>{2, 3, 4, 5}));
+  BlockId many[8];
+  EXPECT_EQ(q.peek_front(many), 4u);  // the queue is shorter than the request
+}
+
 TEST(FreeKVCacheBlockQueue, PoppingFromAnEmptyQueueIsABug) {
   FreeKVCacheBlockQueue q(1);
   q.popleft();
