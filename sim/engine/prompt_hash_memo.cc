@@ -10,10 +10,33 @@ namespace kvtwin::sim::engine {
 using model::vllm::BlockHash;
 using model::vllm::TokenId;
 
-PromptHashMemo::PromptHashMemo(model::vllm::BlockHasher hasher, int hash_block_size, size_t slots)
-    : hasher_(std::move(hasher)), block_size_(hash_block_size), slots_(slots) {
+PromptHashMemo::PromptHashMemo(model::vllm::BlockHasher hasher, int hash_block_size, size_t slots,
+                               size_t ways)
+    : hasher_(std::move(hasher)), block_size_(hash_block_size), ways_(ways), slots_(slots) {
   KVTWIN_CHECK(hash_block_size >= 1) << "hash block size " << hash_block_size;
-  KVTWIN_CHECK(slots >= 1 && (slots & (slots - 1)) == 0) << "slots " << slots;
+  KVTWIN_CHECK(ways >= 1 && slots >= ways && slots % ways == 0)
+      << "slots " << slots << " ways " << ways;
+  const size_t sets = slots / ways;
+  KVTWIN_CHECK((sets & (sets - 1)) == 0) << "slots / ways " << sets;
+}
+
+size_t PromptHashMemo::find_or_claim(const BlockHash& parent, uint64_t id, int32_t T) {
+  const uint64_t parent_word = parent.empty() ? 0 : parent.low64();
+  const size_t mask = slots_.size() / ways_ - 1;
+  const size_t set = static_cast<size_t>(mix64(id ^ mix64(parent_word ^ static_cast<uint64_t>(T))));
+  const size_t first = (set & mask) * ways_;
+  size_t victim = first;
+  ++clock_;
+  for (size_t s = first; s < first + ways_; ++s) {
+    Slot& slot = slots_[s];
+    if (slot.trace_block_size == T && slot.id == id && slot.parent == parent) {
+      slot.used = clock_;
+      return s;
+    }
+    if (slot.used < slots_[victim].used) victim = s;  // empty slots have used == 0
+  }
+  slots_[victim] = Slot{parent, id, T, 0, clock_};
+  return victim;
 }
 
 void PromptHashMemo::prompt_hashes(const workload::TraceRequest& t, std::span<const TokenId> prompt,
@@ -27,7 +50,6 @@ void PromptHashMemo::prompt_hashes(const workload::TraceRequest& t, std::span<co
     std::fill(slots_.begin(), slots_.end(), Slot{});
     hashes_.assign(slots_.size() * static_cast<size_t>(per_slot_), BlockHash());
   }
-  const size_t mask = slots_.size() - 1;
   BlockHash parent;  // empty: the first block's parent is NONE_HASH
   for (size_t i = 0; i < t.block_ids.size(); ++i) {
     const int64_t start = static_cast<int64_t>(i) * T;
@@ -35,13 +57,8 @@ void PromptHashMemo::prompt_hashes(const workload::TraceRequest& t, std::span<co
     const int32_t n = static_cast<int32_t>(std::max<int64_t>(covered, 0) / B);
     if (n == 0) return;
     const uint64_t id = t.block_ids[i];
-    const uint64_t parent_word = parent.empty() ? 0 : parent.low64();
-    const size_t s =
-        static_cast<size_t>(mix64(id ^ mix64(parent_word ^ static_cast<uint64_t>(T)))) & mask;
+    const size_t s = find_or_claim(parent, id, static_cast<int32_t>(T));
     Slot& slot = slots_[s];
-    if (slot.trace_block_size != T || slot.id != id || !(slot.parent == parent)) {
-      slot = Slot{parent, id, static_cast<int32_t>(T), 0};
-    }
     BlockHash* run = &hashes_[s * static_cast<size_t>(per_slot_)];
     const int32_t have = std::min(slot.count, n);
     stats_.hits += static_cast<uint64_t>(have);

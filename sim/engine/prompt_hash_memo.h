@@ -17,8 +17,11 @@
 // tokens) is left to RequestBlockHasher. Requests with extra keys (LoRA, multimodal inputs, cache
 // salt) must not use it (vLLM hashes those keys into the blocks).
 //
-// Memory is bounded: a direct-mapped table of `slots` entries of T/B hashes each; a collision
-// replaces the older entry (the memo changes speed, never results).
+// Memory is bounded: a table of `slots` entries of T/B hashes each, in sets of `ways` entries; a
+// key maps to one set, and a new key replaces the set's empty or least recently used entry (the
+// memo changes speed, never results). On the Mooncake conversation trace (8 instances) a
+// direct-mapped table of 16,384 entries served 1.9 M of 9.0 M hashes; the default 65,536 entries
+// in sets of 4 serve 3.2 M (about 1.2 M fewer hashes, for 52 MB more at T/B = 32).
 //
 // Threading: one per simulation thread.
 #pragma once
@@ -35,8 +38,10 @@ namespace kvtwin::sim::engine {
 class PromptHashMemo {
  public:
   // `hasher` must be the one the requests' RequestBlockHasher uses (same function, NONE_HASH).
-  // REQUIRES: hash_block_size >= 1, slots a power of two.
-  PromptHashMemo(model::vllm::BlockHasher hasher, int hash_block_size, size_t slots = 16384);
+  // REQUIRES: hash_block_size >= 1; ways >= 1; slots a multiple of ways, slots / ways a power of
+  // two.
+  PromptHashMemo(model::vllm::BlockHasher hasher, int hash_block_size, size_t slots = 65536,
+                 size_t ways = 4);
 
   // Appends to *out the hashes of the leading full hash blocks of `prompt` that lie wholly inside
   // the id-covered tokens of `t` (none when B does not divide t.block_size). `prompt` is the
@@ -56,11 +61,17 @@ class PromptHashMemo {
     uint64_t id = 0;
     int32_t trace_block_size = 0;  // 0: empty
     int32_t count = 0;             // valid hashes in this slot's run of hashes_
+    uint64_t used = 0;             // clock_ at the last lookup that found or filled it
   };
+
+  // The slot holding (parent, id, T), or the one it replaces (then reset to the key, count 0).
+  size_t find_or_claim(const model::vllm::BlockHash& parent, uint64_t id, int32_t T);
 
   model::vllm::BlockHasher hasher_;
   int block_size_;
+  size_t ways_;
   int32_t per_slot_ = 0;  // T / B of the table's current layout
+  uint64_t clock_ = 0;
   std::vector<Slot> slots_;
   std::vector<model::vllm::BlockHash> hashes_;  // slot s: [s*per_slot_, (s+1)*per_slot_)
   Stats stats_;

@@ -1,6 +1,6 @@
 // PromptHashMemo against direct hashing: on random traces (shared and chained ids, partial last
-// blocks, unique tails, every hash function, tiny tables that collide), a request built with the
-// memo's hashes has exactly the block hashes of one hashed token by token.
+// blocks, unique tails, every hash function, tiny tables that collide, with 1 to 4 ways), a request
+// built with the memo's hashes has exactly the block hashes of one hashed token by token.
 #include "sim/engine/prompt_hash_memo.h"
 
 #include <gtest/gtest.h>
@@ -65,14 +65,41 @@ TEST(PromptHashMemo, GivesNothingWhenTheHashBlockDoesNotDivideTheTraceBlock) {
   EXPECT_TRUE(got.empty());
 }
 
+TEST(PromptHashMemo, ANewKeyReplacesTheLeastRecentlyUsedEntryOfItsSet) {
+  const workload::TokenSynthesizer synth(3, 128256);
+  PromptHashMemo memo(block_hasher(vllm::HashFn::kSha256), 16, /*slots=*/2, /*ways=*/2);
+  auto hash_one = [&](uint64_t id) {  // one whole trace block of 4 hash blocks
+    workload::TraceRequest t;
+    t.prompt_tokens = 64;
+    t.block_size = 64;
+    t.block_ids = {id};
+    std::vector<vllm::TokenId> prompt;
+    synth.prompt_tokens(t, &prompt);
+    std::vector<vllm::BlockHash> got;
+    memo.prompt_hashes(t, prompt, &got);
+    EXPECT_EQ(got, direct_hashes(vllm::HashFn::kSha256, 16, prompt));
+  };
+  hash_one(1);
+  hash_one(2);
+  hash_one(1);  // both fit in the one set: a hit, and 2 is now the older entry
+  EXPECT_EQ(memo.stats().hits, 4u);
+  hash_one(3);  // replaces 2
+  hash_one(1);
+  EXPECT_EQ(memo.stats().hits, 8u);
+  hash_one(2);  // was replaced: hashed again (and replaces 3)
+  EXPECT_EQ(memo.stats().hits, 8u);
+  EXPECT_EQ(memo.stats().hashed, 16u);
+}
+
 RC_GTEST_PROP(PromptHashMemo, RequestsBuiltWithTheMemoHashLikeTokenByToken, ()) {
   const auto fn = *rc::gen::element(vllm::HashFn::kSha256, vllm::HashFn::kSha256Cbor,
                                     vllm::HashFn::kXxhash, vllm::HashFn::kXxhashCbor);
   const int32_t trace_bs = *rc::gen::element(16, 32, 64);
   const int block_size = *rc::gen::element(1, 2, 3, 4, 8, 16, 32, 64);
-  const size_t slots = *rc::gen::element<size_t>(1u, 2u, 64u);
+  const size_t ways = *rc::gen::element<size_t>(1u, 2u, 4u);
+  const size_t slots = ways * *rc::gen::element<size_t>(1u, 2u, 16u);
   const workload::TokenSynthesizer synth(*rc::gen::inRange<uint64_t>(0, 4), 1000);
-  PromptHashMemo memo(block_hasher(fn), block_size, slots);
+  PromptHashMemo memo(block_hasher(fn), block_size, slots, ways);
   vllm::RequestBlockHasher hasher(block_size, block_hasher(fn), /*memo_bytes=*/0);
   // A few conversations whose turns extend each other, and ids reused under other parents.
   const int num_requests = *rc::gen::inRange(1, 12);
