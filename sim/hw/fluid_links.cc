@@ -53,34 +53,43 @@ void FluidLinks::advance() {
       f.remaining -= moved;
       for (LinkId l : f.links) links_[static_cast<size_t>(l)].bytes += moved;
     }
-    for (size_t l = 0; l < links_.size(); ++l)
-      if (flows_on_link_[l] > 0) links_[l].busy_ns += dt;
+    for (LinkId l : used_) links_[static_cast<size_t>(l)].busy_ns += dt;
   }
   last_update_ = now;
 }
 
 void FluidLinks::recompute_rates() {
-  std::fill(flows_on_link_.begin(), flows_on_link_.end(), 0);
+  // Only the links some active flow crosses take part; the others keep zero flows, full spare.
+  for (LinkId l : used_) flows_on_link_[static_cast<size_t>(l)] = 0;
+  used_.clear();
   for (const Flow& f : active_)
-    for (LinkId l : f.links) ++flows_on_link_[static_cast<size_t>(l)];
-  for (size_t l = 0; l < links_.size(); ++l)
-    links_[l].max_flows = std::max(links_[l].max_flows, flows_on_link_[l]);
+    for (LinkId l : f.links)
+      if (flows_on_link_[static_cast<size_t>(l)]++ == 0) used_.push_back(l);
+  for (LinkId l : used_) {
+    LinkStats& link = links_[static_cast<size_t>(l)];
+    link.max_flows = std::max(link.max_flows, flows_on_link_[static_cast<size_t>(l)]);
+  }
 
   // Progressive filling: raise every unfrozen flow's rate together until a link saturates, then
   // freeze the flows crossing it; repeat.
   std::vector<double>& spare = spare_;
   spare.resize(links_.size());
   std::vector<int>& unfrozen_on = unfrozen_on_;
-  unfrozen_on.assign(flows_on_link_.begin(), flows_on_link_.end());
-  for (size_t l = 0; l < links_.size(); ++l) spare[l] = links_[l].capacity;
+  unfrozen_on.resize(links_.size());
+  for (LinkId l : used_) {
+    spare[static_cast<size_t>(l)] = links_[static_cast<size_t>(l)].capacity;
+    unfrozen_on[static_cast<size_t>(l)] = flows_on_link_[static_cast<size_t>(l)];
+  }
   std::vector<uint8_t>& frozen = frozen_;
   frozen.assign(active_.size(), 0);
   for (Flow& f : active_) f.rate = 0;
   size_t left = active_.size();
   while (left > 0) {
     double inc = INFINITY;
-    for (size_t l = 0; l < links_.size(); ++l)
-      if (unfrozen_on[l] > 0) inc = std::min(inc, spare[l] / unfrozen_on[l]);
+    for (LinkId l : used_) {
+      const size_t u = static_cast<size_t>(l);
+      if (unfrozen_on[u] > 0) inc = std::min(inc, spare[u] / unfrozen_on[u]);
+    }
     KVTWIN_CHECK(std::isfinite(inc));
     for (size_t i = 0; i < active_.size(); ++i) {
       if (frozen[i]) continue;
@@ -100,8 +109,9 @@ void FluidLinks::recompute_rates() {
       }
     }
   }
-  for (size_t l = 0; l < links_.size(); ++l)
-    KVTWIN_CHECK_GE(spare[l], -1e-6 * links_[l].capacity) << "link over capacity";
+  for (LinkId l : used_)
+    KVTWIN_CHECK_GE(spare[static_cast<size_t>(l)], -1e-6 * links_[static_cast<size_t>(l)].capacity)
+        << "link over capacity";
 }
 
 void FluidLinks::reschedule() {
@@ -120,7 +130,9 @@ void FluidLinks::reschedule() {
 void FluidLinks::on_completion() {
   event_pending_ = false;
   advance();
-  std::vector<Done> finished;
+  // The last event's list, for its capacity (empty, if a callback's event is still using it).
+  std::vector<Done> finished = std::move(finished_spare_);
+  finished.clear();
   std::vector<Flow>& still = still_;
   still.clear();
   for (Flow& f : active_) {
@@ -136,6 +148,8 @@ void FluidLinks::on_completion() {
   recompute_rates();
   reschedule();
   for (Done& d : finished) d();
+  finished.clear();
+  finished_spare_ = std::move(finished);
 }
 
 const std::vector<FluidLinks::LinkStats>& FluidLinks::stats() {

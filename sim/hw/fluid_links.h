@@ -71,13 +71,15 @@ class FluidLinks {
 
   Simulator* sim_;
   std::vector<LinkStats> links_;
-  std::vector<int> flows_on_link_;
-  std::vector<Flow> active_;  // in creation order
+  std::vector<int> flows_on_link_;  // as of the last recompute_rates; nonzero only on used_
+  std::vector<LinkId> used_;        // links with flows_on_link_ > 0, in first-use order
+  std::vector<Flow> active_;        // in creation order
   // Scratch of recompute_rates / on_completion, kept to spare an allocation per event.
   std::vector<double> spare_;
   std::vector<int> unfrozen_on_;
   std::vector<uint8_t> frozen_;
   std::vector<Flow> still_;
+  std::vector<Done> finished_spare_;  // on_completion's list of callbacks, between events
   uint64_t next_flow_id_ = 0;
   SimTime last_update_ = 0;
   bool event_pending_ = false;
