@@ -70,7 +70,7 @@ void Instance::try_step() {
     // empty step); bounded by the number of running requests.
     size_t attempts = scheduler_.num_running() + 2;
     for (size_t a = 0; a < attempts; ++a) {
-      out = scheduler_.schedule();
+      scheduler_.schedule(&out);
       drain_events();
       if (!out.empty() || out.preempted.empty()) break;
     }
@@ -114,10 +114,11 @@ void Instance::finish_step(const std::set<EngineRequest*>& failed) {
     ctx_.recorder->on_step(id_, step_start_, now - step_start_, out.total_num_scheduled_tokens,
                            static_cast<int64_t>(out.scheduled.size()));
   const workload::TokenSynthesizer* synth = ctx_.tokens;
-  auto outcome = scheduler_.update_from_output(
+  Scheduler::StepOutcome& outcome = step_outcome_;
+  scheduler_.update_from_output(
       out,
       [synth](const EngineRequest& r, int64_t i) { return synth->output_token(r.record.index, i); },
-      failed);
+      failed, &outcome);
   drain_events();
   for (EngineRequest* r : outcome.sampled) {
     if (r->record.first_token < 0) {

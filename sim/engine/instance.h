@@ -103,6 +103,7 @@ class Instance {
   // The step in flight (busy_): its batch and compute time, kept here until finish_step so that
   // the event callbacks capture only `this`.
   SchedulerOutput step_out_;
+  Scheduler::StepOutcome step_outcome_;  // finish_step's, kept for its capacity
   hw::StepTime step_compute_;
   std::vector<hw::StepSlice> slices_;  // scratch
   uint64_t computed_tokens_ = 0;

@@ -163,7 +163,12 @@ void LmcacheConnector::build_connector_meta(const SchedulerOutput& output) {
   o.finished_req_ids.swap(finished_since_meta_);
   finished_since_meta_.clear();
   o.scheduled_new_reqs.clear();
-  o.scheduled_cached_reqs.clear();
+  // Cached entries are overwritten in place (their strings and vectors keep their capacity).
+  size_t num_cached = 0;
+  auto next_cached = [&]() -> lm::CachedRequestData& {
+    if (num_cached == o.scheduled_cached_reqs.size()) o.scheduled_cached_reqs.emplace_back();
+    return o.scheduled_cached_reqs[num_cached++];
+  };
   new_requests_.clear();
   for (const ScheduledRequest& s : output.scheduled) {
     const EngineRequest& r = *s.request;
@@ -179,16 +184,20 @@ void LmcacheConnector::build_connector_meta(const SchedulerOutput& output) {
         o.scheduled_new_reqs.push_back(
             lm::NewRequestData{r.id(), std::move(ids), s.num_computed_before, s.num_new_tokens});
       } else {
-        o.scheduled_cached_reqs.push_back(lm::CachedRequestData{
-            r.id(), std::move(ids), s.num_computed_before, true, s.num_new_tokens});
+        next_cached() = lm::CachedRequestData{r.id(), std::move(ids), s.num_computed_before, true,
+                                              s.num_new_tokens};
       }
     } else {
-      std::optional<std::vector<int64_t>> fresh(std::in_place, s.new_block_ids.begin(),
-                                                s.new_block_ids.end());
-      o.scheduled_cached_reqs.push_back(lm::CachedRequestData{
-          r.id(), std::move(fresh), s.num_computed_before, false, s.num_new_tokens});
+      lm::CachedRequestData& c = next_cached();
+      c.req_id.assign(r.id());
+      if (!c.new_block_ids) c.new_block_ids.emplace();
+      c.new_block_ids->assign(s.new_block_ids.begin(), s.new_block_ids.end());
+      c.num_computed_tokens = s.num_computed_before;
+      c.resumed = false;
+      c.num_scheduled_tokens = s.num_new_tokens;
     }
   }
+  o.scheduled_cached_reqs.resize(num_cached);
   meta_ = scheduler_adapter_->build_connector_meta(o, new_requests_);
 }
 

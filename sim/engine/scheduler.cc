@@ -18,8 +18,11 @@ void Scheduler::add_request(EngineRequest* r) {
   waiting_.push_back(r);
 }
 
-SchedulerOutput Scheduler::schedule() {
-  SchedulerOutput out;
+void Scheduler::schedule(SchedulerOutput* out_ptr) {
+  SchedulerOutput& out = *out_ptr;
+  out.scheduled.clear();
+  out.preempted.clear();
+  out.total_num_scheduled_tokens = 0;
   int64_t budget = config_.max_num_batched_tokens;
   kv_->new_step_starts();
   schedule_running(&out, &budget);
@@ -34,7 +37,6 @@ SchedulerOutput Scheduler::schedule() {
     s.request->req->num_computed_tokens += s.num_new_tokens;  // _update_after_schedule
     if (s.num_encoder_tokens > 0) s.request->encoder_done = true;
   }
-  return out;
 }
 
 void Scheduler::schedule_running(SchedulerOutput* out, int64_t* budget) {
@@ -212,10 +214,11 @@ int64_t Scheduler::mamba_block_aligned_split(const EngineRequest& r, int64_t num
   return num_new_tokens;
 }
 
-Scheduler::StepOutcome Scheduler::update_from_output(const SchedulerOutput& out,
-                                                     const TokenFn& token,
-                                                     const std::set<EngineRequest*>& skip) {
-  StepOutcome outcome;
+void Scheduler::update_from_output(const SchedulerOutput& out, const TokenFn& token,
+                                   const std::set<EngineRequest*>& skip, StepOutcome* outcome_ptr) {
+  StepOutcome& outcome = *outcome_ptr;
+  outcome.sampled.clear();
+  outcome.finished.clear();
   for (const ScheduledRequest& s : out.scheduled) {
     EngineRequest* r = s.request;
     if (r->finished() || skip.count(r)) continue;
@@ -235,7 +238,6 @@ Scheduler::StepOutcome Scheduler::update_from_output(const SchedulerOutput& out,
     running_.erase(std::remove_if(running_.begin(), running_.end(),
                                   [](EngineRequest* r) { return r->finished(); }),
                    running_.end());
-  return outcome;
 }
 
 std::set<EngineRequest*> Scheduler::update_requests_with_invalid_blocks(

@@ -73,7 +73,8 @@ class Scheduler {
   Scheduler(const SchedulerConfig& config, model::vllm::KVCacheManager* kv, KvConnector* connector);
 
   void add_request(EngineRequest* r);
-  SchedulerOutput schedule();
+  // Fills *out with this step's batch (cleared first; its vectors' capacity is reused).
+  void schedule(SchedulerOutput* out);
 
   // The token each sampling request generates: (request, index of the output token) → token id.
   using TokenFn = std::function<model::vllm::TokenId(const EngineRequest&, int64_t)>;
@@ -82,8 +83,9 @@ class Scheduler {
     std::vector<EngineRequest*> finished;  // stopped and freed (a subset of sampled)
   };
   // `skip`: requests whose loads failed this step (they sample nothing and recompute).
-  StepOutcome update_from_output(const SchedulerOutput& out, const TokenFn& token,
-                                 const std::set<EngineRequest*>& skip = {});
+  // *outcome is cleared first (its vectors' capacity is reused).
+  void update_from_output(const SchedulerOutput& out, const TokenFn& token,
+                          const std::set<EngineRequest*>& skip, StepOutcome* outcome);
 
   // KV connector feedback (vLLM's finished_recving / invalid block ids).
   void finish_recving(EngineRequest* r) { finished_recving_.insert(r); }
