@@ -126,7 +126,12 @@ void Cluster::arrive() {
     model::vllm::RequestOptions options;
     options.max_tokens = t.output_tokens;
     std::vector<model::vllm::BlockHash> known;  // the options carry no extra keys
-    if (prompt_hashes_) prompt_hashes_->prompt_hashes(t, prompt, &known);
+    if (prompt_hashes_) {
+      // Room for every block the request's tokens can fill, so that neither the memo's runs nor
+      // the request's later blocks move the hashes.
+      known.reserve(prompt.capacity() / static_cast<size_t>(layout_.hash_block_size) + 1);
+      prompt_hashes_->prompt_hashes(t, prompt, &known);
+    }
     raw->req =
         std::make_unique<model::vllm::Request>(std::to_string(t.index), std::move(prompt),
                                                std::move(options), hasher_.get(), std::move(known));

@@ -87,24 +87,30 @@ void ModeledMover::start(Transfer transfer, Done done) {
   SimDuration latency = 0;
   std::vector<FluidLinks::LinkId> links =
       path(transfer.src, transfer.dst, transfer.instance, &latency);
-  auto result = std::make_shared<TransferResult>();
-  result->start = sim_->now();
-  result->ok.assign(transfer.objects.size(), 1);
+  // The transfer and its result in one allocation, shared by the (copyable) completion.
+  struct InFlight {
+    Transfer transfer;
+    TransferResult result;
+  };
+  auto f = std::make_shared<InFlight>(InFlight{std::move(transfer), {}});
+  TransferResult& result = f->result;
+  const Transfer& t = f->transfer;
+  result.start = sim_->now();
+  result.ok.assign(t.objects.size(), 1);
   double bytes = 0;
-  for (size_t i = 0; i < transfer.objects.size(); ++i) {
-    if (transfer.src == Location::kRemote && config_.remote_get_failure_rate > 0 &&
+  for (size_t i = 0; i < t.objects.size(); ++i) {
+    if (t.src == Location::kRemote && config_.remote_get_failure_rate > 0 &&
         faults_.next_double() < config_.remote_get_failure_rate) {
-      result->ok[i] = 0;
+      result.ok[i] = 0;
       continue;
     }
-    bytes += static_cast<double>(transfer.objects[i].bytes);
+    bytes += static_cast<double>(t.objects[i].bytes);
   }
-  auto finish = [this, result, t = std::make_shared<Transfer>(std::move(transfer)),
-                 done = std::move(done)] {
-    result->finish = sim_->now();
-    result->predicted_ns = result->finish - result->start;
-    if (observer_) observer_(*t, *result);
-    done(*result);
+  auto finish = [this, f, done = std::move(done)] {
+    f->result.finish = sim_->now();
+    f->result.predicted_ns = f->result.finish - f->result.start;
+    if (observer_) observer_(f->transfer, f->result);
+    done(f->result);
   };
   if (links.empty()) {  // same location: nothing moves, completion still comes as an event
     sim_->schedule_after(0, std::move(finish));
