@@ -12,7 +12,11 @@ using model::vllm::TokenId;
 
 PromptHashMemo::PromptHashMemo(model::vllm::BlockHasher hasher, int hash_block_size, size_t slots,
                                size_t ways)
-    : hasher_(std::move(hasher)), block_size_(hash_block_size), ways_(ways), slots_(slots) {
+    : hasher_(std::move(hasher)),
+      block_size_(hash_block_size),
+      ways_(ways),
+      ways_meta_(slots),
+      slots_(slots) {
   KVTWIN_CHECK(hash_block_size >= 1) << "hash block size " << hash_block_size;
   KVTWIN_CHECK(ways >= 1 && slots >= ways && slots % ways == 0)
       << "slots " << slots << " ways " << ways;
@@ -22,20 +26,24 @@ PromptHashMemo::PromptHashMemo(model::vllm::BlockHasher hasher, int hash_block_s
 
 size_t PromptHashMemo::find_or_claim(const BlockHash& parent, uint64_t id, int32_t T) {
   const uint64_t parent_word = parent.empty() ? 0 : parent.low64();
-  const size_t mask = slots_.size() / ways_ - 1;
-  const size_t set = static_cast<size_t>(mix64(id ^ mix64(parent_word ^ static_cast<uint64_t>(T))));
-  const size_t first = (set & mask) * ways_;
+  const uint64_t h = mix64(id ^ mix64(parent_word ^ static_cast<uint64_t>(T)));
+  const uint64_t tag = h | 1;  // 0 marks an empty way
+  const size_t first = (static_cast<size_t>(h) & (slots_.size() / ways_ - 1)) * ways_;
   size_t victim = first;
   ++clock_;
   for (size_t s = first; s < first + ways_; ++s) {
-    Slot& slot = slots_[s];
-    if (slot.trace_block_size == T && slot.id == id && slot.parent == parent) {
-      slot.used = clock_;
-      return s;
+    Way& way = ways_meta_[s];
+    if (way.tag == tag) {
+      const Slot& slot = slots_[s];
+      if (slot.trace_block_size == T && slot.id == id && slot.parent == parent) {
+        way.used = clock_;
+        return s;
+      }
     }
-    if (slot.used < slots_[victim].used) victim = s;  // empty slots have used == 0
+    if (way.used < ways_meta_[victim].used) victim = s;  // empty ways have used == 0
   }
-  slots_[victim] = Slot{parent, id, T, 0, clock_};
+  ways_meta_[victim] = Way{tag, clock_};
+  slots_[victim] = Slot{parent, id, T, 0};
   return victim;
 }
 
@@ -48,6 +56,7 @@ void PromptHashMemo::prompt_hashes(const workload::TraceRequest& t, std::span<co
   if (per_slot_ != T / B) {  // (re)lay out the table for this trace block size
     per_slot_ = static_cast<int32_t>(T / B);
     std::fill(slots_.begin(), slots_.end(), Slot{});
+    std::fill(ways_meta_.begin(), ways_meta_.end(), Way{});
     hashes_.assign(slots_.size() * static_cast<size_t>(per_slot_), BlockHash());
   }
   BlockHash parent;  // empty: the first block's parent is NONE_HASH

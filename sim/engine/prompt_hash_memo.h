@@ -61,7 +61,11 @@ class PromptHashMemo {
     uint64_t id = 0;
     int32_t trace_block_size = 0;  // 0: empty
     int32_t count = 0;             // valid hashes in this slot's run of hashes_
-    uint64_t used = 0;             // clock_ at the last lookup that found or filled it
+  };
+  // A slot's lookup data, apart so that a set's ways share a cache line or two.
+  struct Way {
+    uint64_t tag = 0;   // the key's fingerprint | 1 (0: empty); equal keys, equal tags
+    uint64_t used = 0;  // clock_ at the last lookup that found or filled the slot
   };
 
   // The slot holding (parent, id, T), or the one it replaces (then reset to the key, count 0).
@@ -72,6 +76,7 @@ class PromptHashMemo {
   size_t ways_;
   int32_t per_slot_ = 0;  // T / B of the table's current layout
   uint64_t clock_ = 0;
+  std::vector<Way> ways_meta_;  // by slot
   std::vector<Slot> slots_;
   std::vector<model::vllm::BlockHash> hashes_;  // slot s: [s*per_slot_, (s+1)*per_slot_)
   Stats stats_;
