@@ -20,9 +20,7 @@ void Scheduler::add_request(EngineRequest* r) {
 
 void Scheduler::schedule(SchedulerOutput* out_ptr) {
   SchedulerOutput& out = *out_ptr;
-  out.scheduled.clear();
-  out.preempted.clear();
-  out.total_num_scheduled_tokens = 0;
+  out.clear();
   int64_t budget = config_.max_num_batched_tokens;
   kv_->new_step_starts();
   schedule_running(&out, &budget);
@@ -217,8 +215,7 @@ int64_t Scheduler::mamba_block_aligned_split(const EngineRequest& r, int64_t num
 void Scheduler::update_from_output(const SchedulerOutput& out, const TokenFn& token,
                                    const std::set<EngineRequest*>& skip, StepOutcome* outcome_ptr) {
   StepOutcome& outcome = *outcome_ptr;
-  outcome.sampled.clear();
-  outcome.finished.clear();
+  outcome.clear();
   for (const ScheduledRequest& s : out.scheduled) {
     EngineRequest* r = s.request;
     if (r->finished() || skip.count(r)) continue;

@@ -66,6 +66,12 @@ struct SchedulerOutput {
   std::vector<EngineRequest*> preempted;
   int64_t total_num_scheduled_tokens = 0;
   bool empty() const { return scheduled.empty(); }
+  // Back to a fresh output, keeping the vectors' capacity (one output is reused step after step).
+  void clear() {
+    scheduled.clear();
+    preempted.clear();
+    total_num_scheduled_tokens = 0;
+  }
 };
 
 class Scheduler {
@@ -81,6 +87,11 @@ class Scheduler {
   struct StepOutcome {
     std::vector<EngineRequest*> sampled;   // produced a token this step
     std::vector<EngineRequest*> finished;  // stopped and freed (a subset of sampled)
+    // Back to a fresh outcome, keeping the vectors' capacity.
+    void clear() {
+      sampled.clear();
+      finished.clear();
+    }
   };
   // `skip`: requests whose loads failed this step (they sample nothing and recompute).
   // *outcome is cleared first (its vectors' capacity is reused).
