@@ -60,6 +60,17 @@ class BlockHashToBlockMap {
     const Link& l = links_[static_cast<size_t>(block)];
     if (l.in_chain && l.prev == kNoBlock) __builtin_prefetch(&table_[l.head_slot], 1);
   }
+  // A demand load for a batch of pops (it changes nothing): reads what pop(block) reads first,
+  // the block's links, then its chain's table slot, and returns a value the caller must consume
+  // (e.g. an asm sink) so the loads are kept. A pass of these over a run of blocks before popping
+  // them lets the out-of-order core overlap the run's cache misses. On the development VM (AMD
+  // EPYC) the prefetch hints above did not hide the misses of the slot, whose address needs the
+  // links first, and this pass did (the eviction path's samples fell by a fifth).
+  uint32_t warm_pop(BlockId block) const {
+    const Link& l = links_[static_cast<size_t>(block)];
+    if (!l.in_chain || l.prev != kNoBlock) return 0;
+    return static_cast<uint32_t>(table_[l.head_slot].head);
+  }
   // Appends `block` to the chain of its key blocks[block].block_hash. REQUIRES: the block has a
   // key and is in no chain.
   void insert(std::span<const KVCacheBlock> blocks, BlockId block);

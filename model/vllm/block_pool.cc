@@ -103,22 +103,27 @@ void BlockPool::get_new_blocks(int n, std::vector<BlockId>* out) {
   size_t first = out->size();
   free_block_queue_.popleft_n(n, out);
   const BlockId* ids = out->data() + first;
-  // The popped blocks are scattered: fetch each block (and, caching on, its hash-map links, then
-  // its chain's table slot) a few iterations before the loop reaches it.
-  constexpr int kBlockAhead = 8, kSlotAhead = 4;
+  // The popped blocks are scattered through the pool and the hash table. In runs of kWarmRun,
+  // first load what evicting each block reads (its record; its hash-map links, then its chain's
+  // slot), independent loads whose misses the core overlaps, then evict and claim the run.
   const bool caching = options_.enable_caching;
-  for (int i = 0; i < n; ++i) {
-    if (i + kBlockAhead < n) {
-      BlockId ahead = ids[i + kBlockAhead];
-      __builtin_prefetch(&blocks_[static_cast<size_t>(ahead)], 1);
-      if (caching) cached_.prefetch_links(ahead);
+  for (int run = 0; run < n; run += kWarmRun) {
+    const int end = std::min(n, run + kWarmRun);
+    if (caching) {
+      uint32_t sink = 0;
+      for (int i = run; i < end; ++i) {
+        const size_t b = static_cast<size_t>(ids[i]);
+        sink += cached_.warm_pop(ids[i]) + static_cast<uint32_t>(blocks_[b].block_hash.size());
+      }
+      __asm__ volatile("" : : "r"(sink));
     }
-    if (caching && i + kSlotAhead < n) cached_.prefetch_pop_slot(ids[i + kSlotAhead]);
-    BlockId b = ids[i];
-    if (caching) maybe_evict_cached_block(b);
-    int32_t& ref_cnt = ref_cnt_[static_cast<size_t>(b)];
-    KVTWIN_CHECK_EQ(ref_cnt, 0) << "allocated block " << b << " was in use";
-    ref_cnt = 1;
+    for (int i = run; i < end; ++i) {
+      BlockId b = ids[i];
+      if (caching) maybe_evict_cached_block(b);
+      int32_t& ref_cnt = ref_cnt_[static_cast<size_t>(b)];
+      KVTWIN_CHECK_EQ(ref_cnt, 0) << "allocated block " << b << " was in use";
+      ref_cnt = 1;
+    }
   }
   if (caching) prefetch_next_evictions();
 }

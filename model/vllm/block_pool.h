@@ -115,6 +115,9 @@ class BlockPool {
   void check_invariants() const;
 
  private:
+  // Batch size of the demand-load pass before evictions (see BlockHashToBlockMap::warm_pop):
+  // long enough to overlap many misses, short enough that a run's lines stay in L1.
+  static constexpr int kWarmRun = 32;
   bool maybe_evict_cached_block(BlockId b);
   void prefetch_next_evictions() const;
   ExternalBlockHash external_hash(std::span<const uint8_t> bytes) const;
