@@ -25,7 +25,7 @@ Simulator::EventId Simulator::schedule_at(SimTime at, Action action) {
 
 void Simulator::cancel(EventId id) {
   KVTWIN_CHECK_LT(id, next_seq_) << "unknown event";
-  bool inserted = cancelled_.insert(id).second;
+  bool inserted = cancelled_.insert(id);
   KVTWIN_CHECK(inserted) << "event " << id << " cancelled twice";
 }
 
@@ -39,7 +39,7 @@ bool Simulator::step(SimTime limit) {
     Action action = std::move(actions_[e.slot]);
     actions_[e.slot] = nullptr;
     free_slots_.push_back(e.slot);
-    if (!cancelled_.empty() && cancelled_.erase(e.seq) > 0) continue;
+    if (cancelled_.size() != 0 && cancelled_.erase(e.seq)) continue;
     KVTWIN_CHECK_GE(e.time, now_) << "time ran backwards";
     now_ = e.time;
     ++num_executed_;

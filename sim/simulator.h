@@ -12,10 +12,10 @@
 
 #include <cstdint>
 #include <functional>
-#include <unordered_set>
 #include <vector>
 
 #include "sim/time.h"
+#include "sim/u64_set.h"
 
 namespace kvtwin::sim {
 
@@ -63,10 +63,10 @@ class Simulator {
   uint64_t next_seq_ = 0;
   uint64_t num_executed_ = 0;
   bool stopped_ = false;
-  std::vector<Entry> heap_;                 // memory follows pending events, not history
-  std::vector<Action> actions_;             // by Entry::slot
-  std::vector<uint32_t> free_slots_;        // slots of actions_ not held by a pending event
-  std::unordered_set<uint64_t> cancelled_;  // pending events that were cancelled
+  std::vector<Entry> heap_;           // memory follows pending events, not history
+  std::vector<Action> actions_;       // by Entry::slot
+  std::vector<uint32_t> free_slots_;  // slots of actions_ not held by a pending event
+  U64Set cancelled_;                  // pending events that were cancelled
 };
 
 }  // namespace kvtwin::sim

@@ -1,6 +1,7 @@
 // U64Set: a set of 64-bit integers in one flat array (open addressing, linear probing,
-// backward-shift deletion), for the instances' prefix index: millions of inserts and erases of
-// block-hash words per run, where std::unordered_set paid one allocation and one modulo each.
+// backward-shift deletion), for the instances' prefix index and the simulator's cancelled events:
+// millions of inserts and erases per run, where std::unordered_set paid one allocation and one
+// modulo each.
 //
 // Same contract as std::unordered_set<uint64_t> for insert / erase / contains / clear / size,
 // with no iteration (so no order can leak into an output).
@@ -14,7 +15,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace kvtwin::sim::engine {
+namespace kvtwin::sim {
 
 class U64Set {
  public:
@@ -106,4 +107,4 @@ class U64Set {
   bool has_empty_key_ = false;
 };
 
-}  // namespace kvtwin::sim::engine
+}  // namespace kvtwin::sim

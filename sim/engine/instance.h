@@ -24,10 +24,10 @@
 #include "model/vllm/kv_cache_manager.h"
 #include "sim/engine/kv_cache_layout.h"
 #include "sim/engine/scheduler.h"
-#include "sim/engine/u64_set.h"
 #include "sim/hw/step_model.h"
 #include "sim/report/run_recorder.h"
 #include "sim/simulator.h"
+#include "sim/u64_set.h"
 #include "sim/workload/token_synth.h"
 
 namespace kvtwin::sim::engine {

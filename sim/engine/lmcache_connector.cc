@@ -244,9 +244,10 @@ void LmcacheConnector::begin_step(const SchedulerOutput& /*out*/, const hw::Step
   inject_remote_faults();
   if (!config_.use_layerwise) {
     // The scheduler's backoff sleeps in this step's schedule() delay the step.
-    SimDuration sleep = sleeps_at_ == ctx_.sim->now() ? sleep_ns_ : 0;
+    step_sleep_ = sleeps_at_ == ctx_.sim->now() ? sleep_ns_ : 0;
     sleep_ns_ = 0;
-    load_bulk([ready = std::move(ready), sleep](SimDuration extra) { ready(extra + sleep); });
+    step_ready_ = std::move(ready);
+    load_bulk();
     return;
   }
   // Layerwise: run the generators' logic for the whole step now; charge time as transfers that
@@ -322,7 +323,7 @@ void LmcacheConnector::fail_whole_load(const lm::ReqMeta& m) {
     invalid_.insert(static_cast<model::vllm::BlockId>(m.slot(static_cast<size_t>(i)) / bs));
 }
 
-void LmcacheConnector::load_bulk(std::function<void(SimDuration)> ready) {
+void LmcacheConnector::load_bulk() {
   // One retrieve per request (upstream's loop over the metadata), so the tiers that served each
   // request can be attributed to it.
   std::map<int, uint64_t> by_tier;
@@ -364,10 +365,22 @@ void LmcacheConnector::load_bulk(std::function<void(SimDuration)> ready) {
     invalid_.clear();
   }
   if (to_gpu == 0) {
-    ready(0);
+    fire_ready();
     return;
   }
-  start_fetches(by_tier, to_gpu, [ready = std::move(ready)] { ready(0); });
+  start_fetches(by_tier, to_gpu, [this] { fire_ready(); });
+}
+
+void LmcacheConnector::fire_ready() {
+  std::function<void(SimDuration)> ready = std::move(step_ready_);
+  step_ready_ = nullptr;
+  ready(step_sleep_);
+}
+
+void LmcacheConnector::fire_done() {
+  std::function<void(const std::set<EngineRequest*>&)> done = std::move(step_done_);
+  step_done_ = nullptr;
+  done(failed_);
 }
 
 // Tier → CPU fetches (disk and remote in parallel), then one CPU → GPU copy of everything.
@@ -408,16 +421,17 @@ void LmcacheConnector::save(lm::WorkerLog* log) {
 
 void LmcacheConnector::end_step(const SchedulerOutput& /*out*/,
                                 std::function<void(const std::set<EngineRequest*>&)> done) {
+  step_done_ = std::move(done);
   if (config_.use_layerwise) {
     lm::WorkerLog log;
     save(&log);
     start_writes();
     drain_evictions();
     // The last layer computes after its load; stores run until they finish.
-    auto finish = [this, done] {
+    auto finish = [this] {
       SimTime earliest = loads_done_ + per_layer_ns_;
       SimTime now = ctx_.sim->now();
-      auto fin = [this, done] { done(failed_); };
+      auto fin = [this] { fire_done(); };
       if (earliest > now)
         ctx_.sim->schedule_at(earliest, fin);
       else
@@ -442,14 +456,14 @@ void LmcacheConnector::end_step(const SchedulerOutput& /*out*/,
   drain_evictions();
   if (stored == 0) {
     start_writes();
-    ctx_.sim->schedule_after(0, [this, done] { done(failed_); });
+    ctx_.sim->schedule_after(0, [this] { fire_done(); });
     return;
   }
   Transfer t{Location::kGpu, Location::kCpu, ctx_.instance, "store", {}};
   t.objects.push_back(KvObject{"stored chunks", stored, -1, {}});
-  ctx_.mover->start(std::move(t), [this, done](const TransferResult&) {
+  ctx_.mover->start(std::move(t), [this](const TransferResult&) {
     start_writes();  // queued by batched_put; they run after the copy, off the critical path
-    done(failed_);
+    fire_done();
   });
 }
 

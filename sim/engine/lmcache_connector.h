@@ -120,7 +120,8 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   model::lmcache::VllmRequest& mirror(const EngineRequest& r) { return *state_of(r).mirror; }
   static void sync(model::lmcache::VllmRequest& m, const EngineRequest& r,
                    int64_t num_computed_tokens);
-  void load_bulk(std::function<void(SimDuration)> ready);
+  // Bulk mode: every load of the step, then fire_ready().
+  void load_bulk();
   void start_fetches(const std::map<int, uint64_t>& bytes_by_tier, uint64_t to_gpu_bytes,
                      std::function<void()> done);
   void start_writes();
@@ -157,6 +158,14 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   int pending_ = 0;                         // layerwise: transfers still running
   std::function<void()> on_idle_;
   SimDuration per_layer_ns_ = 0;
+  // Bulk mode: the instance's callbacks for the step in flight, kept here so that the events
+  // which fire them capture only `this` (no std::function is wrapped, so none is allocated per
+  // step). fire_ready / fire_done take the callback out before calling it.
+  std::function<void(SimDuration)> step_ready_;
+  SimDuration step_sleep_ = 0;  // the scheduler's backoff sleeps added to the step
+  std::function<void(const std::set<EngineRequest*>&)> step_done_;
+  void fire_ready();
+  void fire_done();
 
   static constexpr int kWriteWorkers = 4;
   uint64_t next_unseen_write_ = 0;  // pending writes with a smaller id are queued or in flight

@@ -1,5 +1,7 @@
 #include "sim/report/chrome_trace.h"
 
+#include <charconv>
+
 #include "sim/io/input_error.h"
 #include "sim/report/json_writer.h"
 
@@ -16,14 +18,27 @@ ChromeTrace::~ChromeTrace() {
 }
 
 std::string ChromeTrace::micros(SimTime ns) {
-  std::string s = std::to_string(ns / 1000);
-  int64_t frac = ns % 1000;
-  if (frac != 0) {
-    std::string f = std::to_string(frac);
-    s += "." + std::string(3 - f.size(), '0') + f;
-    while (s.back() == '0') s.pop_back();
-  }
+  std::string s;
+  append_micros(&s, ns);
   return s;
+}
+
+// The integer µs, then (when ns is not a whole µs) "." and the three ns digits without trailing
+// zeros; a negative time is "-" and the form of its magnitude.
+void ChromeTrace::append_micros(std::string* out, SimTime ns) {
+  if (ns < 0) {
+    *out += '-';
+    ns = -ns;
+  }
+  char buf[24];
+  out->append(buf, static_cast<size_t>(std::to_chars(buf, buf + sizeof buf, ns / 1000).ptr - buf));
+  const int64_t frac = ns % 1000;
+  if (frac == 0) return;
+  char d[4] = {'.', static_cast<char>('0' + frac / 100), static_cast<char>('0' + frac / 10 % 10),
+               static_cast<char>('0' + frac % 10)};
+  size_t n = 4;
+  while (d[n - 1] == '0') --n;
+  out->append(d, n);
 }
 
 void ChromeTrace::emit(const std::string& event) {
@@ -53,15 +68,30 @@ void ChromeTrace::complete(int pid, int tid, std::string_view name, SimTime star
     return;
   }
   ++written_;
-  std::string e = "{\"ph\": \"X\", \"pid\": " + std::to_string(pid) +
-                  ", \"tid\": " + std::to_string(tid) + ", \"name\": " + JsonWriter::escape(name) +
-                  ", \"ts\": " + micros(start) + ", \"dur\": " + micros(duration);
+  // Formatted into a buffer kept between events: no allocation per event.
+  std::string& e = event_;
+  e.assign("{\"ph\": \"X\", \"pid\": ");
+  append_int(&e, pid);
+  e += ", \"tid\": ";
+  append_int(&e, tid);
+  e += ", \"name\": ";
+  JsonWriter::append_escaped(&e, name);
+  e += ", \"ts\": ";
+  append_micros(&e, start);
+  e += ", \"dur\": ";
+  append_micros(&e, duration);
   if (!args_json.empty()) {
     e += ", \"args\": {";
     e += args_json;
     e += "}";
   }
-  emit(e + "}");
+  e += "}";
+  emit(e);
+}
+
+void ChromeTrace::append_int(std::string* out, int64_t v) {
+  char buf[24];
+  out->append(buf, static_cast<size_t>(std::to_chars(buf, buf + sizeof buf, v).ptr - buf));
 }
 
 void ChromeTrace::close() {

@@ -42,9 +42,12 @@ class ChromeTrace {
   int64_t written() const { return written_; }
   int64_t dropped() const { return dropped_; }
   static std::string micros(SimTime ns);  // exact "12.345" (µs with ns precision)
+  static void append_micros(std::string* out, SimTime ns);  // appends micros(ns)
 
  private:
   void emit(const std::string& event);
+  static void append_int(std::string* out, int64_t v);
+  std::string event_;  // complete()'s buffer
   std::FILE* f_ = nullptr;
   int64_t max_events_;
   int64_t written_ = 0;

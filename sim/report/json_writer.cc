@@ -8,32 +8,38 @@
 namespace kvtwin::sim::report {
 
 std::string JsonWriter::escape(std::string_view s) {
-  std::string out = "\"";
+  std::string out;
+  append_escaped(&out, s);
+  return out;
+}
+
+void JsonWriter::append_escaped(std::string* out, std::string_view s) {
+  *out += '"';
   for (char c : s) {
     switch (c) {
       case '"':
-        out += "\\\"";
+        *out += "\\\"";
         break;
       case '\\':
-        out += "\\\\";
+        *out += "\\\\";
         break;
       case '\n':
-        out += "\\n";
+        *out += "\\n";
         break;
       case '\t':
-        out += "\\t";
+        *out += "\\t";
         break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char buf[8];
           std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
+          *out += buf;
         } else {
-          out += c;
+          *out += c;
         }
     }
   }
-  return out + "\"";
+  *out += '"';
 }
 
 std::string JsonWriter::number(double v) {

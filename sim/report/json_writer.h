@@ -38,6 +38,8 @@ class JsonWriter {
   const std::string& str() const { return out_; }
 
   static std::string escape(std::string_view s);
+  // Appends escape(s) to *out.
+  static void append_escaped(std::string* out, std::string_view s);
   static std::string number(double v);
 
  private:

@@ -1,6 +1,6 @@
 // U64Set against std::unordered_set on random insert / erase / contains / clear sequences,
 // with keys drawn from a small range (collisions, long probe chains, the reserved key ~0).
-#include "sim/engine/u64_set.h"
+#include "sim/u64_set.h"
 
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>

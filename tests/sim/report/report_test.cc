@@ -54,6 +54,14 @@ TEST(ChromeTrace, PrintsExactMicrosecondsAndCapsEvents) {
   EXPECT_EQ(ChromeTrace::micros(1'234'567), "1234.567");
   EXPECT_EQ(ChromeTrace::micros(5'000), "5");
   EXPECT_EQ(ChromeTrace::micros(5'010), "5.01");
+  EXPECT_EQ(ChromeTrace::micros(7), "0.007");
+  EXPECT_EQ(ChromeTrace::micros(0), "0");
+  EXPECT_EQ(ChromeTrace::micros(1'000'000'000'100), "1000000000.1");
+  EXPECT_EQ(ChromeTrace::micros(-1'500), "-1.5");
+  EXPECT_EQ(ChromeTrace::micros(-999), "-0.999");
+  std::string appended = "ts=";
+  ChromeTrace::append_micros(&appended, 12'340);
+  EXPECT_EQ(appended, "ts=12.34");
   std::string path = kvtwin::testing::scratch_dir() + "/t.json";
   {
     ChromeTrace t(path, 2);
@@ -62,6 +70,16 @@ TEST(ChromeTrace, PrintsExactMicrosecondsAndCapsEvents) {
     EXPECT_EQ(t.written(), 2);
     EXPECT_EQ(t.dropped(), 3);
   }
+  {  // an event without arguments and a name that needs escaping, written after a long one
+    ChromeTrace t(path + ".2", 10);
+    t.complete(2, 7, std::string(300, 'x'), 1, 2, "\"a\": 1");
+    t.complete(-3, 12, "say \"hi\"\n", 123'456'789, 1'000, "");
+  }
+  EXPECT_NE(slurp(path + ".2")
+                .find(",\n{\"ph\": \"X\", \"pid\": -3, \"tid\": 12, \"name\": "
+                      "\"say \\\"hi\\\"\\n\", \"ts\": 123456.789, \"dur\": 1},\n"),
+            std::string::npos)
+      << slurp(path + ".2");
   std::string text = slurp(path);
   EXPECT_NE(text.find("{\"ph\": \"X\", \"pid\": 1, \"tid\": 0, \"name\": \"step\", \"ts\": 1, "
                       "\"dur\": 0.5, \"args\": {\"tokens\": 3}}"),
