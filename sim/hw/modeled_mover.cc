@@ -1,5 +1,7 @@
 #include "sim/hw/modeled_mover.h"
 
+#include <memory>
+
 #include "model/check.h"
 
 namespace kvtwin::sim::hw {
@@ -87,12 +89,15 @@ void ModeledMover::start(Transfer transfer, Done done) {
   SimDuration latency = 0;
   std::vector<FluidLinks::LinkId> links =
       path(transfer.src, transfer.dst, transfer.instance, &latency);
-  // The transfer and its result in one allocation, shared by the (copyable) completion.
+  // The transfer, its result and the caller's callback in one allocation. The completion event
+  // captures only `this` and the pointer (trivially copyable, so std::function stores it without
+  // allocating); it runs exactly once and frees the allocation.
   struct InFlight {
     Transfer transfer;
     TransferResult result;
+    Done done;
   };
-  auto f = std::make_shared<InFlight>(InFlight{std::move(transfer), {}});
+  InFlight* f = new InFlight{std::move(transfer), {}, std::move(done)};
   TransferResult& result = f->result;
   const Transfer& t = f->transfer;
   result.start = sim_->now();
@@ -106,17 +111,18 @@ void ModeledMover::start(Transfer transfer, Done done) {
     }
     bytes += static_cast<double>(t.objects[i].bytes);
   }
-  auto finish = [this, f, done = std::move(done)] {
+  auto finish = [this, f] {
+    std::unique_ptr<InFlight> owned(f);
     f->result.finish = sim_->now();
     f->result.predicted_ns = f->result.finish - f->result.start;
     if (observer_) observer_(f->transfer, f->result);
-    done(f->result);
+    f->done(f->result);
   };
   if (links.empty()) {  // same location: nothing moves, completion still comes as an event
-    sim_->schedule_after(0, std::move(finish));
+    sim_->schedule_after(0, finish);
     return;
   }
-  links_.start_flow(std::move(links), bytes, latency, std::move(finish));
+  links_.start_flow(std::move(links), bytes, latency, finish);
 }
 
 std::vector<ModeledMover::LinkReport> ModeledMover::link_reports() {
