@@ -26,8 +26,15 @@ void FluidLinks::start_flow(std::vector<LinkId> links, double bytes, SimDuration
     return;
   }
   // The latency phase does not share bandwidth; the flow joins the links afterwards (or, with
-  // no bytes, completes).
-  sim_->schedule_after(latency, [this, f = std::move(flow)]() mutable {
+  // no bytes, completes). It waits in in_latency_, so that the event captures only its id.
+  const uint64_t id = flow.id;
+  in_latency_.push_back(std::move(flow));
+  sim_->schedule_after(latency, [this, id] {
+    auto it = std::find_if(in_latency_.begin(), in_latency_.end(),
+                           [id](const Flow& f) { return f.id == id; });
+    KVTWIN_CHECK(it != in_latency_.end()) << "flow " << id << " lost in its latency phase";
+    Flow f = std::move(*it);
+    in_latency_.erase(it);
     if (f.remaining <= 0) {
       f.done();
       return;

@@ -74,6 +74,7 @@ class FluidLinks {
   std::vector<int> flows_on_link_;  // as of the last recompute_rates; nonzero only on used_
   std::vector<LinkId> used_;        // links with flows_on_link_ > 0, in first-use order
   std::vector<Flow> active_;        // in creation order
+  std::vector<Flow> in_latency_;    // started, still in their latency phase (few at a time)
   // Scratch of recompute_rates / on_completion, kept to spare an allocation per event.
   std::vector<double> spare_;
   std::vector<int> unfrozen_on_;
