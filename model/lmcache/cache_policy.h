@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -46,6 +47,15 @@ class CachePolicy {
   virtual std::vector<CacheEngineKey> get_evict_candidates(const KeyOrderedDict& dict,
                                                            int num_candidates,
                                                            const CanEvictFn& can_evict) = 0;
+  // The first of get_evict_candidates(dict, 1, can_evict), with the same effects on the policy,
+  // or nullopt. Callers evict one key per round; the dict-order policies override this to walk
+  // the dict without building a vector.
+  virtual std::optional<CacheEngineKey> get_evict_candidate(const KeyOrderedDict& dict,
+                                                            const CanEvictFn& can_evict) {
+    std::vector<CacheEngineKey> v = get_evict_candidates(dict, 1, can_evict);
+    if (v.empty()) return std::nullopt;
+    return std::move(v.front());
+  }
   // LFU: (frequency, keys) buckets in ascending frequency, each in bucket order (stale entries
   // included). Empty for the other policies.
   virtual std::vector<std::pair<int64_t, std::vector<CacheEngineKey>>> frequency_buckets() const {

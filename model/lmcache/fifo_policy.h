@@ -14,6 +14,8 @@ class FIFOCachePolicy final : public CachePolicy {
   void update_on_force_evict(const CacheEngineKey&) override {}
   std::vector<CacheEngineKey> get_evict_candidates(const KeyOrderedDict& dict, int num_candidates,
                                                    const CanEvictFn& can_evict) override;
+  std::optional<CacheEngineKey> get_evict_candidate(const KeyOrderedDict& dict,
+                                                    const CanEvictFn& can_evict) override;
 };
 
 }  // namespace kvtwin::model::lmcache

@@ -149,10 +149,10 @@ PyRef LocalCPUBackend::allocate(const Shape& shape, KvDtype dtype, std::optional
   for (;;) {
     bool wait_other_requests = true;
     if (use_hot_) {
-      std::vector<CacheEngineKey> victims = policy_->get_evict_candidates(hot_cache_, 1, can_evict);
-      if (!victims.empty()) {
+      std::optional<CacheEngineKey> victim = policy_->get_evict_candidate(hot_cache_, can_evict);
+      if (victim) {
         wait_other_requests = false;
-        batched_remove(victims, /*force=*/false);
+        batched_remove({&*victim, 1}, /*force=*/false);
       }
     }
     if (wait_other_requests) {

@@ -78,13 +78,13 @@ void LocalDiskBackend::submit_put_task(const CacheEngineKey& key, const PyRef& o
   bool evict_success = true;
   CanEvictFn can_evict = [this](uint32_t slot) { return metas_[slot].can_evict(); };
   while (current_cache_size_ + required > static_cast<int64_t>(max_cache_size_)) {
-    std::vector<CacheEngineKey> victims = policy_->get_evict_candidates(dict_, 1, can_evict);
-    if (victims.empty()) {
+    std::optional<CacheEngineKey> victim = policy_->get_evict_candidate(dict_, can_evict);
+    if (!victim) {
       evict_success = false;
       break;
     }
-    for (const CacheEngineKey& v : victims) current_cache_size_ -= meta(v).size;
-    batched_remove(victims, /*force=*/false);
+    current_cache_size_ -= meta(*victim).size;
+    batched_remove({&*victim, 1}, /*force=*/false);
   }
   if (!evict_success) {
     if (!quirks_.disk_rejected_put_stays_in_flight) remove_put_task(key);

@@ -20,4 +20,11 @@ std::vector<CacheEngineKey> LRUCachePolicy::get_evict_candidates(const KeyOrdere
   return out;
 }
 
+std::optional<CacheEngineKey> LRUCachePolicy::get_evict_candidate(const KeyOrderedDict& dict,
+                                                                  const CanEvictFn& can_evict) {
+  for (uint32_t n = dict.first(); n != KeyOrderedDict::kEnd; n = dict.next(n))
+    if (can_evict(dict.value_at(n))) return dict.key_at(n);
+  return std::nullopt;
+}
+
 }  // namespace kvtwin::model::lmcache

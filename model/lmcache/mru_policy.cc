@@ -20,4 +20,11 @@ std::vector<CacheEngineKey> MRUCachePolicy::get_evict_candidates(const KeyOrdere
   return out;
 }
 
+std::optional<CacheEngineKey> MRUCachePolicy::get_evict_candidate(const KeyOrderedDict& dict,
+                                                                  const CanEvictFn& can_evict) {
+  for (uint32_t n = dict.last(); n != KeyOrderedDict::kEnd; n = dict.prev(n))
+    if (can_evict(dict.value_at(n))) return dict.key_at(n);
+  return std::nullopt;
+}
+
 }  // namespace kvtwin::model::lmcache
