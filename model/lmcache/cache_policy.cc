@@ -8,6 +8,35 @@
 
 namespace kvtwin::model::lmcache {
 
+template <typename Take>
+void DictOrderCachePolicy::for_each_evictable(const KeyOrderedDict& dict,
+                                              const CanEvictFn& can_evict, Take take) const {
+  for (uint32_t n = newest_first_ ? dict.last() : dict.first(); n != KeyOrderedDict::kEnd;
+       n = newest_first_ ? dict.prev(n) : dict.next(n)) {
+    if (can_evict(dict.value_at(n)) && take(dict.key_at(n))) return;
+  }
+}
+
+std::vector<CacheEngineKey> DictOrderCachePolicy::get_evict_candidates(
+    const KeyOrderedDict& dict, int num_candidates, const CanEvictFn& can_evict) {
+  std::vector<CacheEngineKey> out;
+  for_each_evictable(dict, can_evict, [&](const CacheEngineKey& key) {
+    out.push_back(key);
+    return static_cast<int>(out.size()) == num_candidates;
+  });
+  return out;
+}
+
+std::optional<CacheEngineKey> DictOrderCachePolicy::get_evict_candidate(
+    const KeyOrderedDict& dict, const CanEvictFn& can_evict) {
+  std::optional<CacheEngineKey> out;
+  for_each_evictable(dict, can_evict, [&](const CacheEngineKey& key) {
+    out = key;
+    return true;
+  });
+  return out;
+}
+
 std::unique_ptr<CachePolicy> make_cache_policy(CachePolicyKind kind, const Quirks& quirks) {
   switch (kind) {
     case CachePolicyKind::kLru:

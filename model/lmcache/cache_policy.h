@@ -63,6 +63,27 @@ class CachePolicy {
   }
 };
 
+// LRU, FIFO and MRU: the victims are the dict's evictable keys in dict order, oldest first or
+// (MRU) newest first; the three differ only in what a hit does to the order.
+class DictOrderCachePolicy : public CachePolicy {
+ public:
+  std::vector<CacheEngineKey> get_evict_candidates(const KeyOrderedDict& dict, int num_candidates,
+                                                   const CanEvictFn& can_evict) override;
+  // The same walk, stopped at the first evictable key: no vector is built.
+  std::optional<CacheEngineKey> get_evict_candidate(const KeyOrderedDict& dict,
+                                                    const CanEvictFn& can_evict) override;
+
+ protected:
+  explicit DictOrderCachePolicy(bool newest_first) : newest_first_(newest_first) {}
+
+ private:
+  // Calls take(key) for each evictable key in eviction order until it returns true.
+  template <typename Take>
+  void for_each_evictable(const KeyOrderedDict& dict, const CanEvictFn& can_evict, Take take) const;
+
+  bool newest_first_;
+};
+
 std::unique_ptr<CachePolicy> make_cache_policy(CachePolicyKind kind, const Quirks& quirks);
 
 }  // namespace kvtwin::model::lmcache

@@ -65,7 +65,8 @@ class BlockHashToBlockMap {
   // (e.g. an asm sink) so the loads are kept. A pass of these over a run of blocks before popping
   // them lets the out-of-order core overlap the run's cache misses. On the development VM (AMD
   // EPYC) the prefetch hints above did not hide the misses of the slot, whose address needs the
-  // links first, and this pass did (the eviction path's samples fell by a fifth).
+  // links first; this pass did (the eviction path's share of the samples, Mooncake run, 8
+  // instances, first 1,800 s: 17.6 % → 15.4 %).
   uint32_t warm_pop(BlockId block) const {
     const Link& l = links_[static_cast<size_t>(block)];
     if (!l.in_chain || l.prev != kNoBlock) return 0;

@@ -1,6 +1,7 @@
 #include "sim/engine/lmcache_connector.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "model/check.h"
 
@@ -372,15 +373,11 @@ void LmcacheConnector::load_bulk() {
 }
 
 void LmcacheConnector::fire_ready() {
-  std::function<void(SimDuration)> ready = std::move(step_ready_);
-  step_ready_ = nullptr;
-  ready(step_sleep_);
+  std::exchange(step_ready_, nullptr)(step_sleep_);
 }
 
 void LmcacheConnector::fire_done() {
-  std::function<void(const std::set<EngineRequest*>&)> done = std::move(step_done_);
-  step_done_ = nullptr;
-  done(failed_);
+  std::exchange(step_done_, nullptr)(failed_);
 }
 
 // Tier → CPU fetches (disk and remote in parallel), then one CPU → GPU copy of everything.

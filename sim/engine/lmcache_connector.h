@@ -158,9 +158,9 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   int pending_ = 0;                         // layerwise: transfers still running
   std::function<void()> on_idle_;
   SimDuration per_layer_ns_ = 0;
-  // Bulk mode: the instance's callbacks for the step in flight, kept here so that the events
-  // which fire them capture only `this` (no std::function is wrapped, so none is allocated per
-  // step). fire_ready / fire_done take the callback out before calling it.
+  // The instance's callbacks for the step in flight (ready: bulk mode; done: both modes), kept
+  // here so that the events which fire them capture only `this` (no std::function is wrapped,
+  // so none is allocated per step). fire_ready / fire_done take the callback out, then call it.
   std::function<void(SimDuration)> step_ready_;
   SimDuration step_sleep_ = 0;  // the scheduler's backoff sleeps added to the step
   std::function<void(const std::set<EngineRequest*>&)> step_done_;

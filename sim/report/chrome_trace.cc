@@ -30,8 +30,7 @@ void ChromeTrace::append_micros(std::string* out, SimTime ns) {
     *out += '-';
     ns = -ns;
   }
-  char buf[24];
-  out->append(buf, static_cast<size_t>(std::to_chars(buf, buf + sizeof buf, ns / 1000).ptr - buf));
+  append_int(out, ns / 1000);
   const int64_t frac = ns % 1000;
   if (frac == 0) return;
   char d[4] = {'.', static_cast<char>('0' + frac / 100), static_cast<char>('0' + frac / 10 % 10),
