@@ -31,6 +31,9 @@ class U64Set {
     }
   }
 
+  // A cache hint (changes nothing): brings in the home slot of `key`, so that a run of inserts
+  // and erases of scattered keys can overlap their misses by hinting a few keys ahead.
+  void prefetch(uint64_t key) const { __builtin_prefetch(&slots_[home(key)], 1); }
   // Returns true when the key was not there.
   bool insert(uint64_t key) {
     if (key == kEmpty) {

@@ -81,6 +81,10 @@ class RemoteBackend final : public StorageBackendInterface {
     std::vector<PyRef> objs;
   };
   CacheEngineKey remote_key(const CacheEngineKey& key) const;
+  // The first pending job with an id >= `id` (pending_ is in id order: ids grow as jobs are
+  // submitted, and completions only remove).
+  std::deque<PutJob>::iterator first_pending(uint64_t id);
+  std::deque<PutJob>::const_iterator first_pending(uint64_t id) const;
   PyRef get_one(const CacheEngineKey& key);  // RedisConnector._get
 
   LocalCPUBackend* local_cpu_;

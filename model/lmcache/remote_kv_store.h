@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <unordered_map>
 
 namespace kvtwin::model::lmcache {
 
@@ -43,8 +44,11 @@ class RemoteKvStore {
   // DEL of one Redis key; returns how many were deleted (0 or 1).
   int delete_kv_bytes(const std::string& key) { return erase_part(key, true); }
   int delete_metadata(const std::string& key) { return erase_part(key, false); }
-  // Key strings in sorted order with their parts.
-  const std::map<std::string, Entry>& entries() const { return entries_; }
+  // Number of keys holding at least one part.
+  size_t size() const { return entries_.size(); }
+  // Key strings in sorted order with their parts: a copy, for dumps and tests (the store itself
+  // is a hash table, so that a server with hundreds of thousands of keys answers in O(1)).
+  std::map<std::string, Entry> entries() const { return {entries_.begin(), entries_.end()}; }
 
  private:
   int erase_part(const std::string& key, bool kv) {
@@ -63,7 +67,7 @@ class RemoteKvStore {
     return n;
   }
 
-  std::map<std::string, Entry> entries_;
+  std::unordered_map<std::string, Entry> entries_;
 };
 
 }  // namespace kvtwin::model::lmcache

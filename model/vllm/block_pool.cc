@@ -34,8 +34,7 @@ ExternalBlockHash BlockPool::external_hash(std::span<const uint8_t> bytes) const
   ExternalBlockHash h;
   if (options_.kv_events_use_int_block_hashes) {
     h.is_int = true;
-    size_t start = bytes.size() > 8 ? bytes.size() - 8 : 0;
-    for (size_t i = start; i < bytes.size(); ++i) h.int_value = h.int_value << 8 | bytes[i];
+    h.int_value = int_block_hash(bytes);
   } else {
     h.bytes.assign(bytes.begin(), bytes.end());
   }
@@ -51,6 +50,7 @@ void BlockPool::cache_full_blocks(const Request& request, std::span<const BlockI
   KVTWIN_CHECK_LE(num_full_blocks, hashes.size())
       << "request " << request.request_id() << " lacks block hashes";
   const bool events = options_.enable_kv_cache_events;
+  const bool hash_events = options_.record_hash_events;
   BlockStored stored;
   // A prefill caches many blocks at once, scattered through the pool and the hash table: fetch
   // each block and its key's home slot a few iterations ahead (unmerged hashes only, whose
@@ -70,6 +70,7 @@ void BlockPool::cache_full_blocks(const Request& request, std::span<const BlockI
     blk.block_hash.assign(h, static_cast<uint32_t>(group_id));
     cached_.insert(blocks_, blk.block_id, prefix_key_hash64(h, static_cast<uint32_t>(group_id)));
     if (events) stored.block_hashes.push_back(external_hash(h));
+    if (hash_events) hash_events_.push_back({KvHashEvent::kStored, int_block_hash(h)});
   }
   if (!events) return;
   if (num_cached_blocks > 0)
@@ -149,6 +150,8 @@ bool BlockPool::maybe_evict_cached_block(BlockId b) {
   if (blk.block_hash.empty()) return false;
   if (!cached_.pop(blocks_, b)) return false;
   ++num_evicted_blocks_;
+  if (options_.record_hash_events)
+    hash_events_.push_back({KvHashEvent::kRemoved, int_block_hash(blk.block_hash.block_hash())});
   if (options_.enable_kv_cache_events) {
     BlockRemoved removed;
     removed.block_hashes.push_back(external_hash(blk.block_hash.block_hash()));
@@ -198,6 +201,7 @@ bool BlockPool::reset_prefix_cache() {
   cached_.clear();
   for (KVCacheBlock& blk : blocks_) blk.block_hash.reset();
   if (options_.enable_kv_cache_events) kv_event_queue_.push_back(AllBlocksCleared{});
+  if (options_.record_hash_events) hash_events_.push_back({KvHashEvent::kCleared, 0});
   return true;
 }
 

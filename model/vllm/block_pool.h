@@ -40,6 +40,8 @@ struct BlockPoolOptions {
   bool enable_kv_cache_events = false;
   // VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES: event hashes as the low 64 bits.
   bool kv_events_use_int_block_hashes = false;
+  // Records the hash stream (KvHashEvent; take_hash_events), independently of the full events.
+  bool record_hash_events = false;
 };
 
 class BlockPool {
@@ -101,6 +103,12 @@ class BlockPool {
   // Returns and clears the queued events (empty when events are off).
   std::vector<KVCacheEvent> take_events();
   bool has_events() const { return !kv_event_queue_.empty(); }
+  // Moves the recorded hash stream into *out (replacing its contents; empty unless
+  // record_hash_events). Swaps buffers, so a caller that keeps *out allocates nothing in the end.
+  void take_hash_events(std::vector<KvHashEvent>* out) {
+    out->clear();
+    out->swap(hash_events_);
+  }
 
   // Cached blocks whose hash was dropped since construction: evicted by reuse in
   // get_new_blocks or by evict_blocks (one BlockRemoved each when events are on). Not
@@ -129,6 +137,7 @@ class BlockPool {
   BlockHashToBlockMap cached_;
   BlockId null_block_;
   std::vector<KVCacheEvent> kv_event_queue_;
+  std::vector<KvHashEvent> hash_events_;
   std::vector<uint8_t> detached_;  // sink blocks (see mark_detached)
   std::vector<uint8_t> scratch_;
   std::vector<BlockId> to_append_;

@@ -8,7 +8,8 @@ KVCacheCoordinator::KVCacheCoordinator(const KVCacheCoordinatorOptions& options)
     : options_(options),
       block_pool_(BlockPoolOptions{options.kv_cache_config.num_blocks, options.enable_caching,
                                    options.hash_block_size, options.enable_kv_cache_events,
-                                   options.kv_events_use_int_block_hashes}) {
+                                   options.kv_events_use_int_block_hashes,
+                                   options.record_hash_events}) {
   const auto& groups = options.kv_cache_config.kv_cache_groups;
   KVTWIN_CHECK_LE(groups.size(), static_cast<size_t>(KVCacheBlocks::kMaxGroups));
   for (size_t i = 0; i < groups.size(); ++i) {

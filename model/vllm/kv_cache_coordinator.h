@@ -31,6 +31,7 @@ struct KVCacheCoordinatorOptions {
   bool enable_caching = true;
   bool enable_kv_cache_events = false;
   bool kv_events_use_int_block_hashes = false;
+  bool record_hash_events = false;  // BlockPoolOptions::record_hash_events
   int dcp_world_size = 1;
   int pcp_world_size = 1;
   int hash_block_size = 16;

@@ -23,6 +23,7 @@ KVCacheManager::KVCacheManager(const KVCacheManagerOptions& options) : options_(
   c.enable_caching = options.enable_caching;
   c.enable_kv_cache_events = options.enable_kv_cache_events;
   c.kv_events_use_int_block_hashes = options.kv_events_use_int_block_hashes;
+  c.record_hash_events = options.record_hash_events;
   c.dcp_world_size = options.dcp_world_size;
   c.pcp_world_size = options.pcp_world_size;
   c.hash_block_size = options.hash_block_size;

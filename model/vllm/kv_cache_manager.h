@@ -57,6 +57,9 @@ struct KVCacheManagerOptions {
   bool log_stats = false;
   bool enable_kv_cache_events = false;
   bool kv_events_use_int_block_hashes = false;
+  // Not upstream: records the hash stream (KvHashEvent, take_hash_events) for consumers that
+  // only index the cached hashes; independent of enable_kv_cache_events.
+  bool record_hash_events = false;
   int dcp_world_size = 1;
   int pcp_world_size = 1;
 };
@@ -122,6 +125,8 @@ class KVCacheManager {
   // Clears Mamba's set of blocks cached in the current step.
   void new_step_starts() { coordinator_->new_step_starts(); }
   std::vector<KVCacheEvent> take_events() { return pool().take_events(); }
+  // The hash stream since the last call (see BlockPool::take_hash_events).
+  void take_hash_events(std::vector<KvHashEvent>* out) { pool().take_hash_events(out); }
   // The stats since the last call, then reset; nullopt unless log_stats.
   std::optional<PrefixCacheStats> make_prefix_cache_stats();
 

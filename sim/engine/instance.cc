@@ -1,5 +1,7 @@
 #include "sim/engine/instance.h"
 
+#include <algorithm>
+
 #include "model/check.h"
 
 namespace kvtwin::sim::engine {
@@ -13,8 +15,8 @@ model::vllm::KVCacheManagerOptions kv_cache_manager_options(const scenario::Scen
   o.hash_block_size = layout.hash_block_size;
   o.enable_caching = layout.enable_caching;
   o.log_stats = false;
-  o.enable_kv_cache_events = events;
-  o.kv_events_use_int_block_hashes = true;
+  // The prefix index needs only which hashes come and go: the hash stream, not vLLM's events.
+  o.record_hash_events = events;
   return o;
 }
 
@@ -156,15 +158,26 @@ bool Instance::reject_stuck_head() {
 }
 
 void Instance::drain_events() {
-  for (auto& event : kv_.take_events()) {
-    if (auto* stored = std::get_if<model::vllm::BlockStored>(&event)) {
-      if (ctx_.track_prefix_index)
-        for (const auto& h : stored->block_hashes) cached_hashes_.insert(h.int_value);
-    } else if (auto* removed = std::get_if<model::vllm::BlockRemoved>(&event)) {
-      if (ctx_.track_prefix_index)
-        for (const auto& h : removed->block_hashes) cached_hashes_.erase(h.int_value);
-    } else {
-      cached_hashes_.clear();
+  if (!ctx_.track_prefix_index) return;
+  kv_.take_hash_events(&hash_events_);
+  // A prefill stores, and its allocations evict, hundreds of scattered hashes at once: hint the
+  // set's slots a few events ahead so that their misses overlap.
+  constexpr size_t kAhead = 8;
+  const size_t n = hash_events_.size();
+  for (size_t i = 0; i < std::min(n, kAhead); ++i) cached_hashes_.prefetch(hash_events_[i].hash);
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kAhead < n) cached_hashes_.prefetch(hash_events_[i + kAhead].hash);
+    const model::vllm::KvHashEvent& e = hash_events_[i];
+    switch (e.kind) {
+      case model::vllm::KvHashEvent::kStored:
+        cached_hashes_.insert(e.hash);
+        break;
+      case model::vllm::KvHashEvent::kRemoved:
+        cached_hashes_.erase(e.hash);
+        break;
+      case model::vllm::KvHashEvent::kCleared:
+        cached_hashes_.clear();
+        break;
     }
   }
 }

@@ -107,10 +107,12 @@ class Instance {
   hw::StepTime step_compute_;
   std::vector<hw::StepSlice> slices_;  // scratch
   uint64_t computed_tokens_ = 0;
-  U64Set cached_hashes_;  // low 64 bits of cached block hashes
+  U64Set cached_hashes_;                               // low 64 bits of cached block hashes
+  std::vector<model::vllm::KvHashEvent> hash_events_;  // drain_events' buffer, kept for capacity
 };
 
-// Options of the vLLM KV-cache manager for a scenario.
+// Options of the vLLM KV-cache manager for a scenario; `events`: record the hash stream (for the
+// prefix index).
 model::vllm::KVCacheManagerOptions kv_cache_manager_options(const scenario::Scenario& s,
                                                             const KvCacheLayout& layout,
                                                             bool events);

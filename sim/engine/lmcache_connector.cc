@@ -524,8 +524,7 @@ double LmcacheConnector::disk_bytes() const {
 
 double LmcacheConnector::remote_bytes() const {
   if (!config_.remote) return 0;
-  return static_cast<double>(ctx_.shared.remote->entries().size()) *
-         static_cast<double>(chunk_bytes_);
+  return static_cast<double>(ctx_.shared.remote->size()) * static_cast<double>(chunk_bytes_);
 }
 
 const LmcacheTierStats& LmcacheConnector::stats() {

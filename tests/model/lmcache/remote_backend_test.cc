@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+
 #include "model/vllm/block_hash.h"
 #include "tests/model/lmcache/lmcache_test_util.h"
 
@@ -19,11 +22,12 @@ TEST(RemoteBackend, PutWritesKvBytesAndTheTwentyEightByteMetadataAtCompletion) {
   StoreResult r = store(e, a);
   ASSERT_EQ(r.stored.size(), 2u);
   const RemoteKvStore& redis = *e.storage_manager().shared().remote;
-  EXPECT_TRUE(redis.entries().empty());                        // held until completion
+  EXPECT_EQ(redis.size(), 0u);                                 // held until completion
   EXPECT_EQ(e.storage_manager().pending_writes().size(), 1u);  // one job per batched put
   e.storage_manager().complete_all_writes();
-  ASSERT_EQ(redis.entries().size(), 2u);
-  const auto& [key, entry] = *redis.entries().begin();
+  ASSERT_EQ(redis.size(), 2u);
+  const std::map<std::string, RemoteKvStore::Entry> sorted = redis.entries();
+  const auto& [key, entry] = *sorted.begin();
   EXPECT_EQ(entry.kv_bytes->length, kChunkBytes);
   // length 16384, KV_2LTD, float16 code 2, shape [2, 2, 16, 128]
   EXPECT_EQ(vllm::to_hex(*entry.metadata),
@@ -63,7 +67,7 @@ TEST(RemoteBackend, RemoveIsNotImplementedAndClearOnlyTouchesTheCpuTier) {
   std::vector<std::string> remote_only{"RemoteBackend"};
   EXPECT_EQ(e.clear(std::span<const TokenId>(a), &remote_only, nullptr).count, 0);
   e.clear(std::nullopt, nullptr, nullptr);
-  EXPECT_EQ(e.storage_manager().shared().remote->entries().size(), 2u);
+  EXPECT_EQ(e.storage_manager().shared().remote->size(), 2u);
 }
 
 TEST(RemoteBackend, ACompleteRemoteGetIsWrittenBackIntoTheCpuTier) {

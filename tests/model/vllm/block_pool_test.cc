@@ -211,5 +211,46 @@ TEST(BlockPool, ResetPrefixCacheNeedsEveryBlockFreeAndKeepsTheQueueOrder) {
   pool.check_invariants();
 }
 
+// The hash stream lists what the full events say, hash by hash, in their order: the stored
+// blocks (null blocks skipped), each eviction, the clear; recorded with the full events off too.
+TEST(BlockPool, TheHashStreamMirrorsTheEvents) {
+  RequestBlockHasher hasher = make_hasher(4);
+  Request req("r", tokens(12), {}, &hasher);
+  auto int_of = [&](int i) {
+    return int_block_hash(req.block_hashes()[static_cast<size_t>(i)].bytes());
+  };
+  for (bool full : {true, false}) {
+    BlockPool pool(BlockPoolOptions{4, true, 4, full, /*int_hashes=*/true, /*hash_events=*/true});
+    Ids blocks;
+    pool.get_new_blocks(3, &blocks);  // 1, 2, 3
+    pool.cache_full_blocks(req, blocks, 0, 2, 4, 0);
+    pool.cache_full_blocks(req, blocks, 2, 3, 4, 0);
+    pool.free_blocks_reversed(blocks);  // queue: 3, 2, 1
+    Ids next;
+    pool.get_new_blocks(1, &next);  // evicts block 3 (the third hash)
+    pool.free_blocks(next);
+    ASSERT_TRUE(pool.reset_prefix_cache());
+    std::vector<KvHashEvent> stream;
+    pool.take_hash_events(&stream);
+    const std::vector<KvHashEvent> want = {{KvHashEvent::kStored, int_of(0)},
+                                           {KvHashEvent::kStored, int_of(1)},
+                                           {KvHashEvent::kStored, int_of(2)},
+                                           {KvHashEvent::kRemoved, int_of(2)},
+                                           {KvHashEvent::kCleared, 0}};
+    EXPECT_EQ(stream, want) << "full events " << full;
+    std::vector<KVCacheEvent> events = pool.take_events();
+    EXPECT_EQ(events.size(), full ? 4u : 0u);
+    pool.take_hash_events(&stream);
+    EXPECT_TRUE(stream.empty());
+  }
+}
+
+TEST(BlockPool, TheIntFormIsTheLastEightBytesBigEndian) {
+  const std::vector<uint8_t> b = {0xff, 1, 2, 3, 4, 5, 6, 7, 8};
+  EXPECT_EQ(int_block_hash(b), 0x0102030405060708ULL);
+  const std::vector<uint8_t> s = {0xab, 0xcd};
+  EXPECT_EQ(int_block_hash(s), 0xabcdULL);
+}
+
 }  // namespace
 }  // namespace kvtwin::model::vllm

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <list>
 #include <map>
+#include <variant>
 
 #include "model/vllm/free_kv_cache_block_queue.h"
 #include "tests/model/vllm/random_kv_workload.h"
@@ -37,6 +38,42 @@ RC_GTEST_PROP(KVCacheManagerProperty, InvariantsHoldAfterEveryOp, ()) {
   RC_CLASSIFY(s.stats().hit_tokens > 0, "prefix hits");
   RC_CLASSIFY(s.stats().preemptions > 0, "preemptions");
   RC_CLASSIFY(s.stats().allocations >= 5, ">= 5 allocations");
+}
+
+// The hash stream (record_hash_events) is the full events reduced to their int hashes, in order:
+// a consumer indexing cached hashes sees the same thing from either.
+RC_GTEST_PROP(KVCacheManagerProperty, TheHashStreamIsTheEventsReduced, ()) {
+  RandomConfig config = *gen_config();
+  config.options.enable_kv_cache_events = true;
+  config.options.record_hash_events = true;
+  RC_TAG(config.label);
+  RandomScheduler s(config);
+  int n = pick(kMinOps, kMaxOps);
+  std::vector<KvHashEvent> stream;
+  size_t seen = 0;
+  for (int i = 0; i < n; ++i) {
+    std::string op = s.step();
+    std::vector<KvHashEvent> want;
+    for (const KVCacheEvent& e : s.manager().take_events()) {
+      auto to_int = [&](const ExternalBlockHash& h) {
+        return h.is_int ? h.int_value : int_block_hash(h.bytes);
+      };
+      if (const auto* st = std::get_if<BlockStored>(&e)) {
+        for (const auto& h : st->block_hashes) want.push_back({KvHashEvent::kStored, to_int(h)});
+      } else if (const auto* rm = std::get_if<BlockRemoved>(&e)) {
+        for (const auto& h : rm->block_hashes) want.push_back({KvHashEvent::kRemoved, to_int(h)});
+      } else {
+        want.push_back({KvHashEvent::kCleared, 0});
+      }
+    }
+    s.manager().take_hash_events(&stream);
+    seen += stream.size();
+    if (stream != want)
+      RC_FAIL("after op " + std::to_string(i) + " (" + op + ") on " + config.label + ": " +
+              std::to_string(stream.size()) + " hash events, " + std::to_string(want.size()) +
+              " expected from the full events");
+  }
+  RC_CLASSIFY(seen > 0, "hash events");
 }
 
 // Usage is 1 - free / (num_blocks - 1), and free blocks are exactly the queued ones.

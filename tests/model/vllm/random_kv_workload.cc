@@ -159,6 +159,7 @@ rc::Gen<RandomConfig> gen_config(bool full_attention_with_caching) {
     o.log_stats = *rc::gen::arbitrary<bool>();
     o.enable_kv_cache_events = *rc::gen::arbitrary<bool>();
     o.kv_events_use_int_block_hashes = *rc::gen::arbitrary<bool>();
+    o.record_hash_events = *rc::gen::arbitrary<bool>();
     o.kv_cache_config.num_blocks = pick(6, 64);
     c.label += std::string(caching ? "" : "_nocache") + (o.use_eagle ? "_eagle" : "");
     return c;
@@ -328,6 +329,7 @@ std::string RandomScheduler::step() {
     }
     default:
       manager_->take_events();
+      manager_->take_hash_events(&hash_events_);
       manager_->make_prefix_cache_stats();
       return "take_events";
   }

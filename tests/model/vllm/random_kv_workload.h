@@ -82,6 +82,7 @@ class RandomScheduler {
   int next_id_ = 0;
   Stats stats_;
   int64_t block_size_ = 1;
+  std::vector<KvHashEvent> hash_events_;  // what the "take_events" op drains
 };
 
 }  // namespace kvtwin::model::vllm::testing
