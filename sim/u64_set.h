@@ -31,9 +31,11 @@ class U64Set {
     }
   }
 
-  // A cache hint (changes nothing): brings in the home slot of `key`, so that a run of inserts
-  // and erases of scattered keys can overlap their misses by hinting a few keys ahead.
-  void prefetch(uint64_t key) const { __builtin_prefetch(&slots_[home(key)], 1); }
+  // A demand load (changes nothing): reads the home slot of `key` and returns it for the caller
+  // to consume (e.g. an asm sink). A pass of these over a run of scattered keys before inserting
+  // or erasing them lets the core overlap the run's cache misses; on the development VM (AMD
+  // EPYC) prefetch hints did not (see BlockHashToBlockMap::warm_pop).
+  uint64_t warm(uint64_t key) const { return slots_[home(key)]; }
   // Returns true when the key was not there.
   bool insert(uint64_t key) {
     if (key == kEmpty) {

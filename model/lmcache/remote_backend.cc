@@ -134,9 +134,7 @@ bool RemoteBackend::complete_write(uint64_t id) {
     // A shape that is not 4-D or a dtype without a code fails inside the writer (assert /
     // KeyError), which the instrumented connector swallows: that key is not written.
     if (o.shape.rank != 4 || !dtype_remote_code(o.dtype)) continue;
-    std::string k = job.keys[i].to_string();
-    store_->set_kv_bytes(k, {o.byte_len, o.content});
-    store_->set_metadata(k, serialize_metadata(o));
+    store_->set_both(job.keys[i].to_string(), {o.byte_len, o.content}, serialize_metadata(o));
   }
   for (const PyRef& o : job.objs) local_cpu_->allocator().ref_count_down(o.id());
   last_result_.reset();  // this job's result (None) replaces the last get's

@@ -33,6 +33,12 @@ class RemoteKvStore {
   void set_metadata(const std::string& key, const RemoteMetadataBytes& m) {
     entries_[key].metadata = m;
   }
+  // set_kv_bytes then set_metadata, with one lookup.
+  void set_both(std::string key, KvBytes v, const RemoteMetadataBytes& m) {
+    Entry& e = entries_[std::move(key)];
+    e.kv_bytes = v;
+    e.metadata = m;
+  }
   const KvBytes* kv_bytes(const std::string& key) const {
     auto it = entries_.find(key);
     return it == entries_.end() || !it->second.kv_bytes ? nullptr : &*it->second.kv_bytes;

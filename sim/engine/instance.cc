@@ -160,24 +160,29 @@ bool Instance::reject_stuck_head() {
 void Instance::drain_events() {
   if (!ctx_.track_prefix_index) return;
   kv_.take_hash_events(&hash_events_);
-  // A prefill stores, and its allocations evict, hundreds of scattered hashes at once: hint the
-  // set's slots a few events ahead so that their misses overlap.
-  constexpr size_t kAhead = 8;
+  // A prefill stores, and its allocations evict, hundreds of scattered hashes at once. In runs of
+  // kRun, first load each hash's home slot (independent loads whose misses overlap), then apply
+  // the run.
+  constexpr size_t kRun = 32;
   const size_t n = hash_events_.size();
-  for (size_t i = 0; i < std::min(n, kAhead); ++i) cached_hashes_.prefetch(hash_events_[i].hash);
-  for (size_t i = 0; i < n; ++i) {
-    if (i + kAhead < n) cached_hashes_.prefetch(hash_events_[i + kAhead].hash);
-    const model::vllm::KvHashEvent& e = hash_events_[i];
-    switch (e.kind) {
-      case model::vllm::KvHashEvent::kStored:
-        cached_hashes_.insert(e.hash);
-        break;
-      case model::vllm::KvHashEvent::kRemoved:
-        cached_hashes_.erase(e.hash);
-        break;
-      case model::vllm::KvHashEvent::kCleared:
-        cached_hashes_.clear();
-        break;
+  for (size_t run = 0; run < n; run += kRun) {
+    const size_t end = std::min(n, run + kRun);
+    uint64_t sink = 0;
+    for (size_t i = run; i < end; ++i) sink += cached_hashes_.warm(hash_events_[i].hash);
+    __asm__ volatile("" : : "r"(sink));
+    for (size_t i = run; i < end; ++i) {
+      const model::vllm::KvHashEvent& e = hash_events_[i];
+      switch (e.kind) {
+        case model::vllm::KvHashEvent::kStored:
+          cached_hashes_.insert(e.hash);
+          break;
+        case model::vllm::KvHashEvent::kRemoved:
+          cached_hashes_.erase(e.hash);
+          break;
+        case model::vllm::KvHashEvent::kCleared:
+          cached_hashes_.clear();
+          break;
+      }
     }
   }
 }
