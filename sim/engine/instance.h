@@ -80,7 +80,7 @@ class Instance {
   uint64_t gpu_evictions() const { return kv_.block_pool().num_evicted_blocks(); }
 
   // Leading block hashes of `hashes` this instance holds in its GPU prefix cache (from its KV
-  // events). Requires track_prefix_index.
+  // events, as the hash stream). Requires track_prefix_index.
   int64_t cached_prefix_blocks(const std::vector<model::vllm::BlockHash>& hashes) const;
 
   model::vllm::KVCacheManager& kv() { return kv_; }

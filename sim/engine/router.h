@@ -5,8 +5,9 @@
 //                  running), ties to the lowest index
 //   prefix_aware   the instance maximising  cached_prefix_tokens − queued_tokens: the GPU prefix
 //                  cache (tracked from each instance's KV events, as llm-d's precise prefix
-//                  scorer does) saves that many prefill tokens, the queue costs that many; ties to
-//                  the lowest index
+//                  scorer does; read as the block pool's hash stream, KvHashEvent, which carries
+//                  what the index uses of them) saves that many prefill tokens, the queue costs
+//                  that many; ties to the lowest index
 #pragma once
 
 #include <cstdint>
