@@ -123,16 +123,14 @@ bool LocalDiskBackend::complete_write(uint64_t id) {
   MemoryObj& o = *job.obj;
   uint64_t written = quirks_.disk_usage_counts_unaligned_writes ? o.byte_len : o.phy_size;
   usage_ += static_cast<int64_t>(written);
-  std::string name = job.key.disk_file_name();
-  directory_->write(name, o.byte_len, o.content);
+  directory_->write(job.key.disk_file_name(), o.byte_len, o.content);
   local_cpu_->allocator().ref_count_down(job.obj.id());
-  insert_key(job.key, *job.obj, std::move(name));
+  insert_key(job.key, *job.obj);
   remove_put_task(job.key);
   return true;
 }
 
-void LocalDiskBackend::insert_key(const CacheEngineKey& key, const MemoryObj& obj,
-                                  std::string path) {
+void LocalDiskBackend::insert_key(const CacheEngineKey& key, const MemoryObj& obj) {
   if (dict_.contains(key)) {
     policy_->update_on_hit(key, dict_);
     return;
@@ -145,7 +143,7 @@ void LocalDiskBackend::insert_key(const CacheEngineKey& key, const MemoryObj& ob
     slot = static_cast<uint32_t>(metas_.size());
     metas_.emplace_back();
   }
-  metas_[slot] = DiskCacheMetadata{std::move(path), obj.phy_size, obj.shape, obj.dtype, obj.fmt, 0};
+  metas_[slot] = DiskCacheMetadata{obj.phy_size, obj.shape, obj.dtype, obj.fmt, 0};
   dict_.set(key, slot);
 }
 
@@ -175,7 +173,7 @@ PyRef LocalDiskBackend::get_blocking(const CacheEngineKey& key) {
   DiskCacheMetadata m = meta(key);
   PyRef obj = local_cpu_->allocate(m.shape, m.dtype, m.fmt);
   if (!obj) raise(PyError::kAssertionError, "Memory allocation failed during disk load.");
-  bool ok = read_file(key, m.path, *obj);
+  bool ok = read_file(key, key.disk_file_name(), *obj);
   if (!ok && !quirks_.disk_missing_file_raises_key_error) {
     local_cpu_->allocator().ref_count_down(obj.id());  // the fix releases the buffer
     return PyRef();
@@ -191,7 +189,7 @@ std::vector<PyRef> LocalDiskBackend::batched_get_non_blocking(
   for (const CacheEngineKey& key : keys) {
     DiskCacheMetadata* m = find_meta(key);
     if (m == nullptr) raise(PyError::kAssertionError, "Key not found in disk cache after pinning");
-    std::string path = m->path;
+    std::string path = key.disk_file_name();
     Shape shape = m->shape;
     KvDtype dtype = m->dtype;
     MemoryFormat fmt = m->fmt;
@@ -220,7 +218,7 @@ std::vector<PyRef> LocalDiskBackend::batched_get_non_blocking(
 PyRef LocalDiskBackend::prefetch_allocate(const CacheEngineKey& key, std::string* path) {
   DiskCacheMetadata* m = find_meta(key);
   if (m == nullptr) raise(PyError::kAssertionError, "Key not found in disk cache after pinning");
-  *path = m->path;
+  *path = key.disk_file_name();
   Shape shape = m->shape;
   KvDtype dtype = m->dtype;
   MemoryFormat fmt = m->fmt;
@@ -258,8 +256,8 @@ bool LocalDiskBackend::remove(const CacheEngineKey& key, bool force) {
   usage_ -= static_cast<int64_t>(m->size);
   if (force && !quirks_.disk_remove_keeps_reservation)
     current_cache_size_ -= static_cast<int64_t>(m->size);
-  if (!directory_->remove(m->path))
-    raise(PyError::kFileNotFoundError, "os.remove(" + m->path + ")");
+  std::string path = key.disk_file_name();
+  if (!directory_->remove(path)) raise(PyError::kFileNotFoundError, "os.remove(" + path + ")");
   if (force) policy_->update_on_force_evict(key);
   return true;
 }

@@ -41,8 +41,9 @@
 
 namespace kvtwin::model::lmcache {
 
+// Upstream's metadata also holds the file path; here it is always key.disk_file_name(), so it is
+// derived where needed instead of stored (a disk tier can hold millions of entries).
 struct DiskCacheMetadata {
-  std::string path;
   uint64_t size = 0;  // physical size of the object written
   Shape shape;
   KvDtype dtype = KvDtype::kHalf;
@@ -116,8 +117,7 @@ class LocalDiskBackend final : public StorageBackendInterface {
   const DiskCacheMetadata& meta(const CacheEngineKey& key) const;
   DiskCacheMetadata* find_meta(const CacheEngineKey& key);
   std::optional<DiskCacheMetadata> pop_entry(const CacheEngineKey& key);
-  // `path` is key.disk_file_name().
-  void insert_key(const CacheEngineKey& key, const MemoryObj& obj, std::string path);
+  void insert_key(const CacheEngineKey& key, const MemoryObj& obj);
   void remove_put_task(const CacheEngineKey& key);
   // read_file: false (and the index entry dropped) when the file is missing.
   bool read_file(const CacheEngineKey& key, const std::string& path, MemoryObj& dst);
