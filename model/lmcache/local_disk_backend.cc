@@ -58,22 +58,18 @@ void LocalDiskBackend::touch_cache() {
 }
 
 bool LocalDiskBackend::exists_in_put_tasks(const CacheEngineKey& key) const {
-  return put_task_index_.contains(key);
+  return put_tasks_.contains(key);
 }
 
 void LocalDiskBackend::remove_put_task(const CacheEngineKey& key) {
-  if (put_task_index_.erase(key) == 0) return;
-  auto it = std::find(put_tasks_.begin(), put_tasks_.end(), key);
-  KVTWIN_CHECK(it != put_tasks_.end()) << "put task index out of step";
-  put_tasks_.erase(it);
+  put_tasks_.pop(key);
 }
 
 void LocalDiskBackend::submit_put_task(const CacheEngineKey& key, const PyRef& obj) {
   if (!obj->valid) raise(PyError::kAssertionError, "memory_obj.tensor is None");
   if (exists_in_put_tasks(key)) return;  // skip repeated save
   if (!quirks_.disk_reput_double_accounting && dict_.contains(key)) return;
-  put_tasks_.push_back(key);
-  put_task_index_.insert(key);
+  put_tasks_.set(key, 0);
   int64_t required = static_cast<int64_t>(obj->phy_size);
   bool evict_success = true;
   CanEvictFn can_evict = [this](uint32_t slot) { return metas_[slot].can_evict(); };

@@ -30,7 +30,6 @@
 #include <deque>
 #include <memory>
 #include <string>
-#include <unordered_set>
 #include <vector>
 
 #include "model/lmcache/cache_policy.h"
@@ -100,7 +99,7 @@ class LocalDiskBackend final : public StorageBackendInterface {
   int64_t current_cache_size() const { return current_cache_size_; }  // reserved bytes
   int64_t usage() const { return usage_; }                            // written bytes
   std::vector<std::pair<CacheEngineKey, DiskCacheMetadata>> entries() const;
-  const std::vector<CacheEngineKey>& in_flight() const { return put_tasks_; }
+  std::vector<CacheEngineKey> in_flight() const { return put_tasks_.keys(); }
   const CachePolicy& cache_policy() const { return *policy_; }
   const DiskDirectory& directory() const { return *directory_; }
   size_t size() const { return dict_.size(); }
@@ -135,9 +134,9 @@ class LocalDiskBackend final : public StorageBackendInterface {
   KeyOrderedDict dict_;  // key -> slot in metas_
   std::vector<DiskCacheMetadata> metas_;
   std::vector<uint32_t> free_metas_;
-  std::vector<CacheEngineKey> put_tasks_;  // in-flight list (LocalDiskWorker.put_tasks)
-  // The same keys as put_tasks_ (which has no duplicates), for O(1) membership.
-  std::unordered_set<CacheEngineKey, CacheEngineKeyHash> put_task_index_;
+  // The in-flight list (LocalDiskWorker.put_tasks: no duplicates, submission order) as an ordered
+  // dict (values unused), so that membership and removal from its middle are O(1).
+  KeyOrderedDict put_tasks_;
   std::deque<WriteJob> pending_;  // ids strictly increasing (job ids are handed out in order)
   std::vector<CacheEngineKey> keys_in_request_;
   int64_t current_cache_size_ = 0;
