@@ -101,8 +101,7 @@ void LocalDiskBackend::batched_submit_put_task(std::span<const CacheEngineKey> k
 
 std::vector<PendingWrite> LocalDiskBackend::pending_writes(uint64_t first_id) const {
   std::vector<PendingWrite> out;
-  auto from = std::lower_bound(pending_.begin(), pending_.end(), first_id,
-                               [](const WriteJob& j, uint64_t v) { return j.id < v; });
+  auto from = first_job_at_or_after(pending_, first_id);
   out.reserve(static_cast<size_t>(pending_.end() - from));
   for (auto it = from; it != pending_.end(); ++it)
     out.push_back({it->id, Tier::kDisk, {it->key}, it->obj->byte_len, it->obj->phy_size});
@@ -110,8 +109,7 @@ std::vector<PendingWrite> LocalDiskBackend::pending_writes(uint64_t first_id) co
 }
 
 bool LocalDiskBackend::complete_write(uint64_t id) {
-  auto it = std::lower_bound(pending_.begin(), pending_.end(), id,
-                             [](const WriteJob& j, uint64_t v) { return j.id < v; });
+  auto it = first_job_at_or_after(pending_, id);
   if (it == pending_.end() || it->id != id) return false;
   WriteJob job = std::move(*it);
   pending_.erase(it);

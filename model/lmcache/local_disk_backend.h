@@ -137,7 +137,7 @@ class LocalDiskBackend final : public StorageBackendInterface {
   // The in-flight list (LocalDiskWorker.put_tasks: no duplicates, submission order) as an ordered
   // dict (values unused), so that membership and removal from its middle are O(1).
   KeyOrderedDict put_tasks_;
-  std::deque<WriteJob> pending_;  // ids strictly increasing (job ids are handed out in order)
+  std::deque<WriteJob> pending_;  // in id order (first_job_at_or_after)
   std::vector<CacheEngineKey> keys_in_request_;
   int64_t current_cache_size_ = 0;
   int64_t usage_ = 0;

@@ -94,25 +94,9 @@ void RemoteBackend::batched_submit_put_task(std::span<const CacheEngineKey> keys
   ++events_->remote_writes_submitted;
 }
 
-namespace {
-template <typename Jobs>
-auto first_job_at_or_after(Jobs& jobs, uint64_t id) {
-  return std::lower_bound(jobs.begin(), jobs.end(), id,
-                          [](const auto& j, uint64_t v) { return j.id < v; });
-}
-}  // namespace
-
-std::deque<RemoteBackend::PutJob>::iterator RemoteBackend::first_pending(uint64_t id) {
-  return first_job_at_or_after(pending_, id);
-}
-
-std::deque<RemoteBackend::PutJob>::const_iterator RemoteBackend::first_pending(uint64_t id) const {
-  return first_job_at_or_after(pending_, id);
-}
-
 std::vector<PendingWrite> RemoteBackend::pending_writes(uint64_t first_id) const {
   std::vector<PendingWrite> out;
-  for (auto it = first_pending(first_id); it != pending_.end(); ++it) {
+  for (auto it = first_job_at_or_after(pending_, first_id); it != pending_.end(); ++it) {
     const PutJob& j = *it;
     uint64_t bytes = 0, phy = 0;
     for (const PyRef& o : j.objs) {
@@ -125,7 +109,7 @@ std::vector<PendingWrite> RemoteBackend::pending_writes(uint64_t first_id) const
 }
 
 bool RemoteBackend::complete_write(uint64_t id) {
-  auto it = first_pending(id);
+  auto it = first_job_at_or_after(pending_, id);
   if (it == pending_.end() || it->id != id) return false;
   PutJob job = std::move(*it);
   pending_.erase(it);

@@ -81,10 +81,6 @@ class RemoteBackend final : public StorageBackendInterface {
     std::vector<PyRef> objs;
   };
   CacheEngineKey remote_key(const CacheEngineKey& key) const;
-  // The first pending job with an id >= `id` (pending_ is in id order: ids grow as jobs are
-  // submitted, and completions only remove).
-  std::deque<PutJob>::iterator first_pending(uint64_t id);
-  std::deque<PutJob>::const_iterator first_pending(uint64_t id) const;
   PyRef get_one(const CacheEngineKey& key);  // RedisConnector._get
 
   LocalCPUBackend* local_cpu_;
@@ -93,7 +89,7 @@ class RemoteBackend final : public StorageBackendInterface {
   bool mla_worker_id_as0_mode_;
   StorageEvents* events_;
   uint64_t* next_job_id_;
-  std::deque<PutJob> pending_;
+  std::deque<PutJob> pending_;  // in id order (first_job_at_or_after)
   PyRef last_result_;
 };
 

@@ -9,6 +9,7 @@
 // Errors: a tier may throw UpstreamError where upstream raises (upstream_error.h).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -18,6 +19,15 @@
 #include "model/lmcache/memory_obj.h"
 
 namespace kvtwin::model::lmcache {
+
+// The first job of `jobs` whose id is >= `id`. REQUIRES: jobs (structs with an `id`) are in
+// increasing id order — true of the backends' write queues, whose ids grow as jobs are submitted
+// and whose completions only remove.
+template <typename Jobs>
+auto first_job_at_or_after(Jobs& jobs, uint64_t id) {
+  return std::lower_bound(jobs.begin(), jobs.end(), id,
+                          [](const auto& job, uint64_t v) { return job.id < v; });
+}
 
 class LocalCPUBackend;
 

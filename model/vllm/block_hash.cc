@@ -46,10 +46,7 @@ bool BlockHash::from_hex(std::string_view hex, BlockHash* out) {
 }
 
 uint64_t BlockHash::low64() const {
-  uint64_t v = 0;
-  size_t start = size_ > 8 ? size_ - 8 : 0;
-  for (size_t i = start; i < size_; ++i) v = v << 8 | data_[i];
-  return v;
+  return int_block_hash(bytes());
 }
 
 }  // namespace kvtwin::model::vllm

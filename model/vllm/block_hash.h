@@ -39,8 +39,7 @@ class BlockHash {
   // Parses lowercase/uppercase hex of 1..32 bytes; returns false on malformed input.
   static bool from_hex(std::string_view hex, BlockHash* out);
 
-  // The last 8 bytes as a big-endian integer: vLLM's
-  // `int.from_bytes(hash, "big") & (2**64 - 1)` for KV events with int block hashes.
+  // int_block_hash(bytes()): the int form of KV events with int block hashes.
   uint64_t low64() const;
 
   friend bool operator==(const BlockHash& a, const BlockHash& b) {
@@ -58,6 +57,15 @@ class BlockHash {
   std::array<uint8_t, kMaxSize> data_{};
   uint8_t size_ = 0;
 };
+
+// The last 8 bytes (all of them when fewer) as a big-endian integer: vLLM's
+// `int.from_bytes(hash, "big") & (2**64 - 1)`, the int form of a block hash in KV events.
+inline uint64_t int_block_hash(std::span<const uint8_t> bytes) {
+  uint64_t v = 0;
+  for (size_t i = bytes.size() > 8 ? bytes.size() - 8 : 0; i < bytes.size(); ++i)
+    v = v << 8 | bytes[i];
+  return v;
+}
 
 // Hex helpers shared by hashes, keys and op-log writers.
 std::string to_hex(std::span<const uint8_t> bytes);

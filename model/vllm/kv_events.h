@@ -15,7 +15,6 @@
 
 #include <cstdint>
 #include <optional>
-#include <span>
 #include <string>
 #include <variant>
 #include <vector>
@@ -61,22 +60,13 @@ using KVCacheEvent = std::variant<BlockStored, BlockRemoved, AllBlocksCleared>;
 // The hash stream (kvtwin's, not upstream's): the events reduced to what a consumer that indexes
 // the cached hashes needs (a KV-aware router), one flat entry per hash, recorded without an
 // allocation per event. In the order of the full events: each hash of a BlockStored (kStored),
-// each hash of a BlockRemoved (kRemoved), and one kCleared for AllBlocksCleared. Hashes are the
-// int form of ExternalBlockHash (the last 8 bytes, big-endian) whatever
-// kv_events_use_int_block_hashes says.
+// each hash of a BlockRemoved (kRemoved), and one kCleared for AllBlocksCleared. Hashes are in
+// int form (int_block_hash, block_hash.h) whatever kv_events_use_int_block_hashes says.
 struct KvHashEvent {
   enum Kind : uint8_t { kStored, kRemoved, kCleared };
   Kind kind = kCleared;
   uint64_t hash = 0;  // 0 for kCleared
   friend bool operator==(const KvHashEvent&, const KvHashEvent&) = default;
 };
-
-// The int form of a block hash: int.from_bytes(hash, "big") & (2**64 - 1).
-inline uint64_t int_block_hash(std::span<const uint8_t> bytes) {
-  uint64_t v = 0;
-  for (size_t i = bytes.size() > 8 ? bytes.size() - 8 : 0; i < bytes.size(); ++i)
-    v = v << 8 | bytes[i];
-  return v;
-}
 
 }  // namespace kvtwin::model::vllm

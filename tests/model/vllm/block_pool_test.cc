@@ -245,12 +245,5 @@ TEST(BlockPool, TheHashStreamMirrorsTheEvents) {
   }
 }
 
-TEST(BlockPool, TheIntFormIsTheLastEightBytesBigEndian) {
-  const std::vector<uint8_t> b = {0xff, 1, 2, 3, 4, 5, 6, 7, 8};
-  EXPECT_EQ(int_block_hash(b), 0x0102030405060708ULL);
-  const std::vector<uint8_t> s = {0xab, 0xcd};
-  EXPECT_EQ(int_block_hash(s), 0xabcdULL);
-}
-
 }  // namespace
 }  // namespace kvtwin::model::vllm
