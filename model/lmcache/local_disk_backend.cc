@@ -99,12 +99,15 @@ void LocalDiskBackend::batched_submit_put_task(std::span<const CacheEngineKey> k
   for (size_t i = 0; i < n; ++i) submit_put_task(keys[i], objs[i]);
 }
 
-std::vector<PendingWrite> LocalDiskBackend::pending_writes(uint64_t first_id) const {
+std::vector<PendingWrite> LocalDiskBackend::pending_writes(uint64_t first_id,
+                                                           bool with_keys) const {
   std::vector<PendingWrite> out;
   auto from = first_job_at_or_after(pending_, first_id);
   out.reserve(static_cast<size_t>(pending_.end() - from));
-  for (auto it = from; it != pending_.end(); ++it)
-    out.push_back({it->id, Tier::kDisk, {it->key}, it->obj->byte_len, it->obj->phy_size});
+  for (auto it = from; it != pending_.end(); ++it) {
+    out.push_back({it->id, Tier::kDisk, {}, it->obj->byte_len, it->obj->phy_size});
+    if (with_keys) out.back().keys.push_back(it->key);
+  }
   return out;
 }
 

@@ -83,8 +83,9 @@ class LocalDiskBackend final : public StorageBackendInterface {
   PyRef prefetch_allocate(const CacheEngineKey& key, std::string* path);
   bool prefetch_read(const CacheEngineKey& key, const std::string& path, MemoryObj& dst);
 
-  // Queued writes with id >= first_id, in id order.
-  std::vector<PendingWrite> pending_writes(uint64_t first_id = 0) const;
+  // Queued writes with id >= first_id, in id order; `with_keys` false leaves PendingWrite::keys
+  // empty (a scheduler that needs only ids and sizes allocates nothing per write).
+  std::vector<PendingWrite> pending_writes(uint64_t first_id = 0, bool with_keys = true) const;
   // Completes one queued write; false if `id` is not pending here.
   bool complete_write(uint64_t id);
   size_t num_pending_writes() const { return pending_.size(); }

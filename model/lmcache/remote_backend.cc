@@ -94,7 +94,7 @@ void RemoteBackend::batched_submit_put_task(std::span<const CacheEngineKey> keys
   ++events_->remote_writes_submitted;
 }
 
-std::vector<PendingWrite> RemoteBackend::pending_writes(uint64_t first_id) const {
+std::vector<PendingWrite> RemoteBackend::pending_writes(uint64_t first_id, bool with_keys) const {
   std::vector<PendingWrite> out;
   for (auto it = first_job_at_or_after(pending_, first_id); it != pending_.end(); ++it) {
     const PutJob& j = *it;
@@ -103,7 +103,8 @@ std::vector<PendingWrite> RemoteBackend::pending_writes(uint64_t first_id) const
       bytes += o->byte_len;
       phy += o->phy_size;
     }
-    out.push_back({j.id, Tier::kRemote, j.keys, bytes, phy});
+    out.push_back({j.id, Tier::kRemote, {}, bytes, phy});
+    if (with_keys) out.back().keys = j.keys;
   }
   return out;
 }

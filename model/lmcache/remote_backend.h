@@ -58,8 +58,8 @@ class RemoteBackend final : public StorageBackendInterface {
   std::optional<PyRef> prefetch_allocate(const CacheEngineKey& key);
   bool prefetch_fill(const CacheEngineKey& key, MemoryObj& dst);
 
-  // Queued writes with id >= first_id, in queue order.
-  std::vector<PendingWrite> pending_writes(uint64_t first_id = 0) const;
+  // Queued writes with id >= first_id, in queue order (with_keys: as LocalDiskBackend's).
+  std::vector<PendingWrite> pending_writes(uint64_t first_id = 0, bool with_keys = true) const;
   bool complete_write(uint64_t id);
   size_t num_pending_writes() const { return pending_.size(); }
   std::vector<MemObjId> pending_objects() const {

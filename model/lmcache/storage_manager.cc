@@ -201,11 +201,12 @@ int64_t StorageManager::clear(const std::vector<std::string>* locations) {
   return n;
 }
 
-std::vector<PendingWrite> StorageManager::pending_writes(uint64_t first_id) const {
+std::vector<PendingWrite> StorageManager::pending_writes(uint64_t first_id, bool with_keys) const {
   std::vector<PendingWrite> out;
-  if (local_disk_ != nullptr) out = local_disk_->pending_writes(first_id);
+  if (local_disk_ != nullptr) out = local_disk_->pending_writes(first_id, with_keys);
   if (remote_ != nullptr) {
-    for (const PendingWrite& w : remote_->pending_writes(first_id)) out.push_back(w);
+    for (PendingWrite& w : remote_->pending_writes(first_id, with_keys))
+      out.push_back(std::move(w));
   }
   std::sort(out.begin(), out.end(),
             [](const PendingWrite& a, const PendingWrite& b) { return a.id < b.id; });

@@ -122,7 +122,8 @@ class StorageManager {
   // Asynchronous writes.
   // The queued writes with id >= first_id (all by default), by id. Job ids are handed out in
   // increasing order, so a caller that remembers the last id it saw lists only new writes.
-  std::vector<PendingWrite> pending_writes(uint64_t first_id = 0) const;
+  // `with_keys` false leaves PendingWrite::keys empty (no allocation per write).
+  std::vector<PendingWrite> pending_writes(uint64_t first_id = 0, bool with_keys = true) const;
   bool complete_write(uint64_t id);
   struct Completed {
     int disk = 0;

@@ -475,7 +475,8 @@ void LmcacheConnector::start_writes() {
     events.remote_writes_submitted = 0;
     // Only writes not seen before: ids are handed out in increasing order, so every pending write
     // below the mark was queued by an earlier scan (and leaves the pending lists when done).
-    for (lm::PendingWrite& w : engine_->storage_manager().pending_writes(next_unseen_write_)) {
+    for (lm::PendingWrite& w :
+         engine_->storage_manager().pending_writes(next_unseen_write_, /*with_keys=*/false)) {
       next_unseen_write_ = std::max(next_unseen_write_, w.id + 1);
       write_queue_[w.tier == lm::Tier::kDisk ? 0 : 1].push_back(std::move(w));
     }

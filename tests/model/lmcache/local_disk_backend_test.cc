@@ -58,6 +58,24 @@ TEST(LocalDiskBackend, PendingWritesFromAnIdListOnlyTheWritesSubmittedSince) {
   EXPECT_EQ(e.storage_manager().pending_writes(first[2].id).size(), 4u);
 }
 
+TEST(LocalDiskBackend, PendingWritesWithoutKeysListTheSameWritesAndSizes) {
+  LMCacheEngine e(toy_config(8, 8), toy_metadata());
+  store(e, seq(64, 1));
+  std::vector<PendingWrite> with = e.storage_manager().pending_writes();
+  std::vector<PendingWrite> without = e.storage_manager().pending_writes(0, /*with_keys=*/false);
+  ASSERT_EQ(with.size(), 4u);
+  ASSERT_EQ(without.size(), with.size());
+  for (size_t i = 0; i < with.size(); ++i) {
+    EXPECT_EQ(without[i].id, with[i].id);
+    EXPECT_EQ(without[i].tier, with[i].tier);
+    EXPECT_EQ(without[i].bytes, with[i].bytes);
+    EXPECT_EQ(without[i].phy_bytes, with[i].phy_bytes);
+    EXPECT_EQ(with[i].keys.size(), 1u);
+    EXPECT_TRUE(without[i].keys.empty());
+  }
+  EXPECT_EQ(e.storage_manager().pending_writes(with[2].id, false).size(), 2u);
+}
+
 TEST(LocalDiskBackend, RePutOfAResidentKeyDoublesTheReservationWithTheQuirk) {
   for (bool quirk : {true, false}) {
     Quirks q = quirk ? Quirks::upstream() : Quirks::all_fixed();

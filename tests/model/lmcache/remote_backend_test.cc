@@ -24,6 +24,12 @@ TEST(RemoteBackend, PutWritesKvBytesAndTheTwentyEightByteMetadataAtCompletion) {
   const RemoteKvStore& redis = *e.storage_manager().shared().remote;
   EXPECT_EQ(redis.size(), 0u);                                 // held until completion
   EXPECT_EQ(e.storage_manager().pending_writes().size(), 1u);  // one job per batched put
+  EXPECT_EQ(e.storage_manager().pending_writes()[0].keys.size(), 2u);
+  std::vector<PendingWrite> sizes = e.storage_manager().pending_writes(0, /*with_keys=*/false);
+  ASSERT_EQ(sizes.size(), 1u);
+  EXPECT_EQ(sizes[0].tier, Tier::kRemote);
+  EXPECT_EQ(sizes[0].bytes, 2 * kChunkBytes);
+  EXPECT_TRUE(sizes[0].keys.empty());
   e.storage_manager().complete_all_writes();
   ASSERT_EQ(redis.size(), 2u);
   const std::map<std::string, RemoteKvStore::Entry> sorted = redis.entries();
