@@ -51,6 +51,12 @@ struct RequestTracker {
   // Not upstream state: the chunk hashes of token_ids' leading full chunks, filled by the stores
   // of this request's metadata (token_ids only grows while the request is not preempted).
   ChunkHashChain chunk_hashes;
+  // Not upstream state: the caller's memo of the request's whole token sequence
+  // (VllmRequest::chunk_hashes, which lookups fill), used instead of chunk_hashes when set.
+  // token_ids is always a prefix of the request's tokens, preempted or not, so one memo serves
+  // lookups and stores and each chunk is hashed once. The caller keeps it alive while the
+  // tracker lives.
+  ChunkHashChain* request_chunk_hashes = nullptr;
 
   // RequestTracker.update for a running request scheduled again. `all_token_ids` is required when
   // preempted (the tokens are rebuilt from it).

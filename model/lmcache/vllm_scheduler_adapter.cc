@@ -151,6 +151,7 @@ ConnectorMetadata LMCacheSchedulerAdapter::build_connector_meta(
     t.allocated_block_ids = nr.block_ids;
     t.num_saved_tokens = load_spec ? load_spec->lmcache_cached_tokens : 0;
     t.request_configs = request.request_configs;
+    t.request_chunk_hashes = request.chunk_hashes;
     t.skip_save = force_skip_save ||
                   (config_.priority_limit.has_value() && priority > *config_.priority_limit);
     put_tracker(std::move(t));

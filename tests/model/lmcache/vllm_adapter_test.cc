@@ -124,6 +124,47 @@ TEST(VllmAdapter, WorkerStepLoadsThenUnpinsThenStoresTheNewChunks) {
     EXPECT_EQ(f.engine->storage_manager().allocator().obj(id).pin_count, 0);
 }
 
+// A request carrying a chunk-hash memo: its lookups fill the memo and its tracker's stores use the
+// same one (each chunk hashed once), with exactly the keys and ranges of a request without one.
+TEST(VllmAdapter, TheRequestsChunkHashMemoServesLookupsAndStoresAlike) {
+  std::vector<std::vector<CacheEngineKey>> keys;
+  for (bool shared : {false, true}) {
+    Fixture f;
+    std::vector<TokenId> a = seq(48, 1);
+    store(*f.engine, std::vector<TokenId>(a.begin(), a.begin() + 16));
+    VllmRequest r = f.request("r", a);
+    ChunkHashChain chain;
+    if (shared) r.chunk_hashes = &chain;
+    EXPECT_EQ(*f.sched->get_num_new_matched_tokens(r, 0).ret, 16);
+    if (shared) {
+      EXPECT_EQ(chain.hashes.size(), 3u);
+    }
+    f.sched->update_state_after_alloc(r, 16);
+    SchedulerOutput out;
+    out.scheduled_new_reqs.push_back({"r", {4, 5, 6}, 16});
+    out.num_scheduled_tokens["r"] = 32;
+    ConnectorMetadata meta = f.sched->build_connector_meta(out, {{"r", &r}});
+    ASSERT_EQ(meta.requests.size(), 1u);
+    if (shared) {
+      EXPECT_EQ(meta.requests[0].chunk_hashes, &chain);
+    } else {
+      EXPECT_NE(meta.requests[0].chunk_hashes, nullptr);
+    }
+    WorkerLog log;
+    f.worker->start_load_kv(meta, &log);
+    f.worker->wait_for_save(meta, &log);
+    EXPECT_EQ(log.stored, (std::vector<TokenRange>{{16, 32}, {32, 48}}));
+    if (shared) {
+      EXPECT_EQ(chain.hashes.size(), 3u);
+    }
+    keys.emplace_back();
+    for (const auto& [k, id] : f.engine->storage_manager().local_cpu().entries())
+      keys.back().push_back(k);
+  }
+  ASSERT_EQ(keys[0].size(), 3u);
+  EXPECT_EQ(keys[0], keys[1]);
+}
+
 TEST(VllmAdapter, FailedLoadsAreReportedAsVllmBlockIds) {
   Fixture f;
   f.cfg.remote = true;

@@ -133,5 +133,34 @@ TEST(Workload, SyntheticPrefixesFollowTheGroupsAndLeaveTraceIdsAlone) {
   EXPECT_GT(first_ids[1], first_ids[3]);
 }
 
+// Position by position, whatever the buffering: a token inside block k of the ids is the token at
+// the same offset of a request holding only that id, a token past the ids is the token at the same
+// position of the request with no ids, and the tokens are appended after what *out holds.
+RC_GTEST_PROP(TokenSynthesizer, EveryTokenDependsOnlyOnItsIdAndOffsetOrItsPosition, ()) {
+  TokenSynthesizer s(*rc::gen::arbitrary<uint64_t>(), 128256);
+  const uint64_t index = *rc::gen::inRange<uint64_t>(0, 1000);
+  const int32_t bs = *rc::gen::inRange(1, 600);
+  const int num_ids = *rc::gen::inRange(0, 6);
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < num_ids; ++i) ids.push_back(*rc::gen::inRange<uint64_t>(0, 50));
+  const int64_t n = *rc::gen::inRange<int64_t>(0, int64_t{bs} * (num_ids + 1) + 300);
+  TraceRequest r = request(index, n, bs, ids);
+  std::vector<int64_t> got = {-1, -2, -3};
+  s.prompt_tokens(r, &got);
+  RC_ASSERT(got.size() == static_cast<size_t>(n) + 3);
+  RC_ASSERT(got[0] == -1 && got[1] == -2 && got[2] == -3);
+  const std::vector<int64_t> plain = tokens(s, request(index, n, 0, {}));
+  for (int64_t p = 0; p < n; ++p) {
+    const int64_t k = p / bs;
+    int64_t want;
+    if (k < num_ids) {
+      want = tokens(s, request(index + 1, bs, bs, {ids[static_cast<size_t>(k)]}))[p % bs];
+    } else {
+      want = plain[static_cast<size_t>(p)];
+    }
+    RC_ASSERT(got[static_cast<size_t>(p) + 3] == want);
+  }
+}
+
 }  // namespace
 }  // namespace kvtwin::sim::workload
