@@ -34,6 +34,16 @@ struct Fixture {
     r.own_tokens(std::move(tokens));
     return r;
   }
+  // The scheduler's side of one step that schedules `r` for the first time: allocation after its
+  // `computed` matched tokens, then `scheduled` new tokens in `blocks`.
+  ConnectorMetadata schedule_new(VllmRequest& r, int64_t computed, std::vector<int64_t> blocks,
+                                 int64_t scheduled) {
+    sched->update_state_after_alloc(r, computed);
+    SchedulerOutput out;
+    out.scheduled_new_reqs.push_back({r.request_id, std::move(blocks), computed});
+    out.num_scheduled_tokens[r.request_id] = scheduled;
+    return sched->build_connector_meta(out, {{r.request_id, &r}});
+  }
 };
 
 TEST(VllmAdapter, AWholePromptHitLeavesTheLastTokenToRecompute) {
@@ -102,11 +112,7 @@ TEST(VllmAdapter, WorkerStepLoadsThenUnpinsThenStoresTheNewChunks) {
   store(*f.engine, std::vector<TokenId>(a.begin(), a.begin() + 32));
   VllmRequest r = f.request("r", a);
   EXPECT_EQ(*f.sched->get_num_new_matched_tokens(r, 0).ret, 32);
-  f.sched->update_state_after_alloc(r, 32);
-  SchedulerOutput out;
-  out.scheduled_new_reqs.push_back({"r", {4, 5, 6}, 32});
-  out.num_scheduled_tokens["r"] = 16;
-  ConnectorMetadata meta = f.sched->build_connector_meta(out, {{"r", &r}});
+  ConnectorMetadata meta = f.schedule_new(r, 32, {4, 5, 6}, 16);
   ASSERT_EQ(meta.requests.size(), 1u);
   EXPECT_EQ(meta.requests[0].save_spec->skip_leading_tokens, 32);
   WorkerLog log;
@@ -139,11 +145,7 @@ TEST(VllmAdapter, TheRequestsChunkHashMemoServesLookupsAndStoresAlike) {
     if (shared) {
       EXPECT_EQ(chain.hashes.size(), 3u);
     }
-    f.sched->update_state_after_alloc(r, 16);
-    SchedulerOutput out;
-    out.scheduled_new_reqs.push_back({"r", {4, 5, 6}, 16});
-    out.num_scheduled_tokens["r"] = 32;
-    ConnectorMetadata meta = f.sched->build_connector_meta(out, {{"r", &r}});
+    ConnectorMetadata meta = f.schedule_new(r, 16, {4, 5, 6}, 32);
     ASSERT_EQ(meta.requests.size(), 1u);
     if (shared) {
       EXPECT_EQ(meta.requests[0].chunk_hashes, &chain);
@@ -183,11 +185,7 @@ TEST(VllmAdapter, FailedLoadsAreReportedAsVllmBlockIds) {
   prompt.push_back(7);
   VllmRequest r = f.request("r", prompt);
   EXPECT_EQ(*f.sched->get_num_new_matched_tokens(r, 0).ret, 64);
-  f.sched->update_state_after_alloc(r, 64);
-  SchedulerOutput out;
-  out.scheduled_new_reqs.push_back({"r", {10, 11, 12, 13, 14}, 64});
-  out.num_scheduled_tokens["r"] = 1;
-  ConnectorMetadata meta = f.sched->build_connector_meta(out, {{"r", &r}});
+  ConnectorMetadata meta = f.schedule_new(r, 64, {10, 11, 12, 13, 14}, 1);
   WorkerLog log;
   f.worker->start_load_kv(meta, &log);
   // Chunk 3 failed and the quirk also drops chunk 2 from the load while its mask stays set:
