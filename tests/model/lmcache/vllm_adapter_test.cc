@@ -133,7 +133,8 @@ TEST(VllmAdapter, WorkerStepLoadsThenUnpinsThenStoresTheNewChunks) {
 // A request carrying a chunk-hash memo: its lookups fill the memo and its tracker's stores use the
 // same one (each chunk hashed once), with exactly the keys and ranges of a request without one.
 TEST(VllmAdapter, TheRequestsChunkHashMemoServesLookupsAndStoresAlike) {
-  std::vector<std::vector<CacheEngineKey>> keys;
+  // Keys as strings: a CacheEngineKey points into its engine's scope registry, gone with `f`.
+  std::vector<std::vector<std::string>> keys;
   for (bool shared : {false, true}) {
     Fixture f;
     std::vector<TokenId> a = seq(48, 1);
@@ -161,7 +162,7 @@ TEST(VllmAdapter, TheRequestsChunkHashMemoServesLookupsAndStoresAlike) {
     }
     keys.emplace_back();
     for (const auto& [k, id] : f.engine->storage_manager().local_cpu().entries())
-      keys.back().push_back(k);
+      keys.back().push_back(k.to_string());
   }
   ASSERT_EQ(keys[0].size(), 3u);
   EXPECT_EQ(keys[0], keys[1]);
