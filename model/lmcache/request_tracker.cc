@@ -62,8 +62,7 @@ std::optional<ReqMeta> req_meta_from_tracker(RequestTracker& tracker,
   meta.save_spec = SaveSpec{skip_leading, !skip_save};
   if (load_spec && load_spec->can_load) meta.load_spec = load_spec;
   meta.request_configs = tracker.request_configs;
-  meta.chunk_hashes = tracker.request_chunk_hashes != nullptr ? tracker.request_chunk_hashes
-                                                              : &tracker.chunk_hashes;
+  meta.chunk_hashes = &tracker.chunk_hashes;
   return meta;
 }
 

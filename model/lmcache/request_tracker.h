@@ -51,12 +51,6 @@ struct RequestTracker {
   // Not upstream state: the chunk hashes of token_ids' leading full chunks, filled by the stores
   // of this request's metadata (token_ids only grows while the request is not preempted).
   ChunkHashChain chunk_hashes;
-  // Not upstream state: the caller's memo of the request's whole token sequence
-  // (VllmRequest::chunk_hashes, which lookups fill), used instead of chunk_hashes when set.
-  // token_ids is always a prefix of the request's tokens, preempted or not, so one memo serves
-  // lookups and stores and each chunk is hashed once. The caller keeps it alive while the
-  // tracker lives.
-  ChunkHashChain* request_chunk_hashes = nullptr;
 
   // RequestTracker.update for a running request scheduled again. `all_token_ids` is required when
   // preempted (the tokens are rebuilt from it).
@@ -90,7 +84,8 @@ struct ReqMeta {
   std::optional<SaveSpec> save_spec;
   std::optional<LoadSpec> load_spec;
   std::optional<RequestConfigs> request_configs;
-  // The tracker's ChunkHashChain for token_ids (same lifetime as the views); null: none.
+  // A ChunkHashChain for token_ids (same lifetime as the views): the tracker's, or the request's
+  // when the scheduler adapter's caller keeps one; null: none.
   ChunkHashChain* chunk_hashes = nullptr;
 };
 

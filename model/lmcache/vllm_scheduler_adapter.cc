@@ -24,6 +24,15 @@ int64_t scheduled_tokens(const SchedulerOutput& output, const std::string& req_i
   return it->second;
 }
 
+// Not upstream: when the caller memoises the request's chunk hashes (VllmRequest::chunk_hashes,
+// which its lookups fill), the step's stores use that memo instead of the tracker's own. The
+// tracker's tokens are always a prefix of the request's, preempted or not, so each chunk is then
+// hashed once; the memo is read only while this step's metadata is, when the request is live.
+ReqMeta with_request_memo(ReqMeta m, const VllmRequest& request) {
+  if (request.chunk_hashes != nullptr) m.chunk_hashes = request.chunk_hashes;
+  return m;
+}
+
 }  // namespace
 
 ReqMetaOptions LMCacheSchedulerAdapter::meta_options() const {
@@ -151,12 +160,11 @@ ConnectorMetadata LMCacheSchedulerAdapter::build_connector_meta(
     t.allocated_block_ids = nr.block_ids;
     t.num_saved_tokens = load_spec ? load_spec->lmcache_cached_tokens : 0;
     t.request_configs = request.request_configs;
-    t.request_chunk_hashes = request.chunk_hashes;
     t.skip_save = force_skip_save ||
                   (config_.priority_limit.has_value() && priority > *config_.priority_limit);
     put_tracker(std::move(t));
     if (auto m = req_meta_from_tracker(*tracker(nr.req_id), load_spec, options))
-      meta.requests.push_back(std::move(*m));
+      meta.requests.push_back(with_request_memo(std::move(*m), request));
   }
   for (const CachedRequestData& cr : output.scheduled_cached_reqs) {
     RequestTracker* t = tracker(cr.req_id);
@@ -186,7 +194,7 @@ ConnectorMetadata LMCacheSchedulerAdapter::build_connector_meta(
     t->update(new_tokens, cr.new_block_ids, cr.resumed, lmcache_cached, vllm_cached,
               cr.resumed ? &request.all_token_ids : nullptr);
     if (auto m = req_meta_from_tracker(*t, load_spec, options))
-      meta.requests.push_back(std::move(*m));
+      meta.requests.push_back(with_request_memo(std::move(*m), request));
   }
   return meta;
 }

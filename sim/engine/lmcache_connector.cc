@@ -108,7 +108,7 @@ LmcacheConnector::RequestState& LmcacheConnector::state_of(const EngineRequest& 
   if (!st.mirror) {
     st.mirror = std::make_unique<lm::VllmRequest>();
     st.mirror->request_id = r.id();
-    st.mirror->chunk_hashes = st.chunk_hashes.get();
+    st.mirror->chunk_hashes = &st.chunk_hashes;
     st.mirror->token_capacity_hint = model::vllm::Request::token_capacity(
         static_cast<size_t>(r.req->num_prompt_tokens()), r.req->max_tokens());
   }
@@ -200,15 +200,11 @@ void LmcacheConnector::build_connector_meta(const SchedulerOutput& output) {
   }
   o.scheduled_cached_reqs.resize(num_cached);
   meta_ = scheduler_adapter_->build_connector_meta(o, new_requests_);
-  retired_chains_.clear();  // the trackers of o.finished_req_ids are gone
 }
 
 void LmcacheConnector::request_finished(EngineRequest& r) {
   finished_since_meta_.push_back(r.id());
-  if (auto it = requests_.find(r.id()); it != requests_.end()) {
-    retired_chains_.push_back(std::move(it->second.chunk_hashes));
-    requests_.erase(it);
-  }
+  requests_.erase(r.id());
   r.connector_state = nullptr;
   if (prefetch_ && r.record.first_scheduled < 0 && lookup_client_->is_pending(r.id())) {
     lookup_client_->cancel_lookup(r.id());  // aborted while its lookup runs (FINISHED_ABORTED)

@@ -114,9 +114,8 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
     EngineRequest* live = nullptr;  // set once the scheduler asked for its matched tokens
     bool seen = false;              // scheduled at least once (new vs cached request data)
     // The memo of the request's chunk hashes (a vLLM request's tokens only grow), filled by its
-    // lookups and shared with its LMCache tracker's stores (RequestTracker::request_chunk_hashes).
-    std::unique_ptr<model::lmcache::ChunkHashChain> chunk_hashes =
-        std::make_unique<model::lmcache::ChunkHashChain>();
+    // lookups and used by its stores (the adapter's metadata points at it).
+    model::lmcache::ChunkHashChain chunk_hashes;
   };
   RequestState& state_of(const EngineRequest& r);
   model::lmcache::VllmRequest& mirror(const EngineRequest& r) { return *state_of(r).mirror; }
@@ -147,9 +146,6 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
 
   // Per unfinished request, by request id (one look-up per scheduled request and step).
   std::unordered_map<std::string, RequestState> requests_;
-  // Memos of requests finished since the last build_connector_meta: their trackers point at them
-  // until that call drops the trackers.
-  std::vector<std::unique_ptr<model::lmcache::ChunkHashChain>> retired_chains_;
   std::vector<std::string> finished_since_meta_;
   model::lmcache::ConnectorMetadata meta_;
   // build_connector_meta's input, kept between steps so its buffers are reused.

@@ -73,11 +73,11 @@ void BM_TokenSynthesis(benchmark::State& state) {
 }
 BENCHMARK(BM_TokenSynthesis);
 
-// vLLM prompt hashing, one chain of 760 16-token blocks (a 12,160-token prompt, the Mooncake
-// conversation trace's mean): blocks per second with sha256 (pickle + SHA-256, vLLM's default) and
-// xxhash (pickle + XXH3-128). Each block's key holds its parent's hash, so a chain is sequential;
-// on the stop-15 VM the SHA-256 figure is the floor of the Mooncake run's hashing (report
-// reports/speed/dev-vm-2cpu-xeon-2026-11-26-stop15).
+// vLLM prompt hashing, one chain of 760 16-token blocks (a 12,160-token prompt; the Mooncake
+// conversation trace's mean is 12,035): blocks per second with sha256 (pickle + SHA-256, vLLM's
+// default) and xxhash (pickle + XXH3-128). Each block's key holds its parent's hash, so a chain is
+// sequential; on the stop-15 VM the SHA-256 figure is the floor of the Mooncake run's hashing
+// (report reports/speed/dev-vm-2cpu-xeon-2026-11-26-stop15).
 void BM_PromptBlockHashes(benchmark::State& state) {
   const model::vllm::HashFn fn =
       state.range(0) == 0 ? model::vllm::HashFn::kSha256 : model::vllm::HashFn::kXxhash;
