@@ -43,6 +43,9 @@ class Simulator {
   void stop() { stopped_ = true; }
 
   size_t num_pending() const { return heap_.size() - cancelled_.size(); }
+  // Time of the earliest pending event, kSimTimeMax when none. A lower bound when that event was
+  // cancelled (cancelled events leave the queue only when their time comes).
+  SimTime next_event_time() const { return heap_.empty() ? kSimTimeMax : heap_.front().time; }
   uint64_t num_executed() const { return num_executed_; }
 
  private:

@@ -1,10 +1,13 @@
 #include "sim/cli/cache_replay_command.h"
 
+#include <cmath>
 #include <cstdio>
 
 #include "sim/cli/common.h"
 #include "sim/engine/cluster.h"
 #include "sim/io/input_error.h"
+#include "sim/io/output_file.h"
+#include "sim/io/parse.h"
 #include "sim/scenario/scenario_loader.h"
 
 namespace kvtwin::sim::cli {
@@ -90,6 +93,26 @@ std::string table(const std::vector<Point>& points, const std::string& tier, boo
 
 }  // namespace
 
+std::vector<double> parse_capacities_gb(const std::vector<std::string>& items) {
+  std::vector<double> out;
+  std::vector<std::string> split;
+  for (const std::string& arg : items)
+    for (size_t start = 0;;) {
+      const size_t comma = arg.find(',', start);
+      split.push_back(arg.substr(start, comma == std::string::npos ? comma : comma - start));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  for (const std::string& item : split) {
+    if (item.empty()) throw InputError("--capacity-gb", 0, "", "empty item in the list");
+    auto v = io::parse_double(item);
+    if (!v || !std::isfinite(*v) || *v <= 0 || *v > 1e9)
+      throw InputError("--capacity-gb", 0, item, "expected a number of GiB in (0, 1e9]");
+    out.push_back(*v);
+  }
+  return out;
+}
+
 std::vector<CacheReplayPoint> cache_replay(const CacheReplayOptions& o) {
   if (o.tier != "gpu" && o.tier != "cpu" && o.tier != "disk")
     throw InputError("--tier", 0, o.tier, "expected gpu, cpu or disk");
@@ -108,8 +131,19 @@ std::vector<CacheReplayPoint> cache_replay(const CacheReplayOptions& o) {
     }
     caps = {now};
   }
-  for (double c : caps)
-    if (!(c > 0)) throw InputError("--capacity-gb", 0, std::to_string(c), "must be > 0");
+  for (double c : caps) {
+    if (!(c > 0 && c <= 1e9))
+      throw InputError("--capacity-gb", 0, std::to_string(c), "expected GiB in (0, 1e9]");
+    if (o.tier == "gpu") {
+      const engine::KvCacheLayout layout =
+          engine::derive_kv_cache_layout(base, hw::derive_geometry(base));
+      if (c * kGiB / static_cast<double>(layout.block_bytes) >
+          static_cast<double>(engine::kMaxGpuBlocksPerInstance))
+        throw InputError("--capacity-gb", 0, std::to_string(c),
+                         "more GPU blocks than the simulator holds (" +
+                             std::to_string(engine::kMaxGpuBlocksPerInstance) + ")");
+    }
+  }
   std::vector<Point> points(caps.size());
   parallel_for(caps.size(), o.jobs,
                [&](size_t i) { points[i] = replay(base, o.trace, o.tier, caps[i]); });
@@ -120,11 +154,7 @@ int run_cache_replay(const CacheReplayOptions& o) {
   std::vector<Point> points = cache_replay(o);
   if (!o.quiet) std::fputs(table(points, o.tier, false).c_str(), stdout);
   if (!o.csv.empty()) {
-    std::FILE* f = std::fopen(o.csv.c_str(), "wb");
-    if (!f) throw InputError(o.csv, 0, "--csv", "cannot create file");
-    std::string text = table(points, o.tier, true);
-    std::fwrite(text.data(), 1, text.size(), f);
-    std::fclose(f);
+    io::write_output(o.csv, table(points, o.tier, true));
   }
   return 0;
 }

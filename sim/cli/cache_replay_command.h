@@ -36,6 +36,10 @@ struct CacheReplayPoint {
   int64_t capacity_tokens = 0;
   report::Summary summary;
 };
+// The values of --capacity-gb as given on the command line (each argument a comma-separated
+// list): each a finite number of GiB in (0, 1e9]. Throws InputError naming the bad item.
+std::vector<double> parse_capacities_gb(const std::vector<std::string>& items);
+
 // The replays behind run_cache_replay, one per capacity, in input order.
 std::vector<CacheReplayPoint> cache_replay(const CacheReplayOptions& options);
 

@@ -6,8 +6,10 @@
 // 2 bad input (flags, files), as one line on stderr.
 #include <CLI/CLI.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <exception>
+#include <new>
 
 #include "model/check.h"
 #include "sim/calibrate/calibrate_command.h"
@@ -159,15 +161,19 @@ int dispatch(int argc, char** argv) {
   replay_cmd->add_option("--trace", replay.trace, "trace file, overrides workload.trace");
   replay_cmd->add_option("--set", replay.sets, "override a scenario field: key=value (repeatable)");
   replay_cmd->add_option("--tier", replay.tier, "tier whose capacity varies: gpu | cpu | disk");
+  std::vector<std::string> capacity_items;
   replay_cmd
-      ->add_option("--capacity-gb", replay.capacity_gb,
+      ->add_option("--capacity-gb", capacity_items,
                    "capacities per rank in GiB (repeatable or comma-separated)")
-      ->delimiter(',');
+      ->allow_extra_args(false);
   replay_cmd->add_option("-j,--jobs", replay.jobs, "capacities replayed in parallel")
       ->check(CLI::Range(1, 1024));
   replay_cmd->add_option("--csv", replay.csv, "also write the table as CSV");
   replay_cmd->add_flag("-q,--quiet", replay.quiet, "no table on stdout");
-  replay_cmd->callback([&] { exit_code = kvtwin::sim::cli::run_cache_replay(replay); });
+  replay_cmd->callback([&] {
+    replay.capacity_gb = kvtwin::sim::cli::parse_capacities_gb(capacity_items);
+    exit_code = kvtwin::sim::cli::run_cache_replay(replay);
+  });
 
   // kvtwin trace stats | convert
   CLI::App* trace_cmd = app.add_subcommand("trace", "Trace tools: reuse statistics, conversion");
@@ -183,7 +189,14 @@ int dispatch(int argc, char** argv) {
                         "working set (default: the embedded default)");
   stats_cmd->add_option("--set", stats.sets, "override a scenario field: key=value");
   stats_cmd->add_option("--window-s", stats.window_s, "working-set window in seconds")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            double v = 0;
+            const bool ok =
+                CLI::detail::lexical_cast(text, v) && std::isfinite(v) && v > 0 && v <= 1e9;
+            return ok ? std::string() : "expected seconds in (0, 1e9], got '" + text + "'";
+          },
+          "SECONDS"));
   stats_cmd->add_flag("--json", stats.json, "print one JSON object");
   stats_cmd->callback([&] { exit_code = kvtwin::sim::cli::run_trace_stats(stats); });
   kvtwin::sim::cli::TraceConvertOptions convert;
@@ -214,14 +227,28 @@ int dispatch(int argc, char** argv) {
   return exit_code;
 }
 
+// What a command printed must all have reached stdout (a full disk or a closed pipe is an error).
+int checked_stdout(int exit_code) {
+  if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0) {
+    std::fprintf(stderr, "kvtwin: standard output: write failed\n");
+    return exit_code == 0 ? kExitBadInput : exit_code;
+  }
+  return exit_code;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
-    return dispatch(argc, argv);
+    return checked_stdout(dispatch(argc, argv));
   } catch (const kvtwin::sim::InputError& e) {
     std::fprintf(stderr, "kvtwin: %s\n", e.what());
     return kExitBadInput;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr,
+                 "kvtwin: error: out of memory (the scenario needs more than this machine has; "
+                 "fewer instances, GPU blocks or tier capacity would fit)\n");
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kvtwin: error: %s\n", e.what());
     return 1;

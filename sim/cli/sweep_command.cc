@@ -7,6 +7,7 @@
 #include "sim/cli/common.h"
 #include "sim/cli/run_command.h"
 #include "sim/io/input_error.h"
+#include "sim/io/output_file.h"
 #include "sim/report/run_recorder.h"
 #include "sim/scenario/scenario_loader.h"
 
@@ -111,10 +112,7 @@ void write_plots(const std::string& dir, const std::vector<Axis>& axes,
   std::string data;  // sweep.csv without its header
   for (const Point& p : points) data += csv_line(axes, &p);
   std::filesystem::create_directories(dir + "/plots");
-  std::FILE* f = std::fopen((dir + "/plots/sweep.dat").c_str(), "wb");
-  if (!f) return;
-  std::fwrite(data.data(), 1, data.size(), f);
-  std::fclose(f);
+  io::write_output(dir + "/plots/sweep.dat", data);
   std::string gp =
       "set terminal svg size 1500,420 dynamic font 'sans,11'\n"
       "set datafile separator ','\n"
@@ -123,7 +121,7 @@ void write_plots(const std::string& dir, const std::vector<Axis>& axes,
       "set output 'plots/sweep.svg'\n"
       "set multiplot layout 1,3 title 'kvtwin sweep'\n"
       "set xlabel '" +
-      x.key + "'\n";
+      report::gnuplot_text(x.key) + "'\n";
   const std::string xspec = numeric(x) ? "1" : "0";
   const std::string xtic = numeric(x) ? "" : ":xtic(1)";
   struct Metric {
@@ -141,15 +139,12 @@ void write_plots(const std::string& dir, const std::vector<Axis>& axes,
       if (title.empty()) title = m.label;
       gp += std::string(s ? ", " : "") + "'plots/sweep.dat' every " + std::to_string(series) +
             "::" + std::to_string(s) + " using " + xspec + ":" + std::to_string(m.col) + xtic +
-            " with linespoints lw 2 title '" + title + "'";
+            " with linespoints lw 2 title '" + report::gnuplot_text(title) + "'";
     }
     gp += "\n";
   }
   gp += "unset multiplot\n";
-  f = std::fopen((dir + "/plots/sweep.gp").c_str(), "wb");
-  if (!f) return;
-  std::fwrite(gp.data(), 1, gp.size(), f);
-  std::fclose(f);
+  io::write_output(dir + "/plots/sweep.gp", gp);
   int rc = report::run_gnuplot(dir, "plots/sweep.gp");
   if (rc != 0 && rc != 127)
     std::fprintf(stderr, "kvtwin: warning: gnuplot failed; see %s/plots/sweep.gp\n", dir.c_str());
@@ -161,7 +156,12 @@ int run_sweep(const SweepOptions& o) {
   if (o.vary.empty()) throw InputError("--vary", 0, "", "at least one --vary key=v1,v2,...");
   scenario::Scenario base = load_scenario(o.scenario, o.sets);
   std::vector<Axis> axes;
-  for (const std::string& v : o.vary) axes.push_back(parse_axis(v));
+  for (const std::string& v : o.vary) {
+    axes.push_back(parse_axis(v));
+    for (size_t i = 0; i + 1 < axes.size(); ++i)
+      if (axes[i].key == axes.back().key)
+        throw InputError("--vary", 0, axes.back().key, "varied twice (list its values once)");
+  }
   // The grid, first axis outermost; every point is validated before anything runs.
   std::vector<Point> points(1);
   for (const Axis& a : axes) {
@@ -203,10 +203,7 @@ int run_sweep(const SweepOptions& o) {
   if (!o.out.empty()) {
     std::string csv = csv_line(axes, nullptr);
     for (const Point& p : points) csv += csv_line(axes, &p);
-    std::FILE* f = std::fopen((o.out + "/sweep.csv").c_str(), "wb");
-    if (!f) throw InputError(o.out, 0, "--out", "cannot create sweep.csv");
-    std::fwrite(csv.data(), 1, csv.size(), f);
-    std::fclose(f);
+    io::write_output(o.out + "/sweep.csv", csv);
     if (base.output.plots) write_plots(o.out, axes, points);
   }
   return 0;

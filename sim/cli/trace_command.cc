@@ -1,10 +1,13 @@
 #include "sim/cli/trace_command.h"
 
+#include <sys/stat.h>
+
 #include <cstdio>
 
 #include "sim/cli/common.h"
 #include "sim/hw/model_geometry.h"
 #include "sim/io/input_error.h"
+#include "sim/io/output_file.h"
 #include "sim/workload/trace_stats.h"
 #include "sim/workload/trace_writer.h"
 
@@ -36,15 +39,19 @@ int run_trace_stats(const TraceStatsOptions& o) {
 }
 
 int run_trace_convert(const TraceConvertOptions& o) {
-  workload::TraceFormat to = parse_format(o.to, "--to");
+  auto to = workload::trace_format_from_name(o.to);
   if (to != workload::TraceFormat::kNative && to != workload::TraceFormat::kMooncake)
-    throw InputError("--to", 0, o.to, "output format must be native or mooncake");
+    throw InputError("--to", 0, o.to, "expected native or mooncake");
   scenario::Scenario s = load_scenario(o.scenario, o.sets);
   workload::Workload w(workload::open_trace(o.input, parse_format(o.from, "--from")),
                        workload_options(s));
-  std::FILE* out = o.output == "-" ? stdout : std::fopen(o.output.c_str(), "wb");
-  if (!out) throw InputError(o.output, 0, "", "cannot create file");
-  workload::TraceWriter writer(out, to);
+  struct stat in_st, out_st;
+  if (o.output != "-" && ::stat(o.input.c_str(), &in_st) == 0 &&
+      ::stat(o.output.c_str(), &out_st) == 0 && in_st.st_dev == out_st.st_dev &&
+      in_st.st_ino == out_st.st_ino)
+    throw InputError(o.output, 0, "", "is the input trace; write the conversion to another file");
+  std::FILE* out = o.output == "-" ? stdout : io::create_output(o.output);
+  workload::TraceWriter writer(out, *to);
   workload::TraceRequest r;
   try {
     while (w.next(&r)) writer.write(r);
@@ -52,9 +59,7 @@ int run_trace_convert(const TraceConvertOptions& o) {
     if (out != stdout) std::fclose(out);
     throw;
   }
-  bool ok = std::fflush(out) == 0;
-  if (out != stdout) ok &= std::fclose(out) == 0;
-  if (!ok) throw InputError(o.output, 0, "", "write failed");
+  if (out != stdout) io::close_output(&out, o.output);
   return 0;
 }
 

@@ -4,6 +4,7 @@
 #include "model/vllm/hashing.h"
 #include "sim/hw/profile_step_model.h"
 #include "sim/hw/roofline.h"
+#include "sim/scenario/scenario_loader.h"
 
 namespace kvtwin::sim::engine {
 namespace {
@@ -11,7 +12,8 @@ namespace {
 std::unique_ptr<hw::StepModel> make_step_model(const scenario::Scenario& s,
                                                const hw::ModelGeometry& g) {
   if (s.step.model == "profile") {
-    auto p = std::make_unique<hw::ProfileStepModel>(s.base_dir + "/" + s.step.profile);
+    auto p =
+        std::make_unique<hw::ProfileStepModel>(scenario::scenario_relative_path(s, s.step.profile));
     p->num_layers_hint = g.num_layers;
     return p;
   }
@@ -45,6 +47,12 @@ Cluster::Cluster(const scenario::Scenario& s, workload::Workload* workload,
                   : nullptr),
       mover_(&sim_, s.links, s.cluster.instances, s.run.seed),
       router_(Router::policy_from_name(s.cluster.router), layout_.hash_block_size) {
+  if (layout_.num_blocks() * s.cluster.instances > kMaxGpuBlocksTotal)
+    scenario::scenario_error(s, "cluster.instances",
+                             std::to_string(s.cluster.instances) + " instances of " +
+                                 std::to_string(layout_.num_blocks()) +
+                                 " GPU blocks; the simulator holds at most " +
+                                 std::to_string(kMaxGpuBlocksTotal) + " blocks in all");
   InstanceContext ctx;
   ctx.sim = &sim_;
   ctx.step_model = step_model_.get();
@@ -172,8 +180,19 @@ void Cluster::sample() {
   if (!connectors_.empty()) s.tier_bytes[report::kTierRemote] = connectors_[0]->remote_bytes() * tp;
   s.finished = finished_;
   if (recorder_) recorder_->on_sample(s);
-  if (!all_done())
-    sim_.schedule_after(from_seconds(s_.output.timeseries_interval_s), [this] { sample(); });
+  if (all_done()) return;
+  const SimDuration interval = from_seconds(s_.output.timeseries_interval_s);
+  SimTime next = sim_.now() + interval;
+  const SimTime next_event = sim_.next_event_time();
+  if (next_event != kSimTimeMax && next_event > next) {
+    // Samples at now + i·interval, i = 1..m, fall strictly before the next event; 1..m-1 repeat s.
+    const int64_t m = (next_event - 1 - sim_.now()) / interval;
+    if (m - 1 > kMaxRepeatedSamples) {
+      if (recorder_) recorder_->on_repeated_samples(s, static_cast<uint64_t>(m - 1));
+      next = sim_.now() + m * interval;
+    }
+  }
+  sim_.schedule_at(next, [this] { sample(); });
 }
 
 void Cluster::report_links() {

@@ -8,7 +8,12 @@
 // not shorter than max_model_len, or larger than a whole KV pool).
 //
 // A sample of queues and occupancy is taken every output.timeseries_interval_s of virtual time
-// while work remains. run() returns when every request is done and no event is left.
+// while work remains. State changes only at events, so the samples that fall before the next
+// pending event repeat the current one; when more than kMaxRepeatedSamples of them would (an idle
+// gap in the trace), they are counted by the recorder without being taken or written, and the
+// next sample taken is the last one before that event. Output stays proportional to the busy
+// time, not to the span of the trace. run() returns when every request is done and no event is
+// left.
 #pragma once
 
 #include <functional>
@@ -35,6 +40,9 @@ namespace kvtwin::sim::engine {
 
 class Cluster {
  public:
+  // Longest run of repeated samples written out in full (see the header comment).
+  static constexpr int64_t kMaxRepeatedSamples = 1000;
+
   // Builds the Mover the connectors use from the cluster's Simulator and its modeled mover (which
   // the returned one may wrap: kvtwin validate). Without one, the modeled mover is used.
   using MoverFactory = std::function<std::unique_ptr<Mover>(Simulator& sim, Mover& modeled)>;

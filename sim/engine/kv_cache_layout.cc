@@ -4,6 +4,7 @@
 #include <map>
 
 #include "sim/io/input_error.h"
+#include "sim/scenario/scenario_loader.h"
 
 namespace kvtwin::sim::engine {
 namespace {
@@ -150,12 +151,18 @@ KvCacheLayout derive_kv_cache_layout(const scenario::Scenario& s, const hw::Mode
                        : static_cast<int64_t>(std::max(0.0, layout.available_bytes) /
                                               static_cast<double>(layout.block_bytes));
   if (blocks < 2)
-    throw InputError(s.source.empty() ? "<scenario>" : s.source, 0, "vllm.gpu_memory_utilization",
-                     "no KV block fits: weights need " +
-                         std::to_string(g.weight_bytes_per_rank() / kGiB) +
-                         " GiB per GPU and activations vllm.activation_reserve_gb; raise "
-                         "gpu.memory_gb or gpu.tensor_parallel, or set vllm.num_gpu_blocks");
-  layout.config.num_blocks = static_cast<int>(std::min<int64_t>(blocks, INT32_MAX));
+    scenario::scenario_error(s, "vllm.gpu_memory_utilization",
+                             "no KV block fits: weights need " +
+                                 std::to_string(g.weight_bytes_per_rank() / kGiB) +
+                                 " GiB per GPU and activations vllm.activation_reserve_gb; raise "
+                                 "gpu.memory_gb or gpu.tensor_parallel, or set "
+                                 "vllm.num_gpu_blocks");
+  if (blocks > kMaxGpuBlocksPerInstance)
+    scenario::scenario_error(s, s.vllm.num_gpu_blocks > 0 ? "vllm.num_gpu_blocks" : "gpu.memory_gb",
+                             std::to_string(blocks) +
+                                 " GPU blocks per instance; the simulator holds at most " +
+                                 std::to_string(kMaxGpuBlocksPerInstance));
+  layout.config.num_blocks = static_cast<int>(blocks);
   return layout;
 }
 

@@ -45,6 +45,15 @@ struct KvCacheLayout {
   int64_t num_blocks() const { return config.num_blocks; }
 };
 
+// Most GPU blocks one instance may have, and all instances together: each block costs the
+// simulator about 160 bytes (block record, prefix-cache index, free queue), so these bound its
+// memory near 2.5 GiB and 10 GiB — far above any real GPU (an H200 holds ~70 k blocks of
+// Llama-3.1-8B).
+inline constexpr int64_t kMaxGpuBlocksPerInstance = int64_t{1} << 24;
+inline constexpr int64_t kMaxGpuBlocksTotal = int64_t{1} << 26;
+
+// Throws InputError (naming the scenario key that sets the count) when no block fits or more
+// than kMaxGpuBlocksPerInstance would.
 KvCacheLayout derive_kv_cache_layout(const scenario::Scenario& s, const hw::ModelGeometry& g);
 
 }  // namespace kvtwin::sim::engine

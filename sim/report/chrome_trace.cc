@@ -3,18 +3,21 @@
 #include <charconv>
 
 #include "sim/io/input_error.h"
+#include "sim/io/output_file.h"
 #include "sim/report/json_writer.h"
 
 namespace kvtwin::sim::report {
 
-ChromeTrace::ChromeTrace(const std::string& path, int64_t max_events) : max_events_(max_events) {
-  f_ = std::fopen(path.c_str(), "wb");
-  if (!f_) throw InputError(path, 0, "", "cannot create file");
+ChromeTrace::ChromeTrace(const std::string& path, int64_t max_events)
+    : path_(path), max_events_(max_events) {
+  f_ = io::create_output(path);
   std::fputs("{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n", f_);
 }
 
 ChromeTrace::~ChromeTrace() {
-  close();
+  if (!f_) return;
+  write_trailer();
+  std::fclose(f_);
 }
 
 std::string ChromeTrace::micros(SimTime ns) {
@@ -93,13 +96,16 @@ void ChromeTrace::append_int(std::string* out, int64_t v) {
   out->append(buf, static_cast<size_t>(std::to_chars(buf, buf + sizeof buf, v).ptr - buf));
 }
 
-void ChromeTrace::close() {
-  if (!f_) return;
+void ChromeTrace::write_trailer() {
   emit("{\"ph\": \"M\", \"name\": \"kvtwin_dropped_events\", \"pid\": 0, \"args\": {\"dropped\": " +
        std::to_string(dropped_) + "}}");
   std::fputs("\n]}\n", f_);
-  std::fclose(f_);
-  f_ = nullptr;
+}
+
+void ChromeTrace::close() {
+  if (!f_) return;
+  write_trailer();
+  io::close_output(&f_, path_);
 }
 
 }  // namespace kvtwin::sim::report

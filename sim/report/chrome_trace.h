@@ -36,7 +36,8 @@ class ChromeTrace {
     ++dropped_;
     return true;
   }
-  // Writes the closing metadata and closes the file (also done by the destructor).
+  // Writes the closing metadata and closes the file; throws InputError when a write failed. The
+  // destructor does the same without the check.
   void close();
 
   int64_t written() const { return written_; }
@@ -46,6 +47,8 @@ class ChromeTrace {
 
  private:
   void emit(const std::string& event);
+  void write_trailer();
+  std::string path_;
   static void append_int(std::string* out, int64_t v);
   std::string event_;  // complete()'s buffer
   std::FILE* f_ = nullptr;

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "sim/io/input_error.h"
+#include "sim/io/output_file.h"
 #include "sim/report/json_writer.h"
 #include "sim/scenario/scenario_loader.h"
 #include "sim/workload/trace_stats.h"
@@ -24,15 +25,11 @@ double ms(SimDuration ns) {
 }
 
 std::FILE* create(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) throw InputError(path, 0, "", "cannot create file");
-  return f;
+  return io::create_output(path);
 }
 
 void write_text(const std::string& path, const std::string& text) {
-  std::FILE* f = create(path);
-  std::fwrite(text.data(), 1, text.size(), f);
-  std::fclose(f);
+  io::write_output(path, text);
 }
 
 LatencyStats stats_of(std::vector<double>* v) {
@@ -168,6 +165,13 @@ void RunRecorder::on_sample(const Sample& s) {
   std::fwrite(row.data(), 1, row.size(), timeseries_csv_);
 }
 
+void RunRecorder::on_repeated_samples(const Sample& s, uint64_t count) {
+  samples_ += count;
+  const double n = static_cast<double>(count);
+  usage_sum_ += n * s.gpu_kv_usage_mean;
+  for (int t = 0; t < kNumTiers; ++t) tier_sum_[t] += n * s.tier_bytes[t];
+}
+
 void RunRecorder::on_step(int instance, SimTime start, SimDuration duration, int64_t num_tokens,
                           int64_t num_reqs) {
   ++summary_.steps;
@@ -238,8 +242,8 @@ const Summary& RunRecorder::finish(SimTime end) {
     s.trace_events_dropped = trace_->dropped();
   }
   if (!out_dir_.empty()) {
-    std::fflush(requests_csv_);
-    std::fflush(timeseries_csv_);
+    io::close_output(&requests_csv_, out_dir_ + "/requests.csv");
+    io::close_output(&timeseries_csv_, out_dir_ + "/timeseries.csv");
     write_text(out_dir_ + "/summary.json", summary_json(s));
     if (scenario_.output.plots) write_plots();
   }
@@ -409,6 +413,19 @@ std::string RunRecorder::screen(const Summary& s) {
 }
 
 // Runs `gnuplot script` in `dir` without a shell; returns its exit status (127: not installed).
+std::string gnuplot_text(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '\'')
+      out += "''";
+    else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+      out += ' ';
+    else
+      out.push_back(c);
+  }
+  return out;
+}
+
 int run_gnuplot(const std::string& dir, const std::string& script) {
   pid_t pid = fork();
   if (pid < 0) return -1;
@@ -454,7 +471,7 @@ void RunRecorder::write_plots() {
       "set yrange [0:1]\n"
       "set output 'plots/latency_cdf.svg'\n"
       "set multiplot layout 1,3 title '" +
-      s.scenario_name + ": latency CDFs'\n";
+      gnuplot_text(s.scenario_name) + ": latency CDFs'\n";
   auto cdf = [&](const char* label, const char* unit, const char* file, uint64_t n) {
     if (n == 0) return;
     gp += "set xlabel '" + std::string(label) + " (" + unit + ")'\n";
@@ -473,7 +490,7 @@ void RunRecorder::write_plots() {
       "set yrange [*:*]\n"
       "set xlabel 'simulated time (s)'\n"
       "set multiplot layout 1,3 title '" +
-      s.scenario_name +
+      gnuplot_text(s.scenario_name) +
       ": occupancy over time'\n"
       "set ylabel 'GPU KV pool used'\n"
       "set yrange [0:1]\n"

@@ -5,7 +5,8 @@
 //                    tier, bytes per link, evictions per tier, preemptions, peak and mean
 //                    occupancy per tier
 //   requests.csv     one row per request, in completion order
-//   timeseries.csv   one row per output.timeseries_interval_s of simulated time
+//   timeseries.csv   one row per output.timeseries_interval_s of simulated time (an idle gap of
+//                    more than 1,000 intervals: its first and last rows only)
 //   trace.json       Chrome / Perfetto timeline of steps and transfers (output.chrome_trace)
 //   plots/*.svg      latency CDFs and occupancy over time (gnuplot, when installed)
 //   scenario.toml    the effective scenario
@@ -128,6 +129,10 @@ class RunRecorder {
   void on_request_done(const RequestRecord& r);
   void on_inter_token(SimDuration itl) { itl_.add(itl); }
   void on_sample(const Sample& s);
+  // `count` more samples equal to the last one given to on_sample, at the following intervals,
+  // with nothing computed or finished in between: they count toward the summary's means but get
+  // no timeseries rows (the simulator collapses long idle gaps so).
+  void on_repeated_samples(const Sample& s, uint64_t count);
   // One engine step of `instance` on the timeline.
   void on_step(int instance, SimTime start, SimDuration duration, int64_t num_tokens,
                int64_t num_reqs);
@@ -177,5 +182,9 @@ class RunRecorder {
 
 // Runs `gnuplot script` in `dir` (no shell); returns its exit status, 127 when gnuplot is absent.
 int run_gnuplot(const std::string& dir, const std::string& script);
+
+// `text` for the inside of a single-quoted gnuplot string: quotes doubled, control characters
+// (which end a gnuplot line) as spaces.
+std::string gnuplot_text(const std::string& text);
 
 }  // namespace kvtwin::sim::report

@@ -1,6 +1,7 @@
 #include "sim/scenario/scenario_fields.h"
 
 #include <charconv>
+#include <cstdio>
 #include <map>
 
 namespace kvtwin::sim::scenario {
@@ -15,11 +16,26 @@ std::string format_double(double v) {
   return s;
 }
 
+// A TOML basic string: quotes, backslashes and control characters escaped, so that a dumped
+// scenario always parses back.
 std::string quote(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
-    if (c == '"' || c == '\\') out.push_back('\\');
-    out.push_back(c);
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (u < 0x20 || u == 0x7f) {
+      char esc[8];
+      std::snprintf(esc, sizeof esc, "\\u%04X", u);
+      out += esc;
+    } else {
+      out.push_back(c);
+    }
   }
   return out + "\"";
 }

@@ -3,6 +3,7 @@
 #include <toml++/toml.h>
 
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -39,7 +40,11 @@ FieldValue convert(const FieldSpec& f, const toml::node& node, const std::string
     case FieldType::kInt: {
       if (!node.is_integer()) return fail("expected an integer");
       int64_t v = node.as_integer()->get();
-      if (static_cast<double>(v) < f.min || static_cast<double>(v) > f.max)
+      // Compared as integers: doubles near 2^63 cannot tell neighbouring values apart.
+      auto bound = [](double b) {
+        return b >= 0x1p63 ? INT64_MAX : b <= -0x1p63 ? INT64_MIN : static_cast<int64_t>(b);
+      };
+      if (v < bound(f.min) || v > bound(f.max))
         return fail("value " + std::to_string(v) + " out of range " + describe_range(f));
       return v;
     }
@@ -72,6 +77,15 @@ FieldValue convert(const FieldSpec& f, const toml::node& node, const std::string
   return fail("unsupported type");
 }
 
+// Whether `name` is a section (a table) of the scenario: some field's key starts with "name.".
+bool is_section(const std::string& name) {
+  for (const FieldSpec& f : scenario_fields())
+    if (f.key.size() > name.size() && f.key.compare(0, name.size(), name) == 0 &&
+        f.key[name.size()] == '.')
+      return true;
+  return false;
+}
+
 // Walks a table; `prefix` is the dotted path of the table ("" at the root).
 void apply_table(Scenario* s, const toml::table& table, const std::string& prefix,
                  const std::string& file) {
@@ -79,6 +93,9 @@ void apply_table(Scenario* s, const toml::table& table, const std::string& prefi
     std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
     uint64_t line = k.source().begin.line;
     if (node.is_table()) {
+      if (find_field(key)) throw InputError(file, line, key, "expected a value, got a table");
+      if (!is_section(key))
+        throw InputError(file, line, key, prefix.empty() ? "unknown section" : "unknown key");
       apply_table(s, *node.as_table(), key, file);
       continue;
     }
@@ -100,10 +117,7 @@ const FieldOrigin& origin_of(const Scenario& s, const std::string& key) {
 }
 
 [[noreturn]] void invalid(const Scenario& s, const std::string& key, const std::string& msg) {
-  const FieldOrigin& o = origin_of(s, key);
-  std::string file =
-      o.file.empty() ? (s.source.empty() ? std::string(kEmbeddedScenarioName) : s.source) : o.file;
-  throw InputError(file, o.line, key, msg);
+  scenario_error(s, key, msg);
 }
 
 void validate_model(const Scenario& s) {
@@ -183,10 +197,15 @@ Scenario load_scenario_text(std::string_view text, const std::string& name,
 }
 
 Scenario load_scenario_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw InputError(path, 0, "", "is a directory, not a scenario file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path, 0, "", "cannot open scenario file");
   std::ostringstream text;
-  text << in.rdbuf();
+  char buf[1 << 14];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) text.write(buf, in.gcount());
+  if (in.bad()) throw InputError(path, 0, "", "read error");
   std::string dir = std::filesystem::path(path).parent_path().string();
   return load_scenario_text(text.str(), path, dir.empty() ? "." : dir);
 }
@@ -220,9 +239,20 @@ void apply_override(Scenario* s, std::string_view assignment, const std::string&
   if (key == "hardware.profile" && !s->hardware.profile.empty()) apply_hardware_profile(s);
 }
 
-std::string hardware_profile_path(const Scenario& s) {
-  const std::filesystem::path p(s.hardware.profile);
+void scenario_error(const Scenario& s, const std::string& key, const std::string& msg) {
+  const FieldOrigin& o = origin_of(s, key);
+  std::string file =
+      o.file.empty() ? (s.source.empty() ? std::string(kEmbeddedScenarioName) : s.source) : o.file;
+  throw InputError(file, o.line, key, msg);
+}
+
+std::string scenario_relative_path(const Scenario& s, const std::string& path) {
+  const std::filesystem::path p(path);
   return p.is_absolute() ? p.string() : (std::filesystem::path(s.base_dir) / p).string();
+}
+
+std::string hardware_profile_path(const Scenario& s) {
+  return scenario_relative_path(s, s.hardware.profile);
 }
 
 void apply_hardware_profile(Scenario* s) {

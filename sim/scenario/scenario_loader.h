@@ -32,8 +32,14 @@ void apply_override(Scenario* s, std::string_view assignment, const std::string&
 // Cross-field checks; throws InputError citing the field's origin.
 void validate(const Scenario& s);
 
-// hardware.profile resolved: as written when absolute, else relative to the scenario's directory.
-// REQUIRES: s.hardware.profile non-empty.
+// Throws the InputError of a scenario value that cannot be used: named by where `key` was set
+// (file and line, or --set), else by the scenario's file.
+[[noreturn]] void scenario_error(const Scenario& s, const std::string& key, const std::string& msg);
+
+// A file named by the scenario: as written when absolute, else relative to its directory.
+std::string scenario_relative_path(const Scenario& s, const std::string& path);
+
+// hardware.profile resolved by scenario_relative_path. REQUIRES: s.hardware.profile non-empty.
 std::string hardware_profile_path(const Scenario& s);
 
 // Reads the [links] table of hardware.profile into s->links (each key a links.* field, checked

@@ -33,6 +33,8 @@ std::optional<int64_t> parse_timestamp(std::string_view s) {
   auto y = num(0, 4), mo = num(5, 2), d = num(8, 2), h = num(11, 2), mi = num(14, 2),
        se = num(17, 2);
   if (!y || !mo || !d || !h || !mi || !se) return std::nullopt;
+  // Years beyond these would overflow nanoseconds since the epoch.
+  if (*y < 1900 || *y > 2199) return std::nullopt;
   if (*mo < 1 || *mo > 12 || *d < 1 || *d > 31 || *h > 23 || *mi > 59 || *se > 60)
     return std::nullopt;
   int64_t frac_ns = 0;
@@ -73,7 +75,8 @@ class AzureReader final : public FormatReader {
     auto t = parse_timestamp(col[0]);
     if (!t)
       throw InputError(name(), line_, "TIMESTAMP",
-                       "expected YYYY-MM-DD HH:MM:SS[.fffffff], got '" + std::string(col[0]) + "'");
+                       "expected YYYY-MM-DD HH:MM:SS[.fffffff] (years 1900 to 2199), got '" +
+                           std::string(col[0]) + "'");
     if (!origin_) origin_ = *t;
     out->arrival = *t - *origin_;
     out->prompt_tokens = int_column(col[1], "ContextTokens");

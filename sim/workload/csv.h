@@ -30,6 +30,9 @@ class CsvByteSource final : public ::io::ByteSourceBase {
       if (pos_ == pending_.size()) {
         std::string_view line;
         if (!lines_->next(&line)) break;
+        // fccp ends a field at a NUL byte; a row with one would be read short without a word.
+        if (line.find('\0') != std::string_view::npos)
+          throw InputError(lines_->name(), lines_->line_number(), "", "NUL byte in the line");
         pending_.assign(line);
         pending_.push_back('\n');
         pos_ = 0;

@@ -32,11 +32,16 @@ class CheckedReader final : public TraceReader {
     if (out->arrival < last_arrival_)
       throw InputError(path(), inner_->line_number(), inner_->time_field(),
                        "arrival time decreases (trace must be sorted by arrival)");
+    if (out->arrival > kMaxTraceArrival)
+      throw InputError(path(), inner_->line_number(), inner_->time_field(),
+                       "arrival more than 1e9 s after the trace's time origin");
     last_arrival_ = out->arrival;
     return true;
   }
   TraceFormat format() const override { return format_; }
   const std::string& path() const override { return inner_->name(); }
+  uint64_t line_number() const override { return inner_->line_number(); }
+  const char* time_field() const override { return inner_->time_field(); }
 
  private:
   std::unique_ptr<FormatReader> inner_;

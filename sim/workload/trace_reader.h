@@ -10,7 +10,8 @@
 //   azure     Azure LLM inference 2023 CSV: TIMESTAMP (YYYY-MM-DD HH:MM:SS[.fffffff]),
 //             ContextTokens, GeneratedTokens; arrivals relative to the first row.
 //
-// Plain or gzip files (detected by content). Arrival times must not decrease. Every malformed
+// Plain or gzip files (detected by content). Arrival times must not decrease and must not exceed
+// kMaxTraceArrival. Every malformed
 // row throws InputError naming the file, the 1-based line and the column.
 //
 // Threading: one reader per thread.
@@ -37,7 +38,15 @@ class TraceReader {
   virtual bool next(TraceRequest* out) = 0;
   virtual TraceFormat format() const = 0;
   virtual const std::string& path() const = 0;
+  // The 1-based line of the request last returned, and the column / key of its arrival time (for
+  // errors found after reading, such as a scaled arrival out of range).
+  virtual uint64_t line_number() const = 0;
+  virtual const char* time_field() const = 0;
 };
+
+// Latest arrival a trace may give, after the time origin (and the latest after a workload's
+// rate_scale): 1e9 s, about 31.7 years. Larger times are input errors.
+inline constexpr SimTime kMaxTraceArrival = SimTime{1'000'000'000} * kNsPerSecond;
 
 // Opens `path` in `format`; kAuto decides from the first line (a JSON object → mooncake; a header
 // starting with TIMESTAMP → azure; otherwise native). Throws InputError if unreadable.

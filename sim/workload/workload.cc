@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+
+#include "sim/io/input_error.h"
 
 namespace kvtwin::sim::workload {
 
@@ -37,11 +40,21 @@ bool Workload::next(TraceRequest* out) {
   }
   if (!reader_->next(out)) {
     done_ = true;
+    if (read_ == 0) throw InputError(reader_->path(), 0, "", "the trace has no requests");
     return false;
   }
-  if (options_.rate_scale != 1.0)
-    out->arrival =
-        static_cast<SimTime>(std::llround(static_cast<double>(out->arrival) / options_.rate_scale));
+  ++read_;
+  if (options_.rate_scale != 1.0) {
+    const double scaled = static_cast<double>(out->arrival) / options_.rate_scale;
+    if (!(scaled <= static_cast<double>(kMaxTraceArrival))) {
+      char what[128];
+      std::snprintf(what, sizeof what,
+                    "arrival %.9g s divided by workload.rate_scale %g is more than 1e9 s",
+                    to_seconds(out->arrival), options_.rate_scale);
+      throw InputError(reader_->path(), reader_->line_number(), reader_->time_field(), what);
+    }
+    out->arrival = static_cast<SimTime>(std::llround(scaled));
+  }
   if (options_.max_duration_s > 0 && out->arrival >= from_seconds(options_.max_duration_s)) {
     done_ = true;
     return false;

@@ -40,8 +40,10 @@ TEST(ScenarioLoader, FieldsAbsentFromTheFileKeepTheirDefaults) {
 TEST(ScenarioLoader, UnknownKeysNameFileLineAndKey) {
   EXPECT_EQ(input_error([] { load("[vllm]\nblock_size = 16\nblok_size = 16\n"); }),
             "s.toml:3: vllm.blok_size: unknown key");
+  // An unknown section is named at its header, empty or not.
   EXPECT_EQ(input_error([] { load("\n[gpus]\nname = \"x\"\n"); }),
-            "s.toml:3: gpus.name: unknown key");
+            "s.toml:2: gpus: unknown section");
+  EXPECT_EQ(input_error([] { load("[gpus]\n"); }), "s.toml:1: gpus: unknown section");
   EXPECT_EQ(input_error([] { load("seed = 3\n"); }),
             "s.toml:1: seed: unknown key (fields belong to sections such as [model], [vllm])");
 }

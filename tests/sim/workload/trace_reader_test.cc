@@ -195,9 +195,10 @@ TEST(AzureTrace, MalformedTimestampNamesLineAndColumn) {
                                 "TIMESTAMP,ContextTokens,GeneratedTokens\n"
                                 "2023-11-16 18:17:03.9799600,4808,10\n"
                                 "2023-13-16 18:17:03,1,1\n");
-  EXPECT_EQ(
-      input_error([&] { read_all(path); }),
-      path + ":3: TIMESTAMP: expected YYYY-MM-DD HH:MM:SS[.fffffff], got '2023-13-16 18:17:03'");
+  EXPECT_EQ(input_error([&] { read_all(path); }),
+            path +
+                ":3: TIMESTAMP: expected YYYY-MM-DD HH:MM:SS[.fffffff] (years 1900 to 2199), got "
+                "'2023-13-16 18:17:03'");
 }
 
 TEST(TraceFormat, AutoDetectionFollowsTheFirstLine) {

@@ -1,0 +1,221 @@
+// Input edges of the kvtwin binary found by a fuzz pass (2026-11-26): each case once ended in a
+// crash, a hang, a silently wrong result or exit 0 with output missing. Now each is one line on
+// stderr and a non-zero exit, or (for valid but extreme input) a bounded, correct run.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "tests/support/command.h"
+#include "tests/support/paths.h"
+
+namespace {
+
+using kvtwin::testing::CommandRun;
+using kvtwin::testing::run_kvtwin;
+using kvtwin::testing::slurp;
+
+std::string write(const std::string& dir, const std::string& name, const std::string& text) {
+  std::string path = dir + "/" + name;
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+// Exit 2, nothing on stdout, exactly `line` on stderr.
+void expect_bad_input(const CommandRun& r, const std::string& line) {
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err, "kvtwin: " + line + "\n");
+}
+
+// The number after the first occurrence of `key` in `text` (NaN when absent).
+double number_after(const std::string& text, const std::string& key) {
+  size_t at = text.find(key);
+  return at == std::string::npos ? std::nan("")
+                                 : std::strtod(text.c_str() + at + key.size(), nullptr);
+}
+
+size_t count_lines(const std::string& text) {
+  return static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
+}
+
+TEST(InputEdges, ConvertingATraceOntoItselfIsRefusedAndLeavesItIntact) {
+  const std::string dir = kvtwin::testing::scratch_dir();
+  const std::string text = "arrival_s,prompt_tokens,output_tokens\n0,10,1\n1,20,2\n";
+  const std::string t = write(dir, "t.csv", text);
+  expect_bad_input(run_kvtwin("trace convert " + t + " " + t + " --to mooncake"),
+                   t + ": is the input trace; write the conversion to another file");
+  EXPECT_EQ(slurp(t), text);
+  // Through another name of the same file, too.
+  std::filesystem::create_symlink(t, dir + "/link.csv");
+  expect_bad_input(run_kvtwin("trace convert " + t + " " + dir + "/link.csv"),
+                   dir + "/link.csv: is the input trace; write the conversion to another file");
+  EXPECT_EQ(slurp(t), text);
+  expect_bad_input(run_kvtwin("trace convert " + t + " - --to azure"),
+                   "--to: azure: expected native or mooncake");
+}
+
+TEST(InputEdges, ALongIdleGapIsCollapsedInTheTimeseriesAndCountedInTheMeans) {
+  const std::string dir = kvtwin::testing::scratch_dir();
+  // Two requests a million seconds apart: a million one-second samples if written out.
+  const std::string t = write(dir, "gap.csv",
+                              "arrival_s,prompt_tokens,output_tokens\n"
+                              "0,600,5\n"
+                              "1000000,10,5\n");
+  CommandRun r =
+      run_kvtwin("run -q --trace " + t + " --set output.plots=false --out " + dir + "/run");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string ts = slurp(dir + "/run/timeseries.csv");
+  EXPECT_LT(count_lines(ts), 20u) << ts;
+  // The gap's first sample (t = 1) and its last before the second arrival (t = 999,999) stay.
+  EXPECT_NE(ts.find("\n1.000,0,0,"), std::string::npos) << ts;
+  EXPECT_NE(ts.find("\n999999.000,0,0,"), std::string::npos) << ts;
+  // The first request stores two 256-token chunks in the CPU tier, which keeps them through the
+  // gap (the second, 10 tokens, stores no chunk): the mean occupancy counts the ~10^6 collapsed
+  // samples, so it is the peak up to the sample at t = 0, before the stores (over the written
+  // rows alone it would be below 0.9).
+  const std::string summary = slurp(dir + "/run/summary.json");
+  const double peak = number_after(summary, "\"peak_bytes\": ");
+  const double mean = number_after(summary, "\"mean_bytes\": ");
+  EXPECT_GT(peak, 0) << summary;
+  EXPECT_GT(mean, 0.9999 * peak) << summary;
+  EXPECT_LE(mean, peak) << summary;
+}
+
+TEST(InputEdges, ArrivalsBeyondTheSimulatorsRangeAreInputErrors) {
+  const std::string dir = kvtwin::testing::scratch_dir();
+  const std::string t = write(dir, "t.csv",
+                              "arrival_s,prompt_tokens,output_tokens\n"
+                              "0,100,5\n"
+                              "1000000000,100,5\n");
+  expect_bad_input(run_kvtwin("trace stats " + t + " --set workload.rate_scale=0.001"),
+                   t + ":3: arrival_s: arrival 1e+09 s divided by workload.rate_scale 0.001 is "
+                       "more than 1e9 s");
+  const std::string a = write(dir, "a.csv",
+                              "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                              "2023-11-16 18:17:03,10,1\n"
+                              "2199-12-31 23:59:59,10,1\n");
+  expect_bad_input(run_kvtwin("trace stats " + a),
+                   a + ":3: TIMESTAMP: arrival more than 1e9 s after the trace's time origin");
+  const std::string y = write(dir, "y.csv",
+                              "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                              "0000-01-01 00:00:00,10,1\n");
+  expect_bad_input(run_kvtwin("trace stats " + y),
+                   y + ":2: TIMESTAMP: expected YYYY-MM-DD HH:MM:SS[.fffffff] (years 1900 to "
+                       "2199), got '0000-01-01 00:00:00'");
+}
+
+TEST(InputEdges, TracesWithoutRequestsOrWithNulBytesAreRefused) {
+  const std::string dir = kvtwin::testing::scratch_dir();
+  const std::string h = write(dir, "h.csv", "arrival_s,prompt_tokens,output_tokens\n");
+  expect_bad_input(run_kvtwin("trace stats " + h), h + ": the trace has no requests");
+  expect_bad_input(run_kvtwin("run -q --trace " + h + " --out " + dir + "/run"),
+                   h + ": the trace has no requests");
+  const std::string n =
+      write(dir, "n.csv",
+            std::string("arrival_s,prompt_tokens,output_tokens\n0,4,1\n1.5,4,1") + '\0' + "junk\n");
+  expect_bad_input(run_kvtwin("trace stats " + n), n + ":3: NUL byte in the line");
+}
+
+TEST(InputEdges, ScenarioFilesThatAreNotFilesOrHaveEmptyTablesAreRefused) {
+  const std::string dir = kvtwin::testing::scratch_dir();
+  std::filesystem::create_directory(dir + "/d.toml");
+  expect_bad_input(run_kvtwin("run -q --scenario " + dir + "/d.toml"),
+                   dir + "/d.toml: is a directory, not a scenario file");
+  const std::string u = write(dir, "u.toml", "[bogus]\n[vllm]\nblock_size = 16\n");
+  expect_bad_input(run_kvtwin("run -q --scenario " + u), u + ":1: bogus: unknown section");
+  const std::string i = write(dir, "i.toml", "[vllm]\nblock_size = {}\n");
+  expect_bad_input(run_kvtwin("run -q --scenario " + i),
+                   i + ":2: vllm.block_size: expected a value, got a table");
+  const std::string k = write(dir, "k.toml", "[vllm.nope]\n");
+  expect_bad_input(run_kvtwin("run -q --scenario " + k), k + ":1: vllm.nope: unknown key");
+  // Integer bounds are exact near 2^63 (9.2e18 is the documented maximum of run.seed).
+  expect_bad_input(run_kvtwin("run -q --set run.seed=9200000000000000001"),
+                   "--set: run.seed: value 9200000000000000001 out of range [0, "
+                   "9200000000000000000]");
+}
+
+TEST(InputEdges, AnAbsoluteStepProfilePathIsUsedAsWritten) {
+  const std::string dir = kvtwin::testing::scratch_dir();
+  std::filesystem::create_directory(dir + "/elsewhere");
+  const std::string profile = write(dir, "elsewhere/p.csv", "x\n");
+  const std::string s =
+      write(dir, "s.toml", "[step]\nmodel = \"profile\"\nprofile = \"" + profile + "\"\n");
+  // The profile is read from its absolute path (and found malformed), not from <dir>/<path>.
+  CommandRun r = run_kvtwin("run -q --scenario " + s + " --out " + dir + "/run");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err.rfind("kvtwin: " + profile + ":1: ", 0), 0u) << r.err;
+}
+
+TEST(InputEdges, ScenarioNamesWithControlCharactersRoundTripThroughTheRunDirectory) {
+  const std::string dir = kvtwin::testing::scratch_dir();
+  const std::string s = write(dir, "s.toml", "[run]\nname = \"a\\nb\\u0001'c\"\n");
+  CommandRun r = run_kvtwin("run -q --scenario " + s + " --set workload.max_requests=5 --out " +
+                            dir + "/run1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");  // gnuplot (when installed) accepted the title
+  EXPECT_NE(slurp(dir + "/run1/scenario.toml").find("name = \"a\\nb\\u0001'c\""),
+            std::string::npos);
+  r = run_kvtwin("run -q --scenario " + dir + "/run1/scenario.toml --out " + dir + "/run2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(slurp(dir + "/run2/requests.csv"), slurp(dir + "/run1/requests.csv"));
+}
+
+TEST(InputEdges, SizesTheSimulatorCannotHoldAreRefusedBeforeAllocating) {
+  expect_bad_input(run_kvtwin("run -q --set vllm.num_gpu_blocks=1000000000000000"),
+                   "--set: vllm.num_gpu_blocks: 1000000000000000 GPU blocks per instance; the "
+                   "simulator holds at most 16777216");
+  expect_bad_input(run_kvtwin("run -q --set gpu.memory_gb=1e6"),
+                   "--set: gpu.memory_gb: 460790795 GPU blocks per instance; the simulator holds "
+                   "at most 16777216");
+  CommandRun r = run_kvtwin("run -q --set cluster.instances=4096");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err.rfind("kvtwin: --set: cluster.instances: 4096 instances of ", 0), 0u) << r.err;
+  EXPECT_EQ(count_lines(r.err), 1u);
+}
+
+TEST(InputEdges, CommandLineListsAndNumbersAreCheckedWhole) {
+  for (const char* bad : {"inf", "1e400", "nan", "-1", "abc"})
+    expect_bad_input(
+        run_kvtwin(std::string("cache-replay --capacity-gb ") + bad),
+        std::string("--capacity-gb: ") + bad + ": expected a number of GiB in (0, 1e9]");
+  expect_bad_input(run_kvtwin("cache-replay --capacity-gb 1,,2"),
+                   "--capacity-gb: empty item in the list");
+  for (const char* bad : {"nan", "inf", "0", "-1"}) {
+    CommandRun r = run_kvtwin(std::string("trace stats x --window-s ") + bad);
+    EXPECT_EQ(r.exit_code, 2) << bad;
+    EXPECT_EQ(r.err, std::string("kvtwin: --window-s: expected seconds in (0, 1e9], got '") + bad +
+                         "' (see kvtwin --help)\n");
+  }
+  expect_bad_input(run_kvtwin("sweep --vary vllm.block_size=16,32 --vary vllm.block_size=8,64"),
+                   "--vary: vllm.block_size: varied twice (list its values once)");
+}
+
+TEST(InputEdges, FailedWritesAreErrorsNotSilentlyShortOutput) {
+  if (access("/dev/full", W_OK) != 0) GTEST_SKIP() << "no /dev/full";
+  expect_bad_input(run_kvtwin("cache-replay -q --set workload.max_requests=3 --csv /dev/full"),
+                   "/dev/full: write failed");
+  const std::string dir = kvtwin::testing::scratch_dir();
+  // stdout on a full device (run_kvtwin would redirect it to a file).
+  const int status = std::system((std::string(KVTWIN_BINARY_DIR) + "/kvtwin trace stats " +
+                                  kvtwin::testing::source_path("traces/examples/asr_requests.csv") +
+                                  " >/dev/full 2>" + dir + "/err.txt")
+                                     .c_str());
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << status;
+  EXPECT_EQ(slurp(dir + "/err.txt"), "kvtwin: standard output: write failed\n");
+  // A run directory whose summary.json cannot be written.
+  std::filesystem::create_directory(dir + "/run");
+  std::filesystem::create_symlink("/dev/full", dir + "/run/summary.json");
+  expect_bad_input(run_kvtwin("run -q --set workload.max_requests=3 --set output.plots=false "
+                              "--out " +
+                              dir + "/run"),
+                   dir + "/run/summary.json: write failed");
+}
+
+}  // namespace
