@@ -189,6 +189,9 @@ int run_golden(const GoldenOptions& options) {
     } catch (const InputError& e) {
       ++bad_input;
       std::printf("ERROR %s\n", e.what());
+      // Also on stderr, where scripts look for errors (stdout keeps the per-case report).
+      std::fflush(stdout);
+      std::fprintf(stderr, "kvtwin: %s\n", e.what());
     }
     std::fflush(stdout);
   }

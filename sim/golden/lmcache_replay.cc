@@ -53,7 +53,9 @@ CaseOutcome replay_lmcache(io::LineReader& reader, std::string_view header_line,
   simdjson::dom::parser parser;
   OpFields op = header;
   bool failed = false;
+  const bool has_index = header.boolean_or("op_index_field", false);
   while (stream.next(&op)) {
+    if (has_index) check_op_index(op, stream.num_ops() - 1);
     if (failed) continue;  // read to the footer so the digest is still verified
     std::string_view name = op.str("op");
     std::string actual;

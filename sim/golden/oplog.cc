@@ -3,6 +3,8 @@
 #define OPENSSL_API_COMPAT 10101
 #include <openssl/sha.h>
 
+#include <algorithm>
+
 #include "model/vllm/block_hash.h"
 
 static_assert(kvtwin::sim::io::LineReader::kPadding >= simdjson::SIMDJSON_PADDING);
@@ -93,6 +95,12 @@ simdjson::dom::object OpFields::object(std::string_view field) const {
   return o;
 }
 
+void check_op_index(const OpFields& fields, uint64_t index) {
+  int64_t i = fields.i64("i");
+  if (i < 0 || static_cast<uint64_t>(i) != index)
+    fields.fail("i", "op index " + std::to_string(i) + ", expected " + std::to_string(index));
+}
+
 // ----------------------------------------------------------------------------- OplogStream
 
 struct OplogStream::Digest {
@@ -181,6 +189,8 @@ bool OplogStream::parse_line(std::string_view line, uint64_t line_no, OpFields* 
   }
   hash_line(line);
   ++num_ops_;
+  std::string_view name;  // an op without a string "op" is the replayer's error to report
+  count_op(obj["op"].get_string().get(name) == simdjson::SUCCESS ? name : std::string_view());
   *op = fields;
   return true;
 }
@@ -193,11 +203,50 @@ bool OplogStream::next(OpFields* op) {
   return parse_line(line, line_no, op);
 }
 
+void OplogStream::count_op(std::string_view op_name) {
+  if (last_count_ < op_counts_.size() && op_counts_[last_count_].first == op_name) {
+    ++op_counts_[last_count_].second;
+    return;
+  }
+  for (size_t i = 0; i < op_counts_.size(); ++i) {
+    if (op_counts_[i].first == op_name) {
+      ++op_counts_[i].second;
+      last_count_ = i;
+      return;
+    }
+  }
+  last_count_ = op_counts_.size();
+  op_counts_.emplace_back(std::string(op_name), 1);
+}
+
 void OplogStream::check_footer(const OpFields& footer) {
   int64_t n = footer.i64("num_ops");
   if (n < 0 || static_cast<uint64_t>(n) != num_ops_)
     footer.fail("num_ops",
                 "footer says " + std::to_string(n) + " ops, file has " + std::to_string(num_ops_));
+  // op_counts (optional; every recorded footer has it): exactly the ops of the file, by name.
+  if (footer.has_value("op_counts")) {
+    simdjson::dom::object counts = footer.object("op_counts");
+    auto listed = [&](std::string_view name) -> int64_t {
+      simdjson::dom::element e;
+      if (counts[name].get(e) != simdjson::SUCCESS) return 0;
+      return footer.as_i64(e, "op_counts");
+    };
+    for (const auto& [name, count] : op_counts_) {
+      int64_t says = listed(name);
+      if (says < 0 || static_cast<uint64_t>(says) != count)
+        footer.fail("op_counts", "footer says " + std::to_string(says) + " '" + name +
+                                     "' ops, file has " + std::to_string(count));
+    }
+    for (auto [key, value] : counts) {
+      int64_t says = footer.as_i64(value, "op_counts");
+      bool present = std::any_of(op_counts_.begin(), op_counts_.end(),
+                                 [&](const auto& c) { return c.first == key; });
+      if (!present && says != 0)
+        footer.fail("op_counts", "footer says " + std::to_string(says) + " '" + std::string(key) +
+                                     "' ops, file has 0");
+    }
+  }
   std::string_view expected = footer.str("sha256_of_preceding_lines");
   flush_digest();
   uint8_t digest[32];

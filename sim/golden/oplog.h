@@ -3,8 +3,9 @@
 // Both op-log formats share the framing: line 1 is the header, then one JSON object per op, and
 // the last line is {"type":"footer","num_ops":N,"sha256_of_preceding_lines":hex,...} where the
 // digest covers every preceding line including its '\n'. The stream hands out ops as parsed DOM
-// objects with their line number, and when the footer arrives checks the op count and the
-// digest, so a truncated or edited file is an input error, never a silent pass.
+// objects with their line number, and when the footer arrives checks the op count, the per-op
+// counts of its "op_counts" (when present) and the digest, so a truncated or edited file is an
+// input error, never a silent pass.
 //
 // OpFields wraps one op for typed access; every accessor names the field in its InputError.
 //
@@ -18,6 +19,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "sim/io/input_error.h"
 #include "sim/io/line_reader.h"
@@ -62,6 +65,10 @@ class OpFields {
   simdjson::dom::object obj_;
 };
 
+// With the header's op_index_field, each op's "i" must count the ops from 0: throws InputError
+// naming "i" when it does not.
+void check_op_index(const OpFields& fields, uint64_t index);
+
 class OplogStream {
  public:
   // Takes over `reader` positioned after the header line (which the caller already read).
@@ -83,10 +90,12 @@ class OplogStream {
   // valid until the next call) and its line number; then either take_op(line) when the caller
   // parsed it as an op itself (only for a line without a "type" key: it cannot be the footer),
   // or parse_line(line, line_no, op), which is next()'s DOM path (false after the footer).
+  // take_op is given the op's name, for the footer's op_counts.
   void next_line(std::string_view* line, uint64_t* line_no);
-  void take_op(std::string_view line) {
+  void take_op(std::string_view line, std::string_view op_name) {
     hash_line(line);
     ++num_ops_;
+    count_op(op_name);
   }
   bool parse_line(std::string_view line, uint64_t line_no, OpFields* op);
   bool done() const { return done_; }
@@ -96,6 +105,7 @@ class OplogStream {
 
  private:
   void check_footer(const OpFields& footer);
+  void count_op(std::string_view op_name);
   void hash_line(std::string_view line);
   void flush_digest();
 
@@ -105,6 +115,9 @@ class OplogStream {
   simdjson::dom::parser parser_;
   OpFields header_;
   uint64_t num_ops_ = 0;
+  // Ops per name, in first-seen order (few names: a linear scan from the last hit).
+  std::vector<std::pair<std::string, uint64_t>> op_counts_;
+  size_t last_count_ = 0;
   bool done_ = false;
   struct Digest;
   std::unique_ptr<Digest> digest_;

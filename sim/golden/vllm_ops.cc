@@ -318,10 +318,4 @@ void parse_vllm_op(const OpFields& f, VllmOpArena* arena, VllmOp* op) {
   }
 }
 
-void check_op_index(const OpFields& fields, uint64_t index) {
-  int64_t i = fields.i64("i");
-  if (i < 0 || static_cast<uint64_t>(i) != index)
-    fields.fail("i", "op index " + std::to_string(i) + ", expected " + std::to_string(index));
-}
-
 }  // namespace kvtwin::sim::golden

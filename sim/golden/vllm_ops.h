@@ -199,10 +199,6 @@ struct VllmExpectArena {
   }
 };
 
-// With the header's op_index_field, each op's "i" must count the ops from 0: throws InputError
-// naming "i" when it does not.
-void check_op_index(const OpFields& fields, uint64_t index);
-
 // Parses one op line into *op (arena data appended to *arena). Throws InputError naming the
 // file, line and field on an unknown op, a missing or mistyped field.
 void parse_vllm_op(const OpFields& fields, VllmOpArena* arena, VllmOp* op);

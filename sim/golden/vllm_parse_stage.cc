@@ -78,7 +78,7 @@ void VllmParseStage::fill(VllmOpBatch* b) {
       stream_.next_line(&line, &line_no);
       if (!has_index_ && parse_hot_vllm_op(line, line_no, want_expect_, &b->arena, &b->expect_data,
                                            &op, &expect)) {
-        stream_.take_op(line);
+        stream_.take_op(line, vllm_op_name(op.kind));
       } else {
         if (!stream_.parse_line(line, line_no, &f)) {
           b->last = true;

@@ -1,6 +1,7 @@
 #include "sim/golden/vllm_replayer.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "sim/io/input_error.h"
 
@@ -33,6 +34,14 @@ std::string other_spec_fields(const OpFields& g, mv::KVCacheSpecKind kind) {
   std::string out;
   for (const auto& r : rest) out += r;
   return out;
+}
+
+// The torch dtype names (str(dtype) without "torch.") a KV cache spec can carry.
+bool known_dtype(std::string_view dtype) {
+  static constexpr std::string_view kDtypes[] = {
+      "float16",     "bfloat16",        "float32",         "float64", "float8_e4m3fn",
+      "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "uint8",   "int8"};
+  return std::find(std::begin(kDtypes), std::end(kDtypes), dtype) != std::end(kDtypes);
 }
 
 mv::KVCacheSpec parse_spec(const OpFields& g) {
@@ -73,6 +82,9 @@ mv::KVCacheSpec parse_spec(const OpFields& g) {
   spec.num_kv_heads = positive("num_kv_heads");
   spec.head_size = positive("head_size");
   spec.dtype = std::string(g.str("dtype"));
+  if (!known_dtype(spec.dtype))
+    g.fail("dtype", "unknown dtype '" + spec.dtype +
+                        "' (expected a torch dtype name such as bfloat16, float16, float32)");
   if (spec.kind == mv::KVCacheSpecKind::kSlidingWindow)
     spec.sliding_window = positive("sliding_window");
   if (spec.kind == mv::KVCacheSpecKind::kChunkedLocalAttention)
@@ -90,15 +102,29 @@ VllmReplayConfig parse_vllm_config(const OpFields& header) {
   OpFields c = header.sub("config");
   VllmReplayConfig out;
   mv::KVCacheManagerOptions& m = out.manager;
-  m.kv_cache_config.num_blocks = static_cast<int>(c.i64("num_gpu_blocks"));
-  if (m.kv_cache_config.num_blocks < 1 || m.kv_cache_config.num_blocks > (1 << 28))
-    c.fail("num_gpu_blocks", "must be in 1 .. 2^28");
+  // At most 2^24 blocks (the largest recorded case has 8192): the pool's per-block state is
+  // ~150 bytes, so 2^28 blocks would need ~40 GB before the first op.
+  int64_t num_gpu_blocks = c.i64("num_gpu_blocks");
+  if (num_gpu_blocks < 1 || num_gpu_blocks > kMaxGoldenGpuBlocks)
+    c.fail("num_gpu_blocks", std::to_string(num_gpu_blocks) + " is not in 1 .. 2^24 (16777216)");
+  m.kv_cache_config.num_blocks = static_cast<int>(num_gpu_blocks);
+  std::vector<std::pair<std::string, size_t>> layers;  // layer name, group
   for (simdjson::dom::element e : c.array("kv_cache_groups")) {
     simdjson::dom::object o;
     if (e.get_object().get(o) != simdjson::SUCCESS) c.fail("kv_cache_groups", "expected objects");
     OpFields g(&header.file(), header.line(), o);
     mv::KVCacheGroupSpec group;
     group.kv_cache_spec = parse_spec(g);
+    // A layer belongs to one group: a group listed twice is a broken config.
+    const size_t index = m.kv_cache_config.kv_cache_groups.size();
+    for (simdjson::dom::element l : g.array("layer_names")) {
+      std::string name(g.as_str(l, "layer_names"));
+      for (const auto& [seen, at] : layers)
+        if (seen == name)
+          c.fail("kv_cache_groups", "layer '" + name + "' is in group " + std::to_string(at) +
+                                        " and in group " + std::to_string(index));
+      layers.emplace_back(std::move(name), index);
+    }
     m.kv_cache_config.kv_cache_groups.push_back(std::move(group));
   }
   const auto& groups = m.kv_cache_config.kv_cache_groups;
@@ -132,12 +158,49 @@ VllmReplayConfig parse_vllm_config(const OpFields& header) {
   if (m.enable_caching && groups.size() == 1 &&
       m.hash_block_size != groups[0].kv_cache_spec.block_size * m.dcp_world_size * m.pcp_world_size)
     c.fail("hash_block_size", "must equal block_size x dcp x pcp with one group");
+  int64_t alignment_tokens = groups[0].kv_cache_spec.block_size;
   if (hybrid) {
     if (m.dcp_world_size != 1 || m.pcp_world_size != 1)
       c.fail("dcp_world_size", "hybrid models do not support DCP/PCP");
     for (const auto& g : groups)
       if (g.kv_cache_spec.block_size % m.hash_block_size != 0)
         c.fail("hash_block_size", "every block size must be a multiple of it");
+    // verify_and_split_kv_cache_groups: groups with equal specs form one attention group, and
+    // HybridKVCacheCoordinator asserts there are at least two.
+    std::vector<const mv::KVCacheSpec*> distinct;
+    for (const auto& g : groups) {
+      if (std::none_of(distinct.begin(), distinct.end(),
+                       [&](const mv::KVCacheSpec* s) { return *s == g.kv_cache_spec; }))
+        distinct.push_back(&g.kv_cache_spec);
+      alignment_tokens = std::lcm(alignment_tokens, int64_t{g.kv_cache_spec.block_size});
+    }
+    if (distinct.size() < 2)
+      c.fail("kv_cache_groups",
+             "all " + std::to_string(groups.size()) +
+                 " groups have the same spec: HybridKVCacheCoordinator requires at least two "
+                 "attention groups");
+  }
+  // Assertions of the managers' find_longest_cache_hit (reached only with prefix caching).
+  if (m.enable_caching) {
+    using K = mv::KVCacheSpecKind;
+    for (const auto& g : groups) {
+      const mv::KVCacheSpec& s = g.kv_cache_spec;
+      bool windowed =
+          s.kind == K::kSlidingWindow || s.kind == K::kChunkedLocalAttention || s.kind == K::kMamba;
+      if (windowed && (m.dcp_world_size != 1 || m.pcp_world_size != 1))
+        c.fail("dcp_world_size",
+               "DCP/PCP do not support sliding window, chunked local "
+               "attention or mamba");
+      if (s.kind == K::kChunkedLocalAttention) {
+        if (m.use_eagle) c.fail("use_eagle", "EAGLE is not supported with chunked local attention");
+        if (s.block_size != alignment_tokens)
+          c.fail("kv_cache_groups",
+                 "chunked local attention needs every group's block size "
+                 "equal to its own");
+      }
+      if (s.kind == K::kSlidingWindow && m.use_eagle && s.block_size != alignment_tokens)
+        c.fail("use_eagle", "EAGLE with sliding window needs every group's block size equal");
+    }
   }
   return out;
 }
@@ -154,6 +217,11 @@ VllmReplayer::VllmReplayer(const VllmReplayConfig& config, std::string path)
     hasher_ = std::make_unique<mv::RequestBlockHasher>(config.manager.hash_block_size,
                                                        mv::BlockHasher(config.hash_fn, none), 0);
   }
+  const auto& groups = config.manager.kv_cache_config.kv_cache_groups;
+  for (size_t g = 0; g < groups.size(); ++g)
+    if (groups[g].kv_cache_spec.kind == mv::KVCacheSpecKind::kMamba &&
+        groups[g].kv_cache_spec.mamba_cache_mode == mv::MambaCacheMode::kAlign)
+      mamba_align_groups_.push_back(static_cast<int>(g));
 }
 
 void VllmReplayer::fail(const VllmOp& op, std::string_view field, const std::string& msg) const {
@@ -175,6 +243,7 @@ void VllmReplayer::add_request(const VllmOp& op, const VllmOpArena& arena) {
   }
   if (requests_[r])
     fail(op, "req", "request '" + arena.request_name(static_cast<int32_t>(r)) + "' already exists");
+  if (r >= track_.size()) track_.resize(r + 1);
   // Resolve the parts first, so that the prompt is built with one allocation.
   size_t total = op.parts.size() == 0 ? op.tokens.size() : 0;
   for (uint32_t p = op.parts.begin; p < op.parts.end; ++p) {
@@ -194,6 +263,12 @@ void VllmReplayer::add_request(const VllmOp& op, const VllmOpArena& arena) {
                arena.seq_name(static_cast<int32_t>(s)) + "' of " + std::to_string(size));
     total += part.len < 0 ? size : static_cast<size_t>(part.len);
   }
+  // Upstream's input processor rejects a prompt longer than max_model_len; past it the model's
+  // slots (capped at max_model_len) would not cover the blocks it caches.
+  if (static_cast<int64_t>(total) > config_.manager.max_model_len)
+    fail(op, op.parts.size() > 0 ? "prompt_parts" : "prompt",
+         "prompt of " + std::to_string(total) + " tokens is longer than config.max_model_len " +
+             std::to_string(config_.manager.max_model_len));
   mv::RequestOptions options;
   options.max_tokens = op.n[0];
   options.skip_reading_prefix_cache = op.flag;
@@ -263,6 +338,7 @@ void VllmReplayer::add_request(const VllmOp& op, const VllmOpArena& arena) {
   }
   if (first >= 0) seqs_.prompt_built(static_cast<size_t>(first), first_len, r, took);
   pending_[r].reset();
+  track_[r] = Track{};
   last_request_ = requests_[r].get();
   num_new_hashes_ = last_request_->block_hashes().size();
 }
@@ -290,16 +366,107 @@ void VllmReplayer::allocate_slots(const VllmOp& op, const VllmOpArena& arena) {
       args.new_computed_blocks = &*pending;
       break;
   }
+  check_allocate_slots(op, arena, req, args);
   // The result goes into allocated_'s storage, reused from call to call.
   if (!allocated_) allocated_.emplace();
-  if (!manager_.allocate_slots(req, args, &*allocated_)) allocated_.reset();
+  if (manager_.allocate_slots(req, args, &*allocated_)) {
+    Track& t = track_[static_cast<size_t>(op.req)];
+    const int64_t mml = config_.manager.max_model_len;
+    int64_t computed = std::min(
+        req.num_computed_tokens + args.num_new_computed_tokens + args.num_external_computed_tokens,
+        mml);
+    t.covered_tokens =
+        std::max(t.covered_tokens,
+                 std::min(computed + args.num_new_tokens + args.num_lookahead_tokens, mml));
+  } else {
+    allocated_.reset();
+  }
   pending.reset();
+}
+
+// The preconditions of KVCacheManager::allocate_slots that an op-log can break (see the header).
+void VllmReplayer::check_allocate_slots(const VllmOp& op, const VllmOpArena& arena,
+                                        const mv::Request& req, const mv::AllocateSlotsArgs& args) {
+  const Track& t = track_[static_cast<size_t>(op.req)];
+  const std::string name = "request '" + arena.request_name(op.req) + "'";
+  const int64_t mml = config_.manager.max_model_len;
+  const bool hits = args.new_computed_blocks != nullptr && !args.new_computed_blocks->all_empty();
+  if (args.num_new_computed_tokens > 0) {
+    if (op.new_computed_blocks != NewComputedBlocks::kPending)
+      fail(op, "num_new_computed_tokens",
+           std::to_string(args.num_new_computed_tokens) +
+               " new computed tokens without new_computed_blocks \"pending\"");
+    if (args.num_new_computed_tokens > t.pending_tokens)
+      fail(op, "num_new_computed_tokens",
+           std::to_string(args.num_new_computed_tokens) +
+               " new computed tokens, but the pending get_computed_blocks of " + name + " hit " +
+               std::to_string(t.pending_tokens));
+  }
+  // Upstream asserts that a request with blocks gets no new prefix hits, and that a request
+  // getting them holds no blocks yet.
+  if (hits && t.covered_tokens > 0)
+    fail(op, "new_computed_blocks",
+         "prefix hits for " + name + ", which already holds blocks for " +
+             std::to_string(t.covered_tokens) + " tokens");
+  if (args.num_external_computed_tokens > 0 && t.covered_tokens > 0)
+    fail(op, "num_external_computed_tokens",
+         "external computed tokens for " + name + ", which already holds blocks for " +
+             std::to_string(t.covered_tokens) + " tokens");
+  if (req.num_computed_tokens + args.num_new_computed_tokens + args.num_external_computed_tokens >
+      mml)
+    fail(op,
+         args.num_external_computed_tokens > 0 ? "num_external_computed_tokens"
+                                               : "num_new_computed_tokens",
+         "computed tokens of " + name + " (" + std::to_string(req.num_computed_tokens) + " + " +
+             std::to_string(args.num_new_computed_tokens) + " new + " +
+             std::to_string(args.num_external_computed_tokens) +
+             " external) exceed config.max_model_len " + std::to_string(mml));
+  // Computed tokens without blocks under them: windowed managers would count skipped blocks
+  // they never pad, and get_new_blocks would come up short.
+  if (req.num_computed_tokens > t.covered_tokens)
+    fail(op, "req",
+         name + " has " + std::to_string(req.num_computed_tokens) +
+             " computed tokens, but its allocations cover " + std::to_string(t.covered_tokens) +
+             " (set_computed or append_tokens ran ahead of allocate_slots)");
+  // MambaManager (align): a running request's block table never shrinks (upstream asserts
+  // num_required_blocks >= len(req_blocks)).
+  if (mamba_align_groups_.empty() || t.covered_tokens == 0) return;
+  int64_t main_model = std::min(req.num_computed_tokens + args.num_new_computed_tokens +
+                                    args.num_external_computed_tokens,
+                                mml) +
+                       args.num_new_tokens;
+  mv::KVCacheBlocks held = manager_.get_blocks(req.request_id());
+  for (int g : mamba_align_groups_) {
+    const mv::KVCacheSpec& spec = config_.manager.kv_cache_config.kv_cache_groups[g].kv_cache_spec;
+    int64_t required =
+        (main_model + spec.block_size - 1) / spec.block_size + spec.num_speculative_blocks;
+    int64_t have = static_cast<int64_t>(held[g].size());
+    if (required < have)
+      fail(op, "num_new_tokens",
+           name + " (" + std::to_string(req.num_computed_tokens) + " computed + " +
+               std::to_string(args.num_new_tokens) + " new tokens) needs " +
+               std::to_string(required) + " blocks of mamba group " + std::to_string(g) +
+               ", fewer than the " + std::to_string(have) + " it holds");
+  }
+}
+
+void VllmReplayer::set_computed(const VllmOp& op, mv::Request& req, std::string_view field,
+                                int64_t value) {
+  if (value < 0) fail(op, field, "negative num_computed_tokens " + std::to_string(value));
+  // A mamba "align" group keeps one state block per step: it cannot go back to fewer tokens.
+  if (!mamba_align_groups_.empty() && value < req.num_computed_tokens)
+    fail(op, field,
+         std::to_string(value) + " is below the request's num_computed_tokens " +
+             std::to_string(req.num_computed_tokens) +
+             ": computed tokens cannot go backwards with a mamba \"align\" group");
+  req.num_computed_tokens = value;
 }
 
 void VllmReplayer::free(const VllmOp& op, const VllmOpArena& arena) {
   mv::Request& req = request(op, arena);
   manager_.free(req);
   num_free_blocks_ = manager_.num_free_blocks();
+  track_[static_cast<size_t>(op.req)] = Track{};
   if (op.reason == FreeReason::kPreempted) {
     req.num_computed_tokens = 0;
     ++req.num_preemptions;
@@ -332,20 +499,27 @@ void VllmReplayer::execute(const VllmOp& op, const VllmOpArena& arena) {
       break;
     case VllmOpKind::kAppendTokens: {
       mv::Request& req = request(op, arena);
-      if (op.flag) req.num_computed_tokens = op.n[0];
+      if (op.flag) set_computed(op, req, "num_computed_tokens", op.n[0]);
+      if (req.num_tokens() + static_cast<int64_t>(op.tokens.size()) > config_.manager.max_model_len)
+        fail(op, "tokens",
+             "request '" + arena.request_name(op.req) + "' would hold " +
+                 std::to_string(req.num_tokens() + static_cast<int64_t>(op.tokens.size())) +
+                 " tokens, more than config.max_model_len " +
+                 std::to_string(config_.manager.max_model_len));
       num_new_hashes_ =
           req.append_output_token_ids({arena.tokens.data() + op.tokens.begin, op.tokens.size()});
       last_request_ = &req;
       break;
     }
     case VllmOpKind::kSetComputed:
-      request(op, arena).num_computed_tokens = op.n[0];
+      set_computed(op, request(op, arena), "value", op.n[0]);
       break;
     case VllmOpKind::kGetComputedBlocks: {
       const mv::Request& req = request(op, arena);
       auto computed = manager_.get_computed_blocks(req);
       num_computed_tokens_ = computed.num_computed_tokens;
       pending_[static_cast<size_t>(op.req)] = std::move(computed.blocks);
+      track_[static_cast<size_t>(op.req)].pending_tokens = computed.num_computed_tokens;
       break;
     }
     case VllmOpKind::kAllocateSlots:
@@ -354,9 +528,17 @@ void VllmReplayer::execute(const VllmOp& op, const VllmOpArena& arena) {
     case VllmOpKind::kFree:
       free(op, arena);
       break;
-    case VllmOpKind::kCacheBlocks:
-      manager_.cache_blocks(request(op, arena), op.n[0]);
+    case VllmOpKind::kCacheBlocks: {
+      const mv::Request& req = request(op, arena);
+      const Track& t = track_[static_cast<size_t>(op.req)];
+      if (op.n[0] < 0 || op.n[0] > req.num_tokens() || op.n[0] > t.covered_tokens)
+        fail(op, "num_computed_tokens",
+             std::to_string(op.n[0]) + " is not in 0 .. min(the request's " +
+                 std::to_string(req.num_tokens()) + " tokens, the " +
+                 std::to_string(t.covered_tokens) + " its allocations cover)");
+      manager_.cache_blocks(req, op.n[0]);
       break;
+    }
     case VllmOpKind::kRemoveSkippedBlocks:
       manager_.remove_skipped_blocks(arena.request_name(op.req), op.n[0]);
       num_free_blocks_ = manager_.num_free_blocks();

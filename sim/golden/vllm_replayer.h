@@ -13,6 +13,22 @@
 //
 // Errors: bad input (unknown request or sequence, a block id out of range, an allocate_slots
 // call upstream would reject) throws InputError with the op's file and line.
+//
+// The model's KVTWIN_CHECKs are preconditions; an op-log can be well formed and still break
+// them. So every op's arguments are checked against the request's state BEFORE the model is
+// called, with the invariants vLLM's scheduler keeps (and every recorded case keeps):
+//   * a request never holds more tokens than config.max_model_len (upstream's input processor
+//     rejects longer prompts);
+//   * allocate_slots: num_new_computed_tokens comes from the request's pending
+//     get_computed_blocks (at most its num_computed_tokens; 0 without "pending"); prefix hits
+//     and external tokens only for a request that holds no blocks; computed + new computed +
+//     external tokens within max_model_len; the request's num_computed_tokens within the tokens
+//     its allocations covered; with a mamba "align" group, no fewer blocks than it holds
+//     (upstream asserts it);
+//   * cache_blocks: within the request's tokens and its allocated slots;
+//   * set_computed / append_tokens: num_computed_tokens non-negative, and never backwards while
+//     a mamba "align" group keeps its per-step state blocks.
+// Without them the model would abort (or, as upstream, raise from get_new_blocks).
 #pragma once
 
 #include <memory>
@@ -38,7 +54,12 @@ struct VllmReplayConfig {
   bool compact = false;  // expect_level "compact": hash lists as {"n", "last"}
 };
 
-// Throws InputError (naming the config field) on a malformed or unsupported config.
+// The largest num_gpu_blocks a header may ask for (the recorded cases use at most 8192).
+inline constexpr int64_t kMaxGoldenGpuBlocks = int64_t{1} << 24;
+
+// Throws InputError (naming the config field) on a malformed or unsupported config, including
+// configs upstream's constructors or lookups would assert on (e.g. a hybrid model whose groups
+// all share one spec, a layer in two groups, an unknown dtype).
 VllmReplayConfig parse_vllm_config(const OpFields& header);
 
 // A difference between expected and actual output.
@@ -74,6 +95,11 @@ class VllmReplayer {
   void add_request(const VllmOp& op, const VllmOpArena& arena);
   void allocate_slots(const VllmOp& op, const VllmOpArena& arena);
   void free(const VllmOp& op, const VllmOpArena& arena);
+  void set_computed(const VllmOp& op, model::vllm::Request& req, std::string_view field,
+                    int64_t value);
+  void check_allocate_slots(const VllmOp& op, const VllmOpArena& arena,
+                            const model::vllm::Request& req,
+                            const model::vllm::AllocateSlotsArgs& args);
 
   // Fast comparison of the frequent ops; true when equal (false: use the general path).
   bool fast_equal(const VllmOp& op, simdjson::dom::element expect) const;
@@ -86,7 +112,16 @@ class VllmReplayer {
   model::vllm::KVCacheManager manager_;
   std::vector<std::unique_ptr<model::vllm::Request>> requests_;     // by dense index
   std::vector<std::optional<model::vllm::KVCacheBlocks>> pending_;  // by dense index
-  VllmSeqs seqs_;  // named sequences (def_seq / save_seq / prompt parts)
+  // What the replayer knows of each request beyond the model (by dense index): the tokens its
+  // successful allocations covered since it last held no blocks, and the num_computed_tokens
+  // of its pending get_computed_blocks.
+  struct Track {
+    int64_t covered_tokens = 0;
+    int64_t pending_tokens = 0;
+  };
+  std::vector<Track> track_;
+  std::vector<int> mamba_align_groups_;  // groups with a MambaSpec in "align" mode
+  VllmSeqs seqs_;                        // named sequences (def_seq / save_seq / prompt parts)
 
   // Outputs of the last op.
   size_t num_new_hashes_ = 0;  // add_request / append_tokens

@@ -16,6 +16,7 @@
 #include "model/vllm/block_hash.h"
 #include "sim/io/input_error.h"
 #include "sim/io/line_reader.h"
+#include "tests/support/command.h"
 #include "tests/support/paths.h"
 
 namespace kvtwin::sim::golden {
@@ -137,6 +138,34 @@ TEST(LmcacheGolden, AWrongExpectationIsAFailWithExitCodeOne) {
   RunResult r = run_kvtwin(path);
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("op 1 store: $.stored[0][1]"), std::string::npos) << r.output;
+}
+
+// Like the vLLM replayer: with op_index_field, "i" must be an integer counting the ops from 0.
+TEST(LmcacheGolden, AnOpIndexThatIsNotTheOpsPositionIsAnInputError) {
+  for (const auto& [i, expected] : std::vector<std::pair<std::string, std::string>>{
+           {R"("abc")", R"(:3: i: expected an integer, got "abc")"},
+           {"99", ":3: i: op index 99, expected 1"},
+           {"0", ":3: i: op index 0, expected 1"}}) {
+    std::string path = write_log({R"({"i":0,"op":"def_seq","name":"A","tokens":[1,2,3]})",
+                                  R"({"i":)" + i + R"(,"op":"def_seq","name":"B","tokens":[4]})"});
+    RunResult r = run_kvtwin(path);
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find("ERROR " + path + expected + "\n"), std::string::npos) << r.output;
+  }
+}
+
+TEST(LmcacheGolden, FooterOpCountsMustMatchTheOps) {
+  std::string path = write_log({R"({"i":0,"op":"def_seq","name":"A","tokens":[1,2,3]})"});
+  std::string log = kvtwin::testing::slurp(path);
+  log.replace(log.find(R"({"type":"footer",)"), 17,
+              R"({"type":"footer","op_counts":{"def_seq":2},)");
+  std::ofstream(path) << log;
+  RunResult r = run_kvtwin(path);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(
+      r.output.find("ERROR " + path + ":3: op_counts: footer says 2 'def_seq' ops, file has 1\n"),
+      std::string::npos)
+      << r.output;
 }
 
 TEST(LmcacheGolden, AHeaderWhoseDerivedGeometryDisagreesIsRejected) {

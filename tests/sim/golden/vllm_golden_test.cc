@@ -15,6 +15,7 @@
 
 #include "model/vllm/block_hash.h"
 #include "sim/golden/vllm_golden.h"
+#include "tests/support/command.h"
 #include "tests/support/gzip.h"
 #include "tests/support/paths.h"
 
@@ -299,6 +300,274 @@ INSTANTIATE_TEST_SUITE_P(
                  "req: unknown request 'zz'"},
         BadInput{"malformed_json", R"("op":"usage",,)", "malformed JSON"}),
     [](const auto& param_info) { return std::string(param_info.param.name); });
+
+// ---------------------------------------------------------------------------------------------
+// Well-formed op-logs that break a precondition of the model: each is one input error naming
+// file, line and field, checked before the model is called (which would abort).
+
+// make_log with `from` replaced by `to` in the header.
+std::string make_log_with_header(const std::vector<std::string>& ops, const std::string& from,
+                                 const std::string& to) {
+  std::string log = make_log(ops);
+  size_t at = log.find(from);
+  EXPECT_LT(at, log.find('\n')) << from;
+  log.replace(at, from.size(), to);
+  // Recompute the footer's digest over the new header.
+  size_t footer = log.find("{\"type\":\"footer\"");
+  std::string body = log.substr(0, footer);
+  return body + "{\"type\":\"footer\",\"num_ops\":" + std::to_string(ops.size()) +
+         ",\"sha256_of_preceding_lines\":\"" + sha256_hex(body) + "\"}\n";
+}
+
+const char* kGroup =
+    R"({"spec":"full","block_size":4,"layer_names":["l0"],"num_kv_heads":1,"head_size":8,)"
+    R"("dtype":"bfloat16"})";
+
+struct BadConfig {
+  const char* name;
+  std::string from, to;  // header replacement
+  std::string expected;  // the whole error, after "<path>:"
+};
+
+class VllmGoldenBadConfig : public ::testing::TestWithParam<BadConfig> {};
+
+TEST_P(VllmGoldenBadConfig, IsOneLineErrorWithExitCode2) {
+  const BadConfig& c = GetParam();
+  std::string path =
+      write(std::string(c.name) + ".jsonl", make_log_with_header(valid_ops(), c.from, c.to));
+  KvtwinRun r = run_kvtwin(path);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_EQ(error_line(r), "ERROR " + path + ":" + c.expected) << r.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, VllmGoldenBadConfig,
+    ::testing::Values(
+        BadConfig{"prompt_longer_than_max_model_len", "\"max_model_len\":64", "\"max_model_len\":5",
+                  "2: prompt: prompt of 6 tokens is longer than config.max_model_len 5"},
+        BadConfig{"group_listed_twice", kGroup, std::string(kGroup) + "," + kGroup,
+                  "1: kv_cache_groups: layer 'l0' is in group 0 and in group 1"},
+        BadConfig{"hybrid_groups_with_one_spec", kGroup,
+                  std::string(kGroup) + "," +
+                      R"({"spec":"full","block_size":4,"layer_names":["l1"],"num_kv_heads":1,)"
+                      R"("head_size":8,"dtype":"bfloat16"})",
+                  "1: kv_cache_groups: all 2 groups have the same spec: "
+                  "HybridKVCacheCoordinator requires at least two attention groups"},
+        BadConfig{"unknown_dtype", "\"dtype\":\"bfloat16\"", "\"dtype\":\"bogus\"",
+                  "1: dtype: unknown dtype 'bogus' (expected a torch dtype name such as "
+                  "bfloat16, float16, float32)"},
+        BadConfig{"too_many_blocks", "\"num_gpu_blocks\":6", "\"num_gpu_blocks\":268435456",
+                  "1: num_gpu_blocks: 268435456 is not in 1 .. 2^24 (16777216)"},
+        BadConfig{"eagle_with_chunked_local",
+                  R"("use_eagle":false,"log_stats":true,"enable_kv_cache_events":false,)"
+                  R"("kv_events_use_int_block_hashes":false,"dcp_world_size":1,"pcp_world_size":1,)"
+                  R"("kv_cache_groups":[{"spec":"full")",
+                  R"("use_eagle":true,"log_stats":true,"enable_kv_cache_events":false,)"
+                  R"("kv_events_use_int_block_hashes":false,"dcp_world_size":1,"pcp_world_size":1,)"
+                  R"("kv_cache_groups":[{"spec":"chunked_local","attention_chunk_size":8)",
+                  "1: use_eagle: EAGLE is not supported with chunked local attention"}),
+    [](const auto& param_info) { return std::string(param_info.param.name); });
+
+std::string repeat(const std::string& s, int n) {
+  std::string out;
+  for (int i = 0; i < n; ++i) out += s;
+  return out;
+}
+
+// Ops 0 and 1 of valid_ops, then `ops` (from line 4 on).
+std::vector<std::string> after_get_computed_blocks(std::vector<std::string> ops) {
+  auto v = valid_ops();
+  ops.insert(ops.begin(), v.begin(), v.begin() + 2);
+  return ops;
+}
+
+// Op 2 of valid_ops: request "a" allocates its 6 tokens in blocks 1 and 2.
+const std::string kAllocate = valid_ops()[2];
+
+struct BadOp {
+  const char* name;
+  std::vector<std::string> ops;  // after ops 0 and 1 of valid_ops
+  std::string expected;          // the whole error, after "<path>:"
+};
+
+class VllmGoldenBadOp : public ::testing::TestWithParam<BadOp> {};
+
+TEST_P(VllmGoldenBadOp, IsOneLineErrorWithExitCode2) {
+  const BadOp& c = GetParam();
+  auto ops = after_get_computed_blocks(c.ops);
+  for (auto write_log : {make_log, make_log_without_index}) {
+    std::string path = write(std::string(c.name) + ".jsonl", write_log(ops));
+    KvtwinRun r = run_kvtwin(path);
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_EQ(error_line(r), "ERROR " + path + ":" + c.expected) << r.output;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, VllmGoldenBadOp,
+    ::testing::Values(
+        // Upstream: the allocation would come up short in get_new_blocks (ValueError) once
+        // new computed tokens outrun the hits.
+        BadOp{"new_computed_tokens_beyond_the_hit",
+              {R"("op":"allocate_slots","req":"a","num_new_tokens":6,)"
+               R"("num_new_computed_tokens":1000,"new_computed_blocks":"pending")"},
+              "4: num_new_computed_tokens: 1000 new computed tokens, but the pending "
+              "get_computed_blocks of request 'a' hit 0"},
+        BadOp{"new_computed_tokens_without_hits",
+              {R"("op":"allocate_slots","req":"a","num_new_tokens":2,"num_new_computed_tokens":4)"},
+              "4: num_new_computed_tokens: 4 new computed tokens without new_computed_blocks "
+              "\"pending\""},
+        BadOp{"external_tokens_beyond_max_model_len",
+              {R"("op":"allocate_slots","req":"a","num_new_tokens":6,)"
+               R"("num_external_computed_tokens":100)"},
+              "4: num_external_computed_tokens: computed tokens of request 'a' (0 + 0 new + 100 "
+              "external) exceed config.max_model_len 64"},
+        BadOp{"computed_tokens_ahead_of_the_blocks",
+              {R"("op":"set_computed","req":"a","value":4)",
+               R"("op":"allocate_slots","req":"a","num_new_tokens":2)"},
+              "5: req: request 'a' has 4 computed tokens, but its allocations cover 0 "
+              "(set_computed or append_tokens ran ahead of allocate_slots)"},
+        BadOp{"prefix_hits_for_a_running_request",
+              {kAllocate,
+               R"("op":"get_computed_blocks","req":"a","expect":{"block_ids":[[1]],)"
+               R"("num_computed_tokens":4})",
+               R"("op":"allocate_slots","req":"a","num_new_tokens":1,)"
+               R"("new_computed_blocks":"pending")"},
+              "6: new_computed_blocks: prefix hits for request 'a', which already holds blocks "
+              "for 6 tokens"},
+        BadOp{"external_tokens_for_a_running_request",
+              {kAllocate, R"("op":"allocate_slots","req":"a","num_new_tokens":1,)"
+                          R"("num_external_computed_tokens":4)"},
+              "5: num_external_computed_tokens: external computed tokens for request 'a', "
+              "which already holds blocks for 6 tokens"},
+        BadOp{"cache_blocks_beyond_the_allocation",
+              {R"("op":"cache_blocks","req":"a","num_computed_tokens":4)"},
+              "4: num_computed_tokens: 4 is not in 0 .. min(the request's 6 tokens, the 0 its "
+              "allocations cover)"},
+        BadOp{"negative_computed_tokens",
+              {R"("op":"set_computed","req":"a","value":-1)"},
+              "4: value: negative num_computed_tokens -1"},
+        BadOp{"append_beyond_max_model_len",
+              {kAllocate, R"("op":"append_tokens","req":"a","num_computed_tokens":6,"tokens":[7)" +
+                              repeat(",7", 58) + "]"},
+              "5: tokens: request 'a' would hold 65 tokens, more than config.max_model_len 64"}),
+    [](const auto& param_info) { return std::string(param_info.param.name); });
+
+// A hybrid full + mamba ("align") model: the mamba group keeps one state block per step.
+const char* kMambaGroups =
+    R"({"spec":"full","block_size":4,"layer_names":["l0"],"num_kv_heads":1,"head_size":8,)"
+    R"("dtype":"bfloat16"},{"spec":"mamba","block_size":4,"mamba_cache_mode":"align",)"
+    R"("layer_names":["l1"],"num_speculative_blocks":0})";
+const char* kMambaDerived =
+    R"("derived":{"coordinator":"HybridKVCacheCoordinator",)"
+    R"("managers":["FullAttentionManager","MambaManager"],)"
+    R"("none_hash":"4e1195df020de59e0d65a33a4279f1183e7ae4e5d980e309f8b55adff2e61c3e",)"
+    R"("null_block_id":0,"attention_groups":[{"group_ids":[0],"manager":"FullAttentionManager"},)"
+    R"({"group_ids":[1],"manager":"MambaManager"}],"lcm_block_size":4})";
+
+std::string make_mamba_log(const std::vector<std::string>& more) {
+  std::vector<std::string> ops = {
+      valid_ops()[0],
+      R"("op":"get_computed_blocks","req":"a","expect":{"block_ids":[[],[]],)"
+      R"("num_computed_tokens":0})",
+      R"("op":"allocate_slots","req":"a","num_new_tokens":6,"new_computed_blocks":"pending",)"
+      R"("expect":{"new_block_ids":[[1,2],[0,3]]})"};
+  ops.insert(ops.end(), more.begin(), more.end());
+  std::string log = make_log_with_header(ops, kGroup, kMambaGroups);
+  size_t from = log.find("\"derived\":");
+  size_t to = log.find("}", log.find("\"null_block_id\"", from)) + 1;
+  log.replace(from, to - from, kMambaDerived);
+  size_t footer = log.find("{\"type\":\"footer\"");
+  std::string body = log.substr(0, footer);
+  return body + "{\"type\":\"footer\",\"num_ops\":" + std::to_string(ops.size()) +
+         ",\"sha256_of_preceding_lines\":\"" + sha256_hex(body) + "\"}\n";
+}
+
+TEST(VllmGolden, AValidMambaAlignLogPasses) {
+  KvtwinRun r = run_kvtwin(write(
+      "mamba.jsonl",
+      make_mamba_log({
+          R"("op":"set_computed","req":"a","value":6)",
+          R"("op":"allocate_slots","req":"a","num_new_tokens":1,"expect":{"new_block_ids":[[],[]]})",
+      })));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+TEST(VllmGolden, MambaAlignComputedTokensCannotGoBackwards) {
+  for (const auto& [op, expected] : std::vector<std::pair<std::string, std::string>>{
+           {R"("op":"set_computed","req":"a","value":2)",
+            "6: value: 2 is below the request's num_computed_tokens 6: computed tokens cannot "
+            "go backwards with a mamba \"align\" group"},
+           {R"("op":"append_tokens","req":"a","num_computed_tokens":2,"tokens":[9])",
+            "6: num_computed_tokens: 2 is below the request's num_computed_tokens 6: computed "
+            "tokens cannot go backwards with a mamba \"align\" group"}}) {
+    std::string path = write("mamba_back.jsonl",
+                             make_mamba_log({R"("op":"set_computed","req":"a","value":6)", op}));
+    KvtwinRun r = run_kvtwin(path);
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_EQ(error_line(r), "ERROR " + path + ":" + expected) << r.output;
+  }
+}
+
+// Upstream's MambaManager asserts num_required_blocks >= len(req_blocks) in align mode.
+TEST(VllmGolden, AMambaAlignAllocationMayNotShrinkTheBlockTable) {
+  std::string path =
+      write("mamba_shrink.jsonl", make_mamba_log({
+                                      R"("op":"allocate_slots","req":"a","num_new_tokens":1)",
+                                  }));
+  KvtwinRun r = run_kvtwin(path);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_EQ(error_line(r), "ERROR " + path +
+                               ":5: num_new_tokens: request 'a' (0 computed + 1 new tokens) "
+                               "needs 1 blocks of mamba group 1, fewer than the 2 it holds")
+      << r.output;
+}
+
+// The footer's op_counts (as every recorded footer has them) must count the ops by name.
+TEST(VllmGolden, FooterOpCountsMustMatchTheOps) {
+  const std::string right =
+      R"("op_counts":{"add_request":1,"get_computed_blocks":1,"allocate_slots":1,)"
+      R"("free_queue":1,"free":1,"usage":1},)";
+  for (const auto& [counts, expected] : std::vector<std::pair<std::string, std::string>>{
+           {right, ""},
+           {R"("op_counts":{"add_request":1,"get_computed_blocks":1,"allocate_slots":2,)"
+            R"("free_queue":1,"free":1,"usage":1},)",
+            ":8: op_counts: footer says 2 'allocate_slots' ops, file has 1"},
+           {R"("op_counts":{"add_request":1,"get_computed_blocks":1,"allocate_slots":1,)"
+            R"("free_queue":1,"usage":1},)",
+            ":8: op_counts: footer says 0 'free' ops, file has 1"},
+           {R"("op_counts":{"add_request":1,"get_computed_blocks":1,"allocate_slots":1,)"
+            R"("free_queue":1,"free":1,"usage":1,"new_step":3},)",
+            ":8: op_counts: footer says 3 'new_step' ops, file has 0"},
+           {R"("op_counts":{"add_request":"x"},)",
+            ":8: op_counts: expected an integer, got \"x\""}}) {
+    for (auto write_log : {make_log, make_log_without_index}) {
+      std::string log = write_log(valid_ops());
+      log.replace(log.find("{\"type\":\"footer\",") + 17, 0, counts);
+      std::string path = write("counts.jsonl", log);
+      KvtwinRun r = run_kvtwin(path);
+      if (expected.empty()) {
+        EXPECT_EQ(r.exit_code, 0) << r.output;
+      } else {
+        EXPECT_EQ(r.exit_code, 2) << r.output;
+        EXPECT_EQ(error_line(r), "ERROR " + path + expected) << r.output;
+      }
+    }
+  }
+}
+
+// The report stays on stdout; each input error is also one line on stderr.
+TEST(VllmGolden, AnInputErrorIsAlsoOneLineOnStderr) {
+  auto ops = valid_ops();
+  ops[2] = R"("op":"explode","req":"a")";
+  std::string path = write("stderr.jsonl", make_log(ops));
+  kvtwin::testing::CommandRun r = kvtwin::testing::run_kvtwin("golden '" + path + "'");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "kvtwin: " + path + ":4: op: unknown op 'explode'\n");
+  EXPECT_NE(r.out.find("ERROR " + path + ":4: op: unknown op 'explode'\n"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("golden: 0 passed, 0 failed, 1 unreadable"), std::string::npos) << r.out;
+}
 
 TEST(VllmGolden, ATruncatedGzipIsAnInputError) {
   std::string gz = kvtwin::testing::gzip_bytes(make_log(valid_ops()));
