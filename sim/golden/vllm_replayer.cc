@@ -388,7 +388,8 @@ void VllmReplayer::allocate_slots(const VllmOp& op, const VllmOpArena& arena) {
 void VllmReplayer::check_allocate_slots(const VllmOp& op, const VllmOpArena& arena,
                                         const mv::Request& req, const mv::AllocateSlotsArgs& args) {
   const Track& t = track_[static_cast<size_t>(op.req)];
-  const std::string name = "request '" + arena.request_name(op.req) + "'";
+  // Built only for a message: allocate_slots is the replay's hottest op.
+  auto name = [&] { return "request '" + arena.request_name(op.req) + "'"; };
   const int64_t mml = config_.manager.max_model_len;
   const bool hits = args.new_computed_blocks != nullptr && !args.new_computed_blocks->all_empty();
   if (args.num_new_computed_tokens > 0) {
@@ -399,25 +400,25 @@ void VllmReplayer::check_allocate_slots(const VllmOp& op, const VllmOpArena& are
     if (args.num_new_computed_tokens > t.pending_tokens)
       fail(op, "num_new_computed_tokens",
            std::to_string(args.num_new_computed_tokens) +
-               " new computed tokens, but the pending get_computed_blocks of " + name + " hit " +
+               " new computed tokens, but the pending get_computed_blocks of " + name() + " hit " +
                std::to_string(t.pending_tokens));
   }
   // Upstream asserts that a request with blocks gets no new prefix hits, and that a request
   // getting them holds no blocks yet.
   if (hits && t.covered_tokens > 0)
     fail(op, "new_computed_blocks",
-         "prefix hits for " + name + ", which already holds blocks for " +
+         "prefix hits for " + name() + ", which already holds blocks for " +
              std::to_string(t.covered_tokens) + " tokens");
   if (args.num_external_computed_tokens > 0 && t.covered_tokens > 0)
     fail(op, "num_external_computed_tokens",
-         "external computed tokens for " + name + ", which already holds blocks for " +
+         "external computed tokens for " + name() + ", which already holds blocks for " +
              std::to_string(t.covered_tokens) + " tokens");
   if (req.num_computed_tokens + args.num_new_computed_tokens + args.num_external_computed_tokens >
       mml)
     fail(op,
          args.num_external_computed_tokens > 0 ? "num_external_computed_tokens"
                                                : "num_new_computed_tokens",
-         "computed tokens of " + name + " (" + std::to_string(req.num_computed_tokens) + " + " +
+         "computed tokens of " + name() + " (" + std::to_string(req.num_computed_tokens) + " + " +
              std::to_string(args.num_new_computed_tokens) + " new + " +
              std::to_string(args.num_external_computed_tokens) +
              " external) exceed config.max_model_len " + std::to_string(mml));
@@ -425,7 +426,7 @@ void VllmReplayer::check_allocate_slots(const VllmOp& op, const VllmOpArena& are
   // they never pad, and get_new_blocks would come up short.
   if (req.num_computed_tokens > t.covered_tokens)
     fail(op, "req",
-         name + " has " + std::to_string(req.num_computed_tokens) +
+         name() + " has " + std::to_string(req.num_computed_tokens) +
              " computed tokens, but its allocations cover " + std::to_string(t.covered_tokens) +
              " (set_computed or append_tokens ran ahead of allocate_slots)");
   // MambaManager (align): a running request's block table never shrinks (upstream asserts
@@ -443,7 +444,7 @@ void VllmReplayer::check_allocate_slots(const VllmOp& op, const VllmOpArena& are
     int64_t have = static_cast<int64_t>(held[g].size());
     if (required < have)
       fail(op, "num_new_tokens",
-           name + " (" + std::to_string(req.num_computed_tokens) + " computed + " +
+           name() + " (" + std::to_string(req.num_computed_tokens) + " computed + " +
                std::to_string(args.num_new_tokens) + " new tokens) needs " +
                std::to_string(required) + " blocks of mamba group " + std::to_string(g) +
                ", fewer than the " + std::to_string(have) + " it holds");
