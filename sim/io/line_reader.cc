@@ -1,5 +1,7 @@
 #include "sim/io/line_reader.h"
 
+#include <sys/stat.h>
+
 #include <isa-l/igzip_lib.h>
 
 #include <algorithm>
@@ -209,6 +211,11 @@ LineReader::LineReader(std::string path) : path_(std::move(path)) {
   FILE* f = std::fopen(path_.c_str(), "rb");
   if (f == nullptr)
     throw InputError(path_, 0, "", std::string("cannot open: ") + std::strerror(errno));
+  struct stat st;
+  if (::fstat(::fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+    std::fclose(f);
+    throw InputError(path_, 0, "", "is a directory, not a file");
+  }
   unsigned char magic[2] = {0, 0};
   size_t got = std::fread(magic, 1, 2, f);
   std::rewind(f);

@@ -121,6 +121,7 @@ TEST(InputEdges, TracesWithoutRequestsOrWithNulBytesAreRefused) {
       write(dir, "n.csv",
             std::string("arrival_s,prompt_tokens,output_tokens\n0,4,1\n1.5,4,1") + '\0' + "junk\n");
   expect_bad_input(run_kvtwin("trace stats " + n), n + ":3: NUL byte in the line");
+  expect_bad_input(run_kvtwin("trace stats " + dir), dir + ": is a directory, not a file");
 }
 
 TEST(InputEdges, ScenarioFilesThatAreNotFilesOrHaveEmptyTablesAreRefused) {
