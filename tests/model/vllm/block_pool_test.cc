@@ -109,6 +109,20 @@ TEST(BlockPool, TouchAndFreeOfTheNullBlockDriftItsCounter) {
   pool.check_invariants();
 }
 
+// Upstream's free_blocks appends only blocks with ref_cnt == 0 that are not the null block; the
+// reversed variant (a request's table, tail first) must skip the null block as well.
+TEST(BlockPool, FreeBlocksReversedNeverQueuesTheNullBlock) {
+  BlockPool pool = make_pool(3);
+  Ids table{0};
+  pool.get_new_blocks(1, &table);  // [null, 1]
+  pool.touch(Ids{0});              // a hit padded with the null block: its counter goes to 1
+  pool.free_blocks_reversed(table);
+  EXPECT_EQ(pool.ref_cnt(0), 0);
+  EXPECT_EQ(pool.free_block_queue().get_all_free_blocks(), (Ids{2, 1}));
+  EXPECT_EQ(pool.get_num_free_blocks(), 2);
+  pool.check_invariants();
+}
+
 TEST(BlockPool, CachingSkipsNullBlocksAndTheEventSaysSo) {
   RequestBlockHasher hasher = make_hasher(4);
   RequestOptions opts;

@@ -93,6 +93,41 @@ TEST(SlidingWindowManager, HitsAreFoundRightToLeftWithNullPadding) {
   EXPECT_EQ(hit, (Ids{1, 2}));
 }
 
+// Upstream needs cdiv(sliding_window - 1, block_size) contiguous blocks: the last token of the hit
+// attends to itself and the sliding_window - 1 tokens before it. Window 3, block size 2: one
+// block (cdiv(2, 2) = 1), not cdiv(3, 2) = 2.
+TEST(SlidingWindowManager, AHitNeedsOnlyTheWindowMinusOneTokensOfContiguousBlocks) {
+  KVCacheSpec s = attention(KVCacheSpecKind::kSlidingWindow, 2);
+  s.sliding_window = 3;
+  ManagerRig x(s, 6);
+  std::vector<BlockHash> hashes = x.cache_and_free(2, 0);  // blocks 1, 2
+  x.pool.evict_blocks(Ids{1});                             // block index 0 is a miss
+  Ids hit;
+  x.find(hashes, 4, &hit);  // index 1 hits and is a run of 1 >= 1: done, index 0 null-padded
+  EXPECT_EQ(hit, (Ids{0, 2}));
+}
+
+// Upstream's get_num_blocks_to_allocate skips the first num_skipped_blocks - num_req_blocks
+// prefix hits when it counts evictable ones: they fall out of the window and are never touched.
+TEST(SlidingWindowManager, HitsOutsideTheWindowNeedNoCapacity) {
+  KVCacheSpec s = attention(KVCacheSpecKind::kSlidingWindow, 2);
+  s.sliding_window = 4;
+  ManagerRig x(s, 12);
+  std::vector<BlockHash> hashes = x.cache_and_free(5, 0);  // blocks 1..5, free and cached
+  Ids hit;
+  x.find(hashes, 10, &hit);
+  ASSERT_EQ(hit, (Ids{0, 0, 0, 4, 5}));
+  // 10 local hit tokens + 4 external = 14 computed, 2 new: num_required = cdiv(16, 2) = 8;
+  // skipped tokens 14 - 4 + 1 = 11 -> 5 skipped blocks, so all 5 hits are skipped and the
+  // evictable blocks 4 and 5 count for nothing; new = 8 - max(5, 5) = 3.
+  EXPECT_EQ(x.manager->get_num_blocks_to_allocate(1, 16, hit, 14, 16), 3);
+  // With 6 local hit tokens (hits [0, 0, 3]) + 8 external: still 5 skipped blocks > 3 hits.
+  EXPECT_EQ(x.manager->get_num_blocks_to_allocate(1, 16, Ids{0, 0, 3}, 14, 16), 3);
+  // Computed 8: 5 skipped tokens -> 2 skipped blocks; hits [0, 0, 3, 4] keep 3 and 4 in the
+  // window: 2 evictable + (cdiv(10, 2) = 5) - max(2, 4) = 1 new.
+  EXPECT_EQ(x.manager->get_num_blocks_to_allocate(1, 10, Ids{0, 0, 3, 4}, 8, 10), 3);
+}
+
 TEST(ChunkedLocalAttentionManager, OnlyTheCurrentChunkIsLookedUp) {
   KVCacheSpec s = attention(KVCacheSpecKind::kChunkedLocalAttention, 2);
   s.attention_chunk_size = 4;
@@ -105,6 +140,19 @@ TEST(ChunkedLocalAttentionManager, OnlyTheCurrentChunkIsLookedUp) {
   EXPECT_EQ(hit, (Ids{0, 0, 0, 0, 5}));
   x.find(hashes, 7, &hit);  // chunk [4, 8): block 2 hits, block 3 (tokens 6-8) is too long
   EXPECT_EQ(hit, (Ids{0, 0, 3}));
+}
+
+// Upstream's chunked local attention hit is the cached run from the start of the current chunk,
+// stopping at the first miss: a later cached block of the chunk is not part of the hit.
+TEST(ChunkedLocalAttentionManager, TheHitStopsAtTheFirstMissInsideTheChunk) {
+  KVCacheSpec s = attention(KVCacheSpecKind::kChunkedLocalAttention, 2);
+  s.attention_chunk_size = 8;
+  ManagerRig x(s, 12);
+  std::vector<BlockHash> hashes = x.cache_and_free(7, 0);  // block index i holds block i + 1
+  x.pool.evict_blocks(Ids{6});                             // miss at index 5
+  Ids hit;
+  x.find(hashes, 14, &hit);  // chunk [8, 16): indices 4, 5, 6 are looked up; 5 misses
+  EXPECT_EQ(hit, (Ids{0, 0, 0, 0, 5}));
 }
 
 TEST(MambaManager, KeepsOnlyTheLastHitAndPadsWithNulls) {
@@ -133,6 +181,27 @@ TEST(MambaManager, AlignModeGrowsOneBlockPerStepAndFreesTheStateFromTwoStepsAgo)
   EXPECT_EQ(out, (Ids{2}));
   x.manager->remove_skipped_blocks(0, 6);  // state block 1 (index 1 < cdiv(6,2)-1) is freed
   EXPECT_EQ(Ids(x.manager->req_blocks(0).begin(), x.manager->req_blocks(0).end()), (Ids{0, 0, 2}));
+  x.pool.check_invariants();
+}
+
+// Upstream frees last_state_block_idx only when it is < cdiv(num_computed_tokens, block_size) - 1:
+// while the last computed token still lies in that block its state is the running one.
+TEST(MambaManager, AlignModeKeepsThePreviousStateBlockWhileTheLastComputedTokenIsInIt) {
+  KVCacheSpec s;
+  s.kind = KVCacheSpecKind::kMamba;
+  s.block_size = 2;
+  s.mamba_cache_mode = MambaCacheMode::kAlign;
+  ManagerRig x(s, 12);
+  Ids out;
+  x.manager->allocate_new_blocks(0, 4, 4, &out);  // [null, 1]
+  x.manager->allocate_new_blocks(0, 6, 6, &out);  // [null, 1, 2], last_state_block_idx = 1
+  const Ids free_before = x.pool.free_block_queue().get_all_free_blocks();
+  // 4 computed: the base frees floor(3 / 2) = 1 skipped block (index 0, already null); index 1
+  // is not < cdiv(4, 2) - 1 = 1, so block 1 stays.
+  x.manager->remove_skipped_blocks(0, 4);
+  EXPECT_EQ(Ids(x.manager->req_blocks(0).begin(), x.manager->req_blocks(0).end()), (Ids{0, 1, 2}));
+  EXPECT_EQ(x.pool.free_block_queue().get_all_free_blocks(), free_before);
+  EXPECT_EQ(x.pool.ref_cnt(1), 1);
   x.pool.check_invariants();
 }
 

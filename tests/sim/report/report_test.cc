@@ -50,6 +50,17 @@ TEST(LogHistogram, QuantilesAreWithinOnePercentOfASample) {
   EXPECT_EQ(h.max_ns(), 1'000'000'000);
 }
 
+// Nearest rank, as workload::percentiles: rank = ceil(q * n). Samples 1..10 ms: q = 0.99 is rank
+// ceil(9.9) = 10 (10 ms), q = 0.25 rank ceil(2.5) = 3 (3 ms), q = 0.05 rank ceil(0.5) = 1 (1 ms).
+TEST(LogHistogram, QuantilesUseTheNearestRankRoundedUp) {
+  LogHistogram h;
+  for (int i = 1; i <= 10; ++i) h.add(SimDuration{i} * 1'000'000);
+  EXPECT_NEAR(h.quantile_ns(0.99), 10e6, 10e6 * 0.01);
+  EXPECT_NEAR(h.quantile_ns(0.25), 3e6, 3e6 * 0.01);
+  EXPECT_NEAR(h.quantile_ns(0.05), 1e6, 1e6 * 0.01);
+  EXPECT_NEAR(h.quantile_ns(1.0), 10e6, 10e6 * 0.01);
+}
+
 TEST(ChromeTrace, PrintsExactMicrosecondsAndCapsEvents) {
   EXPECT_EQ(ChromeTrace::micros(1'234'567), "1234.567");
   EXPECT_EQ(ChromeTrace::micros(5'000), "5");

@@ -1,0 +1,166 @@
+// The scheduler on its own, step by step, on a real vLLM KV-cache manager (no connector):
+// vLLM v0.17.0's Scheduler.schedule rules that a whole-cluster run hides.
+#include "sim/engine/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/vllm/request_block_hasher.h"
+
+namespace kvtwin::sim::engine {
+namespace {
+
+namespace vllm = model::vllm;
+using Ids = std::vector<std::string>;
+
+struct SchedulerRig {
+  SchedulerRig(int num_blocks, int block_size, const SchedulerConfig& config, bool caching)
+      : hasher(block_size, vllm::BlockHasher(vllm::HashFn::kSha256Cbor,
+                                             vllm::none_hash(vllm::HashFn::kSha256Cbor, "0"))),
+        kv(options(num_blocks, block_size, caching)),
+        scheduler(config, &kv, nullptr) {}
+
+  static vllm::KVCacheManagerOptions options(int num_blocks, int block_size, bool caching) {
+    vllm::KVCacheSpec spec;
+    spec.kind = vllm::KVCacheSpecKind::kFullAttention;
+    spec.block_size = block_size;
+    spec.num_kv_heads = 1;
+    spec.head_size = 8;
+    spec.dtype = "bfloat16";
+    vllm::KVCacheManagerOptions o;
+    o.kv_cache_config.num_blocks = num_blocks;
+    o.kv_cache_config.kv_cache_groups.push_back({{"l"}, spec});
+    o.max_model_len = 1024;
+    o.hash_block_size = block_size;
+    o.enable_caching = caching;
+    return o;
+  }
+
+  // Adds a request with prompt tokens [start, start + prompt) to the waiting queue.
+  EngineRequest* add(const std::string& id, int prompt, int64_t max_tokens, int start) {
+    std::vector<vllm::TokenId> t;
+    for (int i = 0; i < prompt; ++i) t.push_back(start + i);
+    vllm::RequestOptions o;
+    o.max_tokens = max_tokens;
+    auto r = std::make_unique<EngineRequest>();
+    r->req = std::make_unique<vllm::Request>(id, std::move(t), o, &hasher);
+    requests.push_back(std::move(r));
+    scheduler.add_request(requests.back().get());
+    return requests.back().get();
+  }
+
+  // One engine step: schedule, then sample token 7 for every request done with its prompt.
+  const SchedulerOutput& step() {
+    scheduler.schedule(&out);
+    scheduler.update_from_output(
+        out, [](const EngineRequest&, int64_t) { return vllm::TokenId{7}; }, {}, &outcome);
+    return out;
+  }
+
+  // Request ids, for readable failures.
+  static std::vector<std::string> ids(const SchedulerOutput& out) {
+    std::vector<std::string> v;
+    for (const ScheduledRequest& s : out.scheduled) v.push_back(s.request->id());
+    return v;
+  }
+  template <typename Requests>
+  static std::vector<std::string> ids(const Requests& requests) {
+    std::vector<std::string> v;
+    for (const EngineRequest* r : requests) v.push_back(r->id());
+    return v;
+  }
+  std::vector<std::string> waiting() const { return ids(scheduler.waiting()); }
+
+  vllm::RequestBlockHasher hasher;
+  vllm::KVCacheManager kv;
+  Scheduler scheduler;
+  std::vector<std::unique_ptr<EngineRequest>> requests;
+  SchedulerOutput out;
+  Scheduler::StepOutcome outcome;
+};
+
+// Upstream caps num_new_tokens at long_prefill_token_threshold for RUNNING requests too, not
+// only when a request is first admitted: a 64-token prompt with threshold 16 and a budget of 64
+// prefills in four chunks of 16 (one admitted, three running), then decodes.
+TEST(Scheduler, LongPrefillThresholdCapsEveryChunkOfARunningPrefill) {
+  SchedulerConfig c;
+  c.max_num_batched_tokens = 64;
+  c.long_prefill_token_threshold = 16;
+  c.max_model_len = 1024;
+  c.block_size = 16;
+  SchedulerRig x(/*num_blocks=*/10, /*block_size=*/16, c, /*caching=*/true);
+  EngineRequest* r = x.add("r", 64, /*max_tokens=*/2, 0);
+  std::vector<int64_t> chunks;
+  while (x.scheduler.has_unfinished()) {
+    const SchedulerOutput& out = x.step();
+    ASSERT_EQ(out.scheduled.size(), 1u);
+    chunks.push_back(out.scheduled[0].num_new_tokens);
+    ASSERT_LE(chunks.size(), 10u);
+  }
+  EXPECT_EQ(chunks, (std::vector<int64_t>{16, 16, 16, 16, 1}));
+  EXPECT_EQ(r->req->num_output_tokens(), 2);
+}
+
+// A pool of 4 blocks of 4 tokens, prefix caching off, threshold 4, max_num_seqs 2; A (4 tokens),
+// B (9 tokens), C (4 tokens) wait in that order.
+//   step 1: A prefills 4 (1 block), B its first 4 (1 block); C waits (two running). A samples.
+//   step 2: A decodes (5 tokens: 2nd block), B its next 4 (2nd block): the pool is full.
+//   step 3: A decodes (6 tokens, no new block); B's last prompt token needs a 3rd block: B
+//           preempts itself (frees its 2 blocks, back to 0 computed tokens).
+//   step 4: A decodes; B is re-admitted (4 tokens, 1 block); C still waits (two running).
+struct PreemptionRig : SchedulerRig {
+  static SchedulerConfig config() {
+    SchedulerConfig c;
+    c.max_num_batched_tokens = 64;
+    c.max_num_seqs = 2;
+    c.long_prefill_token_threshold = 4;
+    c.max_model_len = 1024;
+    c.block_size = 4;
+    return c;
+  }
+  PreemptionRig() : SchedulerRig(/*num_blocks=*/5, /*block_size=*/4, config(), false) {
+    a = add("a", 4, 16, 0);
+    b = add("b", 9, 16, 100);
+    c = add("c", 4, 16, 200);
+  }
+  EngineRequest* a;
+  EngineRequest* b;
+  EngineRequest* c;
+};
+
+// Upstream's _preempt_request prepends the victim to the waiting queue: it is resumed before
+// requests that were already waiting.
+TEST(Scheduler, APreemptedRequestGoesBackToTheFrontOfTheWaitingQueue) {
+  PreemptionRig x;
+  EXPECT_EQ(SchedulerRig::ids(x.step()), (Ids{"a", "b"}));
+  EXPECT_EQ(SchedulerRig::ids(x.step()), (Ids{"a", "b"}));
+  const SchedulerOutput& out3 = x.step();
+  ASSERT_EQ(SchedulerRig::ids(out3.preempted), (Ids{"b"}));
+  EXPECT_EQ(x.b->req->num_computed_tokens, 0);
+  EXPECT_EQ(x.waiting(), (Ids{"b", "c"}));
+  const SchedulerOutput& out4 = x.step();
+  EXPECT_EQ(SchedulerRig::ids(out4), (Ids{"a", "b"}));
+  EXPECT_TRUE(out4.scheduled.at(1).is_new);
+  EXPECT_EQ(out4.scheduled.at(1).num_new_tokens, 4);
+  EXPECT_EQ(x.waiting(), (Ids{"c"}));
+}
+
+// Upstream schedules WAITING requests only `if not preempted_reqs`: in step 3 the two blocks B
+// frees would fit B's first 4-token chunk again, but nothing is admitted until step 4.
+TEST(Scheduler, AStepThatPreemptsAdmitsNoWaitingRequest) {
+  PreemptionRig x;
+  x.step();
+  x.step();
+  const SchedulerOutput& out3 = x.step();
+  ASSERT_EQ(SchedulerRig::ids(out3.preempted), (Ids{"b"}));
+  EXPECT_EQ(SchedulerRig::ids(out3), (Ids{"a"}));
+  EXPECT_EQ(out3.total_num_scheduled_tokens, 1);
+  EXPECT_EQ(x.scheduler.num_running(), 1u);
+  EXPECT_EQ(x.kv.block_pool().get_num_free_blocks(), 2);
+}
+
+}  // namespace
+}  // namespace kvtwin::sim::engine
