@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <sstream>
 
 #include "sim/embedded/embedded.h"
@@ -120,6 +121,26 @@ const FieldOrigin& origin_of(const Scenario& s, const std::string& key) {
   scenario_error(s, key, msg);
 }
 
+// A conflict between keys, blamed on the one the user most likely just changed: a --set
+// override, else one written in a file, else the first. `msg` states the rule with the keys'
+// names; their values follow it.
+[[noreturn]] void conflict(const Scenario& s, std::initializer_list<const char*> keys,
+                           const std::string& msg) {
+  auto rank = [&](const std::string& key) {
+    auto it = s.origins.find(key);
+    if (it == s.origins.end()) return 0;
+    return it->second.line == 0 ? 2 : 1;  // line 0 with an origin: --set / --vary
+  };
+  std::string blamed = *keys.begin();
+  std::string values;
+  for (const char* key : keys) {
+    if (rank(key) > rank(blamed)) blamed = key;
+    const FieldSpec* f = find_field(key);
+    values += (values.empty() ? " (" : ", ") + std::string(key) + " = " + (f ? f->get(s) : "?");
+  }
+  invalid(s, blamed, msg + values + ")");
+}
+
 void validate_model(const Scenario& s) {
   const ModelConfig& m = s.model;
   for (char c : m.layer_pattern)
@@ -139,25 +160,32 @@ void validate_model(const Scenario& s) {
   if (m.attention == "mla" && (m.kv_lora_rank <= 0 || m.qk_rope_head_dim <= 0))
     invalid(s, "model.kv_lora_rank", "MLA needs kv_lora_rank and qk_rope_head_dim > 0");
   if (m.attention == "full" && m.num_heads % m.num_kv_heads != 0)
-    invalid(s, "model.num_kv_heads", "must divide num_heads");
+    conflict(s, {"model.num_kv_heads", "model.num_heads"},
+             "model.num_kv_heads must divide model.num_heads");
   if (m.num_experts > 0 && (m.experts_per_token <= 0 || m.experts_per_token > m.num_experts ||
                             m.moe_intermediate_size <= 0))
     invalid(s, "model.experts_per_token",
             "MoE needs 0 < experts_per_token <= num_experts and moe_intermediate_size > 0");
   if ((m.encoder_layers > 0) != (m.encoder_tokens > 0))
-    invalid(s, "model.encoder_tokens", "encoder_layers and encoder_tokens go together");
+    conflict(s, {"model.encoder_tokens", "model.encoder_layers"},
+             "model.encoder_layers and model.encoder_tokens go together (both 0 or both > 0)");
   int tp = s.gpu.tensor_parallel;
-  if (m.num_heads % tp != 0) invalid(s, "gpu.tensor_parallel", "must divide model.num_heads");
+  if (m.num_heads % tp != 0)
+    conflict(s, {"gpu.tensor_parallel", "model.num_heads"},
+             "gpu.tensor_parallel must divide model.num_heads");
   if (m.attention == "full" && m.num_kv_heads % tp != 0 && tp % m.num_kv_heads != 0)
-    invalid(s, "gpu.tensor_parallel", "must divide or be a multiple of model.num_kv_heads");
+    conflict(s, {"gpu.tensor_parallel", "model.num_kv_heads"},
+             "gpu.tensor_parallel must divide or be a multiple of model.num_kv_heads");
 }
 
 void validate_rest(const Scenario& s) {
   if (s.step.model == "profile" && s.step.profile.empty())
     invalid(s, "step.profile", "step.model = \"profile\" needs a profile file");
   if (!s.vllm.enable_chunked_prefill && s.vllm.max_num_batched_tokens < s.vllm.max_model_len)
-    invalid(s, "vllm.max_num_batched_tokens",
-            "without chunked prefill must be >= vllm.max_model_len (as vLLM requires)");
+    conflict(s,
+             {"vllm.max_num_batched_tokens", "vllm.max_model_len", "vllm.enable_chunked_prefill"},
+             "without chunked prefill, vllm.max_num_batched_tokens must be >= vllm.max_model_len "
+             "(as vLLM requires)");
   if (s.lmcache.enabled) {
     const LmcacheConfig& l = s.lmcache;
     if (l.max_local_cpu_size_gb <= 0)

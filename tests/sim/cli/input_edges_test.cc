@@ -142,6 +142,18 @@ TEST(InputEdges, ScenarioFilesThatAreNotFilesOrHaveEmptyTablesAreRefused) {
                    "9200000000000000000]");
 }
 
+TEST(InputEdges, AConflictIsBlamedOnTheOverrideThatCausedIt) {
+  // The embedded default sets num_kv_heads = 8 on its line 15; the user's --set broke the rule.
+  expect_bad_input(run_kvtwin("run -q --set model.num_heads=30"),
+                   "--set: model.num_heads: model.num_kv_heads must divide model.num_heads "
+                   "(model.num_kv_heads = 8, model.num_heads = 30)");
+  expect_bad_input(run_kvtwin("run -q --set vllm.enable_chunked_prefill=false"),
+                   "--set: vllm.enable_chunked_prefill: without chunked prefill, "
+                   "vllm.max_num_batched_tokens must be >= vllm.max_model_len (as vLLM requires) "
+                   "(vllm.max_num_batched_tokens = 8192, vllm.max_model_len = 131072, "
+                   "vllm.enable_chunked_prefill = false)");
+}
+
 TEST(InputEdges, AnAbsoluteStepProfilePathIsUsedAsWritten) {
   const std::string dir = kvtwin::testing::scratch_dir();
   std::filesystem::create_directory(dir + "/elsewhere");

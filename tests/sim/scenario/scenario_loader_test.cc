@@ -71,7 +71,12 @@ TEST(ScenarioLoader, SyntaxErrorsCarryTheLine) {
 
 TEST(ScenarioLoader, InconsistentCombinationsCiteTheField) {
   EXPECT_EQ(input_error([] { load("[model]\nnum_heads = 32\n\n[gpu]\ntensor_parallel = 3\n"); }),
-            "s.toml:5: gpu.tensor_parallel: must divide model.num_heads");
+            "s.toml:5: gpu.tensor_parallel: gpu.tensor_parallel must divide model.num_heads "
+            "(gpu.tensor_parallel = 3, model.num_heads = 32)");
+  // Both keys in the file: the first of the rule is named; one left at its default: the other.
+  EXPECT_EQ(input_error([] { load("[model]\nnum_heads = 30\n"); }),
+            "s.toml:2: model.num_heads: model.num_kv_heads must divide model.num_heads "
+            "(model.num_kv_heads = 8, model.num_heads = 30)");
   EXPECT_EQ(input_error([] { load("[model]\nlayer_pattern = \"SF\"\n"); }),
             "s.toml: model.sliding_window: S layers need a window > 0");
   EXPECT_EQ(input_error([] { load("[model]\nlayer_pattern = \"FX\"\n"); }),
