@@ -80,6 +80,13 @@ struct Quirks {
   // in its place (wrong data, silently). Unfixed on dev (2026-04). Fix: keep the leading run of
   // read chunks and release the rest.
   bool remote_prefetch_drops_missing_chunks = true;
+  // build_connector_meta asserts that a request resumed after preemption has num_computed_tokens
+  // == max(lmcache_cached_tokens, vllm_cached_tokens). That is false when LMCache's hit was not
+  // loaded (below min_retrieve_tokens: the scheduler got 0 external tokens) and on a whole-prompt
+  // hit beyond vLLM's (the last token is recomputed): the AssertionError ends the engine. Later
+  // upstream (f1e0db7d) subtracts one for the whole-prompt hit only. Fix: when the load spec
+  // cannot load, expect vLLM's own hit; else subtract one for the whole-prompt hit.
+  bool resumed_request_check_ignores_skipped_loads = true;
 
   static Quirks upstream() { return Quirks{}; }
   static Quirks all_fixed() {
@@ -99,6 +106,7 @@ struct Quirks {
     q.async_prefetch_busy_waits_for_memory = false;
     q.async_done_callback_tuple_error = false;
     q.remote_prefetch_drops_missing_chunks = false;
+    q.resumed_request_check_ignores_skipped_loads = false;
     return q;
   }
 };

@@ -10,7 +10,8 @@ void RequestTracker::update(std::span<const TokenId> new_token_ids,
                             const std::optional<std::vector<int64_t>>& new_block_ids,
                             bool preempted, int64_t lmcache_cached_tokens,
                             int64_t vllm_cached_tokens,
-                            const std::span<const TokenId>* all_token_ids) {
+                            const std::span<const TokenId>* all_token_ids,
+                            std::optional<int64_t> num_computed_tokens) {
   if (preempted) {
     KVTWIN_CHECK(all_token_ids != nullptr) << "preempted request " << req_id << " needs its tokens";
     if (new_block_ids)
@@ -18,7 +19,8 @@ void RequestTracker::update(std::span<const TokenId> new_token_ids,
     else
       allocated_block_ids.clear();
     num_saved_tokens = lmcache_cached_tokens;
-    int64_t num_computed = std::max(lmcache_cached_tokens, vllm_cached_tokens);
+    int64_t num_computed =
+        num_computed_tokens.value_or(std::max(lmcache_cached_tokens, vllm_cached_tokens));
     int64_t needed = std::max<int64_t>(num_computed + static_cast<int64_t>(new_token_ids.size()),
                                        lmcache_cached_tokens);
     size_t n = std::min<size_t>(static_cast<size_t>(needed), all_token_ids->size());

@@ -53,11 +53,15 @@ struct RequestTracker {
   ChunkHashChain chunk_hashes;
 
   // RequestTracker.update for a running request scheduled again. `all_token_ids` is required when
-  // preempted (the tokens are rebuilt from it).
+  // preempted (the tokens are rebuilt from it, up to the request's computed tokens plus the new
+  // ones). `num_computed_tokens`: the resumed request's computed tokens; upstream assumes
+  // max(lmcache_cached_tokens, vllm_cached_tokens) (the default), which the
+  // resumed_request_check_ignores_skipped_loads fix corrects.
   void update(std::span<const TokenId> new_token_ids,
               const std::optional<std::vector<int64_t>>& new_block_ids, bool preempted,
               int64_t lmcache_cached_tokens, int64_t vllm_cached_tokens,
-              const std::span<const TokenId>* all_token_ids);
+              const std::span<const TokenId>* all_token_ids,
+              std::optional<int64_t> num_computed_tokens = std::nullopt);
 };
 
 // What the worker does for one request in one step. Upstream snapshots the tracker's tokens and

@@ -185,14 +185,23 @@ ConnectorMetadata LMCacheSchedulerAdapter::build_connector_meta(
     }
     int64_t lmcache_cached = load_spec ? load_spec->lmcache_cached_tokens : 0;
     int64_t vllm_cached = load_spec ? load_spec->vllm_cached_tokens : 0;
+    std::optional<int64_t> resumed_computed;  // upstream: max of the two hits
     if (cr.resumed) {
       if (!load_spec)
         raise(PyError::kAssertionError, "preempted request " + cr.req_id + " has no load spec");
-      if (request.num_computed_tokens != std::max(lmcache_cached, load_spec->vllm_cached_tokens))
+      int64_t expected = std::max(lmcache_cached, load_spec->vllm_cached_tokens);
+      if (!config_.quirks.resumed_request_check_ignores_skipped_loads) {
+        if (!load_spec->can_load)
+          expected = load_spec->vllm_cached_tokens;
+        else if (lmcache_cached == request.num_tokens())
+          expected -= 1;  // the whole-prompt hit's last token is recomputed
+        resumed_computed = expected;
+      }
+      if (request.num_computed_tokens != expected)
         raise(PyError::kAssertionError, "preempted request " + cr.req_id + " num_computed_tokens");
     }
     t->update(new_tokens, cr.new_block_ids, cr.resumed, lmcache_cached, vllm_cached,
-              cr.resumed ? &request.all_token_ids : nullptr);
+              cr.resumed ? &request.all_token_ids : nullptr, resumed_computed);
     if (auto m = req_meta_from_tracker(*t, load_spec, options))
       meta.requests.push_back(with_request_memo(std::move(*m), request));
   }

@@ -28,6 +28,11 @@ SchedulerConfig scheduler_config(const scenario::Scenario& s, const KvCacheLayou
   c.max_num_seqs = s.vllm.max_num_seqs;
   c.long_prefill_token_threshold = s.vllm.long_prefill_token_threshold;
   c.enable_chunked_prefill = s.vllm.enable_chunked_prefill;
+  if (s.model.encoder_layers > 0) {
+    // vLLM's SchedulerConfig turns both off for encoder-decoder models.
+    c.enable_chunked_prefill = false;
+    c.long_prefill_token_threshold = 0;
+  }
   c.max_model_len = s.vllm.max_model_len;
   c.block_size = layout.attention_block_size;
   bool has_mamba = s.model.layer_pattern.find('M') != std::string::npos;

@@ -1,6 +1,8 @@
 #include "sim/engine/lmcache_connector.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <stdexcept>
 #include <utility>
 
 #include "model/check.h"
@@ -199,7 +201,17 @@ void LmcacheConnector::build_connector_meta(const SchedulerOutput& output) {
     }
   }
   o.scheduled_cached_reqs.resize(num_cached);
-  meta_ = scheduler_adapter_->build_connector_meta(o, new_requests_);
+  try {
+    meta_ = scheduler_adapter_->build_connector_meta(o, new_requests_);
+  } catch (const lm::UpstreamError& e) {
+    // An exception in the scheduler-side connector ends upstream's engine; the run ends here.
+    char when[64];
+    std::snprintf(when, sizeof when, "at %.6f s", to_seconds(ctx_.sim->now()));
+    throw std::runtime_error(
+        std::string("the modelled LMCache scheduler raised ") + e.what() + " " + when +
+        ", which stops vLLM's engine (an upstream defect reproduced by default; "
+        "lmcache.upstream_fixes = true applies the fixes)");
+  }
 }
 
 void LmcacheConnector::request_finished(EngineRequest& r) {

@@ -181,7 +181,15 @@ void validate_model(const Scenario& s) {
 void validate_rest(const Scenario& s) {
   if (s.step.model == "profile" && s.step.profile.empty())
     invalid(s, "step.profile", "step.model = \"profile\" needs a profile file");
-  if (!s.vllm.enable_chunked_prefill && s.vllm.max_num_batched_tokens < s.vllm.max_model_len)
+  const bool encoder_decoder = s.model.encoder_layers > 0;
+  // vLLM forces chunked prefill off for encoder-decoder models, and their cross-attention
+  // manager raises NotImplementedError on the first prefix-cache lookup.
+  if (encoder_decoder && s.vllm.enable_prefix_caching)
+    conflict(s, {"vllm.enable_prefix_caching", "model.encoder_layers"},
+             "encoder-decoder models cannot use vllm.enable_prefix_caching (vLLM's "
+             "CrossAttentionManager does not support caching)");
+  if ((!s.vllm.enable_chunked_prefill || encoder_decoder) &&
+      s.vllm.max_num_batched_tokens < s.vllm.max_model_len)
     conflict(s,
              {"vllm.max_num_batched_tokens", "vllm.max_model_len", "vllm.enable_chunked_prefill"},
              "without chunked prefill, vllm.max_num_batched_tokens must be >= vllm.max_model_len "

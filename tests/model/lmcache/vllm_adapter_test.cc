@@ -20,8 +20,9 @@ struct Fixture {
   std::unique_ptr<LMCacheSchedulerAdapter> sched;
   std::unique_ptr<LMCacheWorkerAdapter> worker;
 
-  explicit Fixture(int min_retrieve = 0) : cfg(toy_config(16)) {
+  explicit Fixture(int min_retrieve = 0, Quirks quirks = Quirks::upstream()) : cfg(toy_config(16)) {
     cfg.min_retrieve_tokens = min_retrieve;
+    cfg.quirks = quirks;
     engine = std::make_unique<LMCacheEngine>(cfg, toy_metadata());
     client = std::make_unique<LMCacheLookupClient>(cfg, toy_metadata(),
                                                    std::vector<LMCacheEngine*>{engine.get()});
@@ -72,6 +73,48 @@ TEST(VllmAdapter, BelowMinRetrieveTokensLoadsNothingButRemembersTheHit) {
   auto m = f.sched->get_num_new_matched_tokens(r, 0);
   EXPECT_EQ(*m.ret, 0);
   EXPECT_EQ(f.sched->load_spec("r")->lmcache_cached_tokens, 16);
+}
+
+// A request whose LMCache hit (16 tokens) is below min_retrieve_tokens (32) loads nothing; when it
+// is preempted and resumed, vLLM computes it from 0 again. f4261ef6's build_connector_meta expects
+// num_computed_tokens == max(lmcache_cached 16, vllm_cached 0) = 16 and raises AssertionError
+// (which stops upstream's engine); the fix expects vLLM's own hit, 0, when nothing is loaded.
+TEST(VllmAdapter, AResumedRequestWhoseHitWasBelowMinRetrieveFailsTheCheckUnlessFixed) {
+  for (bool fixed : {false, true}) {
+    Quirks q = Quirks::upstream();
+    q.resumed_request_check_ignores_skipped_loads = !fixed;
+    Fixture f(/*min_retrieve=*/32, q);
+    std::vector<TokenId> a = seq(64, 1);
+    store(*f.engine, std::vector<TokenId>(a.begin(), a.begin() + 16));
+    VllmRequest r = f.request("r", a);
+    EXPECT_EQ(*f.sched->get_num_new_matched_tokens(r, 0).ret, 0);
+    f.schedule_new(r, 0, {1, 2, 3, 4}, 32);
+    // Preempted after its first chunk, then scheduled again from scratch.
+    r.num_computed_tokens = 0;
+    EXPECT_EQ(*f.sched->get_num_new_matched_tokens(r, 0).ret, 0);
+    f.sched->update_state_after_alloc(r, 0);
+    EXPECT_FALSE(f.sched->load_spec("r")->can_load);
+    SchedulerOutput out;
+    out.scheduled_cached_reqs.push_back({"r", std::vector<int64_t>{5, 6, 7, 8}, 0, true, 32});
+    out.num_scheduled_tokens["r"] = 32;
+    if (!fixed) {
+      try {
+        f.sched->build_connector_meta(out, {{"r", &r}});
+        ADD_FAILURE() << "expected AssertionError";
+      } catch (const UpstreamError& e) {
+        EXPECT_EQ(e.kind(), PyError::kAssertionError);
+        EXPECT_STREQ(e.what(), "AssertionError: preempted request r num_computed_tokens");
+      }
+      continue;
+    }
+    ConnectorMetadata meta = f.sched->build_connector_meta(out, {{"r", &r}});
+    // The resumed tracker starts over: its first chunk (tokens 0..31) is saved again, minus the
+    // 16 tokens LMCache already holds.
+    ASSERT_EQ(meta.requests.size(), 1u);
+    ASSERT_TRUE(meta.requests[0].save_spec);
+    EXPECT_EQ(meta.requests[0].save_spec->skip_leading_tokens, 16);
+    EXPECT_EQ(meta.requests[0].token_ids.size(), 32u);
+  }
 }
 
 TEST(VllmAdapter, SavesOnlyAtChunkBoundariesAndNotInDecode) {

@@ -154,6 +154,43 @@ TEST(InputEdges, AConflictIsBlamedOnTheOverrideThatCausedIt) {
                    "vllm.enable_chunked_prefill = false)");
 }
 
+// Upstream LMCache f4261ef6 asserts, for a request resumed after preemption, that its computed
+// tokens equal its LMCache hit, even when that hit was below min_retrieve_tokens and nothing was
+// loaded: the AssertionError stops vLLM's engine. The run reproduces that as one line and exit 1;
+// with the fixes it completes.
+TEST(InputEdges, AnUpstreamDefectThatStopsTheEngineEndsTheRunWithOneLine) {
+  const std::string dir = kvtwin::testing::scratch_dir();
+  const std::string args =
+      "run -q --scenario " +
+      kvtwin::testing::source_path("scenarios/llama31_70b_tp4_cpu_disk_redis.toml") +
+      " --set lmcache.min_retrieve_tokens=16777216 --set workload.max_requests=300"
+      " --set output.plots=false --out " +
+      dir + "/run";
+  CommandRun r = run_kvtwin(args);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err.rfind("kvtwin: error: the modelled LMCache scheduler raised AssertionError: "
+                        "preempted request ",
+                        0),
+            0u)
+      << r.err;
+  EXPECT_NE(r.err.find("lmcache.upstream_fixes = true applies the fixes)\n"), std::string::npos);
+  EXPECT_EQ(count_lines(r.err), 1u);
+  r = run_kvtwin(args + " --set lmcache.upstream_fixes=true");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+// vLLM's cross-attention manager raises NotImplementedError on the first prefix-cache lookup, and
+// vLLM turns chunked prefill off for encoder-decoder models: the scenario is refused up front.
+TEST(InputEdges, EncoderDecoderModelsCannotUsePrefixCaching) {
+  expect_bad_input(
+      run_kvtwin("run -q --scenario " +
+                 kvtwin::testing::source_path("scenarios/whisper_large_v3_encdec.toml") +
+                 " --set vllm.enable_prefix_caching=true"),
+      "--set: vllm.enable_prefix_caching: encoder-decoder models cannot use "
+      "vllm.enable_prefix_caching (vLLM's CrossAttentionManager does not support caching) "
+      "(vllm.enable_prefix_caching = true, model.encoder_layers = 32)");
+}
+
 TEST(InputEdges, AnAbsoluteStepProfilePathIsUsedAsWritten) {
   const std::string dir = kvtwin::testing::scratch_dir();
   std::filesystem::create_directory(dir + "/elsewhere");
