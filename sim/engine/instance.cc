@@ -79,6 +79,11 @@ void Instance::try_step() {
     for (size_t a = 0; a < attempts; ++a) {
       scheduler_.schedule(&out);
       drain_events();
+      for (EngineRequest* r : out.rejected) {
+        r->record.finish = ctx_.sim->now();
+        ctx_.on_done(r);
+      }
+      out.rejected.clear();
       if (!out.empty() || out.preempted.empty()) break;
     }
     if (!out.empty()) break;

@@ -60,7 +60,15 @@ void Scheduler::schedule_running(SchedulerOutput* out, int64_t* budget) {
       running_.pop_back();
       preempt(victim);
       out->preempted.push_back(victim);
-      if (victim == r) break;
+      if (victim != r) continue;
+      if (running_.empty() && kv_->num_free_blocks() == kv_->block_pool().num_gpu_blocks() - 1) {
+        // r failed with every other block free: its tokens alone outgrow the pool, and each
+        // recompute would fail at the same point again (vLLM loops forever here).
+        out->preempted.pop_back();
+        abort_waiting_head(r);
+        out->rejected.push_back(r);
+      }
+      break;
     }
     if (!blocks) break;
     ScheduledRequest sr{r, n, req.num_computed_tokens, 0, false, {}};

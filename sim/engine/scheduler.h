@@ -64,12 +64,17 @@ struct ScheduledRequest {
 struct SchedulerOutput {
   std::vector<ScheduledRequest> scheduled;  // running requests first, then new / resumed
   std::vector<EngineRequest*> preempted;
+  // Requests that alone need more blocks than the whole pool (they preempted themselves with
+  // every other block free): vLLM would preempt and recompute them forever; they are aborted
+  // (record.rejected) and the caller reports them done.
+  std::vector<EngineRequest*> rejected;
   int64_t total_num_scheduled_tokens = 0;
   bool empty() const { return scheduled.empty(); }
   // Back to a fresh output, keeping the vectors' capacity (one output is reused step after step).
   void clear() {
     scheduled.clear();
     preempted.clear();
+    rejected.clear();
     total_num_scheduled_tokens = 0;
   }
 };

@@ -191,6 +191,26 @@ TEST(InputEdges, EncoderDecoderModelsCannotUsePrefixCaching) {
       "(vllm.enable_prefix_caching = true, model.encoder_layers = 32)");
 }
 
+// Valid scenarios that once ran forever (found by fuzzing valid configurations): each must now
+// finish well within the timeout with exit 0.
+TEST(InputEdges, ValidScenariosThatOnceRanForeverFinish) {
+  const std::string dir = kvtwin::testing::scratch_dir();
+  // An 8-block pool of 64-token MLA blocks with async loading: a request whose tokens outgrow the
+  // pool preempted itself, was recomputed and looked up again, forever.
+  const std::string dsv3 =
+      "--scenario " + kvtwin::testing::source_path("scenarios/deepseek_v3_mla_h200.toml") +
+      " --set vllm.max_num_batched_tokens=255 --set vllm.num_gpu_blocks=8"
+      " --set lmcache.enable_async_loading=true --set workload.max_requests=20";
+  const int status =
+      std::system((std::string("timeout 60 ") + KVTWIN_BINARY_DIR + "/kvtwin run -q " + dsv3 +
+                   " --set output.plots=false --out " + dir + "/run 2>" + dir + "/err.txt")
+                      .c_str());
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << slurp(dir + "/err.txt");
+  const std::string summary = slurp(dir + "/run/summary.json");
+  EXPECT_NE(summary.find("\"total\": 20,"), std::string::npos) << summary;
+}
+
 TEST(InputEdges, AnAbsoluteStepProfilePathIsUsedAsWritten) {
   const std::string dir = kvtwin::testing::scratch_dir();
   std::filesystem::create_directory(dir + "/elsewhere");

@@ -89,6 +89,27 @@ TEST(Cluster, RequestsLargerThanThePoolAreRejectedInsteadOfStalling) {
   EXPECT_FALSE(r.records.at(1).rejected);
 }
 
+// Found by fuzzing valid scenarios: a prompt that fits but whose generated tokens outgrow the
+// whole pool. vLLM preempts it (itself, the only running request) when its next block does not
+// fit, recomputes it from scratch and fails at the same point again, forever; the simulator
+// aborts it at that first self-preemption with every other block free.
+TEST(Cluster, ARequestWhoseTokensOutgrowThePoolIsRejectedInsteadOfLoopingForever) {
+  std::string dir = kvtwin::testing::scratch_dir();
+  // 19 usable blocks of 16 tokens hold 304 tokens: 280 prompt tokens + 40 outputs need 20
+  // blocks once 25 tokens are generated (304 tokens computed, the 305th needs block 20). Without
+  // prefix caching the recompute is admitted again chunk by chunk (64 tokens a step), so the
+  // queue head always fits and only the self-preemption shows the request can never finish.
+  Result r = run(tiny(dir, {"vllm.enable_prefix_caching=false"}),
+                 "arrival_s,prompt_tokens,output_tokens\n0,280,40\n1,10,2\n");
+  const auto& big = r.records.at(0);
+  EXPECT_TRUE(big.rejected);
+  EXPECT_EQ(big.preemptions, 1);  // the self-preemption that showed it can never fit
+  EXPECT_GE(big.first_token, 0);  // it did run and generate before outgrowing the pool
+  EXPECT_FALSE(r.records.at(1).rejected);
+  EXPECT_EQ(r.records.at(1).output_tokens, 2);
+  EXPECT_EQ(r.summary.rejected, 1u);
+}
+
 TEST(Cluster, ShortPoolPreemptsTheLastRunningRequest) {
   std::string dir = kvtwin::testing::scratch_dir();
   // Two 128-token prompts (8 blocks each) decoding 60 tokens need 12 blocks each by the end:
