@@ -12,12 +12,26 @@
 
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "sim/time.h"
 #include "sim/u64_set.h"
 
 namespace kvtwin::sim {
+
+// An event later than the int64 nanosecond clock can hold (292 years): what the run models takes
+// absurdly long (a step of 10^8 s from a tiny peak_tflops, a link of bytes per hour).
+class SimTimeOverflow : public std::runtime_error {
+ public:
+  SimTimeOverflow(SimTime now, SimDuration delay)
+      : std::runtime_error("simulated time overflows the 292-year clock: an event " +
+                           std::to_string(to_seconds(delay)) +
+                           " s after t = " + std::to_string(to_seconds(now)) +
+                           " s (a step or transfer takes absurdly long: check gpu.peak_tflops, "
+                           "the efficiencies, link bandwidths or the step profile)") {}
+};
 
 class Simulator {
  public:
@@ -28,7 +42,9 @@ class Simulator {
 
   // Schedules `action` at absolute time `at`. REQUIRES: at >= now(). Returns an id for cancel().
   EventId schedule_at(SimTime at, Action action);
+  // Throws SimTimeOverflow when now() + delay reaches kSimTimeMax (where from_seconds saturates).
   EventId schedule_after(SimDuration delay, Action action) {
+    if (delay >= kSimTimeMax - now_) throw SimTimeOverflow(now_, delay);
     return schedule_at(now_ + delay, std::move(action));
   }
 

@@ -182,9 +182,10 @@ void Cluster::sample() {
   if (recorder_) recorder_->on_sample(s);
   if (all_done()) return;
   const SimDuration interval = from_seconds(s_.output.timeseries_interval_s);
+  if (interval > kSimTimeMax - sim_.now()) return;  // the clock ends before the next sample
   SimTime next = sim_.now() + interval;
   const SimTime next_event = sim_.next_event_time();
-  if (next_event != kSimTimeMax && next_event > next) {
+  if (sim_.num_pending() > 0 && next_event > next) {
     // Samples at now + i·interval, i = 1..m, fall strictly before the next event; 1..m-1 repeat s.
     const int64_t m = (next_event - 1 - sim_.now()) / interval;
     if (m - 1 > kMaxRepeatedSamples) {

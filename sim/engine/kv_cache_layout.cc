@@ -150,6 +150,9 @@ KvCacheLayout derive_kv_cache_layout(const scenario::Scenario& s, const hw::Mode
                        ? s.vllm.num_gpu_blocks
                        : static_cast<int64_t>(std::max(0.0, layout.available_bytes) /
                                               static_cast<double>(layout.block_bytes));
+  if (s.vllm.num_gpu_blocks == 1)
+    scenario::scenario_error(s, "vllm.num_gpu_blocks",
+                             "at least 2 blocks are needed (vLLM keeps one as its null block)");
   if (blocks < 2)
     scenario::scenario_error(s, "vllm.gpu_memory_utilization",
                              "no KV block fits: weights need " +

@@ -211,6 +211,25 @@ TEST(InputEdges, ValidScenariosThatOnceRanForeverFinish) {
   EXPECT_NE(summary.find("\"total\": 20,"), std::string::npos) << summary;
 }
 
+// A step profile (or roofline figures) giving steps of ~10^9 s: the second step would pass the
+// int64 nanosecond clock. Once an abort in the event queue (after a 23 GB timeseries while the
+// first step ran); now one line and exit 1, with the timeseries collapsed meanwhile.
+TEST(InputEdges, StepsLongerThanTheClockCanHoldEndTheRunWithOneLine) {
+  const std::string dir = kvtwin::testing::scratch_dir();
+  const std::string profile = write(dir, "huge.csv",
+                                    "num_new_tokens,num_seqs,context_tokens,step_us\n"
+                                    "1,1,1,1e15\n2,1,3,2e15\n4,2,5,3e15\n8,3,20,4e15\n"
+                                    "16,1,7,5e15\n");
+  CommandRun r =
+      run_kvtwin("run -q --set step.model=profile --set step.profile=" + profile +
+                 " --set workload.max_requests=1 --set output.plots=false --out " + dir + "/run");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err.rfind("kvtwin: error: simulated time overflows the 292-year clock: ", 0), 0u)
+      << r.err;
+  EXPECT_EQ(count_lines(r.err), 1u);
+  EXPECT_LT(slurp(dir + "/run/timeseries.csv").size(), 100000u);
+}
+
 TEST(InputEdges, AnAbsoluteStepProfilePathIsUsedAsWritten) {
   const std::string dir = kvtwin::testing::scratch_dir();
   std::filesystem::create_directory(dir + "/elsewhere");
@@ -244,6 +263,9 @@ TEST(InputEdges, SizesTheSimulatorCannotHoldAreRefusedBeforeAllocating) {
   expect_bad_input(run_kvtwin("run -q --set gpu.memory_gb=1e6"),
                    "--set: gpu.memory_gb: 460790795 GPU blocks per instance; the simulator holds "
                    "at most 16777216");
+  expect_bad_input(run_kvtwin("run -q --set vllm.num_gpu_blocks=1"),
+                   "--set: vllm.num_gpu_blocks: at least 2 blocks are needed (vLLM keeps one as "
+                   "its null block)");
   CommandRun r = run_kvtwin("run -q --set cluster.instances=4096");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err.rfind("kvtwin: --set: cluster.instances: 4096 instances of ", 0), 0u) << r.err;
