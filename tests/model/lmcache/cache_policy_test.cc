@@ -180,5 +180,62 @@ RC_GTEST_PROP(CachePolicyProperties, OneCandidateIsTheFirstOfTheCandidateList, (
             kids(b.policy->get_evict_candidates(b.dict, n, can_b)));
 }
 
+TEST(CachePolicy, S3FifoEvictsASmallQueueKeyHitOnlyOnce) {
+  // S3-FIFO (Yang et al., SOSP 2023, Algorithm 1 evictS): the small queue's head moves to main
+  // only if its frequency is above 1 (hit at least twice); a key hit once is a one-hit wonder and
+  // is evicted (its key goes to the ghost queue). S = 1..10, M empty → S's head 1 (freq 1) is the
+  // victim, and main stays empty.
+  Tier t(CachePolicyKind::kS3Fifo);
+  for (int i = 1; i <= 10; ++i) t.put(i);
+  t.hit(1);
+  EXPECT_EQ(t.candidates(1), (std::vector<std::string>{t.k(1)}));
+  auto& s3 = static_cast<S3FIFOCachePolicy&>(*t.policy);
+  EXPECT_EQ(s3.main_size(), 0u);
+  EXPECT_EQ(s3.ghost_size(), 1u);
+}
+
+TEST(CachePolicy, S3FifoTakesFromSmallWhileItHoldsExactlyTenPercent) {
+  // Eviction takes from the small queue while |S| >= 10% of |S| + |M| (S3-FIFO's evict(): "if
+  // S.size >= 0.1 * cache size then evictS"). Keys 1..9 hit twice are promoted to main (freq 0)
+  // one by one while S is the larger share; then S = {10}, M = {1..9}: 1 · 10 >= 10, so S's head
+  // 10 (never hit) is the victim, not main's head 1.
+  Tier t(CachePolicyKind::kS3Fifo);
+  for (int i = 1; i <= 10; ++i) t.put(i);
+  for (int i = 1; i <= 9; ++i) {
+    t.hit(i);
+    t.hit(i);
+  }
+  EXPECT_EQ(t.candidates(1), (std::vector<std::string>{t.k(10)}));
+  auto& s3 = static_cast<S3FIFOCachePolicy&>(*t.policy);
+  EXPECT_EQ(s3.main_size(), 9u);
+  EXPECT_EQ(s3.small_size(), 0u);
+}
+
+TEST(CachePolicy, S3FifoGhostHoldsUpToSmallPlusMainKeysAndAReentryLeavesIt) {
+  // The ghost queue remembers up to |S| + |M| evicted keys (the cache's entry count), and a put
+  // of a ghost key re-enters main and removes it from the ghost (S3-FIFO: "if x in G: insert x
+  // to M", G being a FIFO of evicted keys). Keys 1..9 hit twice go to main; 10 is evicted
+  // (G = {10}). Put 11, 12: S = {11, 12}, M = 9 keys; two victims 11, 12 (S holds >= 10%), and
+  // G = {10, 11, 12} — three keys, within the cap |S| + |M| = 9. Re-putting 10 puts it in main
+  // and leaves G = {11, 12}.
+  Tier t(CachePolicyKind::kS3Fifo);
+  for (int i = 1; i <= 10; ++i) t.put(i);
+  for (int i = 1; i <= 9; ++i) {
+    t.hit(i);
+    t.hit(i);
+  }
+  ASSERT_EQ(t.candidates(1), (std::vector<std::string>{t.k(10)}));
+  t.put(11);
+  t.put(12);
+  EXPECT_EQ(t.candidates(2), (std::vector<std::string>{t.k(11), t.k(12)}));
+  auto& s3 = static_cast<S3FIFOCachePolicy&>(*t.policy);
+  EXPECT_EQ(s3.ghost_size(), 3u);
+  t.dict.pop(t.key(10));
+  t.put(10);
+  EXPECT_EQ(s3.main_size(), 10u);
+  EXPECT_EQ(s3.small_size(), 0u);
+  EXPECT_EQ(s3.ghost_size(), 2u);
+}
+
 }  // namespace
 }  // namespace kvtwin::model::lmcache

@@ -134,5 +134,35 @@ TEST(ProfileStepModel, FitRecoversALinearProfileExactly) {
   EXPECT_EQ(t.total_ns, from_seconds((3000 + 0.5 * 100 + 20 * 2 + 0.01 * 1099) * 1e-6));
 }
 
+TEST(Roofline, MoePrefillComputesTopKExpertsPerToken) {
+  // Each token runs experts_per_token (k = 2) experts of 1.5e6 params in each of the 2 MoE
+  // layers (vLLM's fused_moe computes topk GEMMs per token), so 1000 tokens add
+  // 2·1000·2·1.5e6·2 = 1.2e10 FLOPs on top of the dense 2·1000·(8e6 + 2·8000) = 1.6032e10
+  // (attention 8e6, routers 2·8000). Compute bound: 2.8032e10 / 1e12 = 0.028032 s, while bytes
+  // (every expert touched: (8.016e6 + 8·1.5e6·2)·2 = 6.4032e7) take 6.4e-5 s; LM head 2e-6 s.
+  auto m = model_of(toy("num_experts = 8\nexperts_per_token = 2\nmoe_intermediate_size = 500\n"));
+  double flops = 2 * 1000 * (8e6 + 2 * 8000) + 2 * 1000 * 2 * 1.5e6 * 2;
+  EXPECT_DOUBLE_EQ(m.linear_s(1000, 0), flops / 1e12 + 2e-6);
+}
+
+TEST(Roofline, MlaAttentionScoresOverLatentPlusRopeAndValuesOverLatent) {
+  // Absorbed MLA (DeepSeek-V2 §2.1.3): per (query, key) pair and head, the score is a dot over
+  // the latent plus the RoPE part (C + R = 100 + 20) and the value sum runs over the latent C:
+  // 2·(C + R) + 2·C = 2·(2·100 + 20) = 440 FLOPs, · 10 heads = 4400. A 1000-token prefill has
+  // 500,500 pairs → 2.2022e9 FLOPs → 2.2022e-3 s per layer (compute bound: KV bytes
+  // (1000 + 1000)·(100 + 20)·2 = 4.8e5 → 4.8e-7 s), two layers → 4.4044e-3 s.
+  auto m = model_of(toy("attention = \"mla\"\nkv_lora_rank = 100\nqk_rope_head_dim = 20\n"));
+  EXPECT_DOUBLE_EQ(m.attention_s(StepSlice{1000, 0, true, 0}), 2 * 500500 * 4400.0 / 1e12);
+}
+
+TEST(Roofline, RingAllReduceFactorIsFractionalForTpNotDividingTwo) {
+  // Ring all-reduce moves 2·(tp−1)/tp of the buffer per rank: tp 5 → 1.6 (not the integer
+  // 2·4/5 = 1). 1.6 · 2e6 bytes / 1e11 B/s = 3.2e-5 s + 1e-5 s latency = 4.2e-5 s; two per layer
+  // (after attention and after the MLP), two layers → 1.68e-4 s.
+  auto s = toy();
+  s.gpu.tensor_parallel = 5;
+  EXPECT_DOUBLE_EQ(model_of(s).allreduce_s(1000), 1.68e-4);
+}
+
 }  // namespace
 }  // namespace kvtwin::sim::hw

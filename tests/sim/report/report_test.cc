@@ -148,5 +148,40 @@ TEST(RunRecorder, SummaryFollowsTheRecordsAndTheSlos) {
   EXPECT_EQ(scenario::load_scenario_file(dir + "/scenario.toml").slo.ttft_ms, 100);
 }
 
+TEST(RunRecorder, ARequestExactlyAtBothSloLimitsMeetsThem) {
+  // The SLOs are upper bounds met with equality (TTFT <= ttft_ms, TPOT <= tpot_ms): TTFT 100 ms
+  // and TPOT (300 − 100) / 20 = 10 ms count toward goodput.
+  scenario::Scenario s = scenario::load_scenario_text(
+      "[slo]\nttft_ms = 100\ntpot_ms = 10\n[output]\nplots = false\nchrome_trace = false\n",
+      "s.toml", ".");
+  RunRecorder rec(s, "trace.csv", kvtwin::testing::scratch_dir() + "/run");
+  rec.on_request_done(record(0, 0, 100'000'000, 300'000'000, 21));
+  const Summary& sum = rec.finish(1'000'000'000);
+  EXPECT_DOUBLE_EQ(sum.slo_attainment, 1.0);
+  EXPECT_DOUBLE_EQ(sum.goodput, 1 / 0.3);
+}
+
+TEST(RunRecorder, RepeatedSamplesWeighTheMeansByTheirCount) {
+  // An idle gap's collapsed samples count `count` times: usage 0.5 once, 0.5 three more times
+  // (on_repeated_samples), then 0.1 → mean (0.5 + 3·0.5 + 0.1) / 5 = 0.42; CPU tier bytes
+  // (100 + 3·100 + 600) / 5 = 200.
+  scenario::Scenario s = scenario::load_scenario_text(
+      "[output]\nplots = false\nchrome_trace = false\n", "s.toml", ".");
+  RunRecorder rec(s, "trace.csv", kvtwin::testing::scratch_dir() + "/run");
+  Sample a;
+  a.gpu_kv_usage_mean = 0.5;
+  a.tier_bytes[kTierCpu] = 100;
+  rec.on_sample(a);
+  rec.on_repeated_samples(a, 3);
+  Sample b = a;
+  b.t = 2'000'000'000;
+  b.gpu_kv_usage_mean = 0.1;
+  b.tier_bytes[kTierCpu] = 600;
+  rec.on_sample(b);
+  const Summary& sum = rec.finish(2'000'000'000);
+  EXPECT_DOUBLE_EQ(sum.gpu_kv_usage_mean, 0.42);
+  EXPECT_DOUBLE_EQ(sum.tier_bytes_mean[kTierCpu], 200);
+}
+
 }  // namespace
 }  // namespace kvtwin::sim::report

@@ -162,5 +162,54 @@ RC_GTEST_PROP(TokenSynthesizer, EveryTokenDependsOnlyOnItsIdAndOffsetOrItsPositi
   }
 }
 
+TEST(Workload, RateScaleRoundsScaledArrivalsToTheNearestNanosecond) {
+  // Mooncake timestamps are milliseconds: 2 ms = 2,000,000 ns; divided by rate_scale 3 that is
+  // 666,666.67 ns, which rounds to 666,667 (llround), not down to 666,666; 1 ms / 3 =
+  // 333,333.33 → 333,333.
+  std::string text =
+      "{\"timestamp\": 1, \"input_length\": 10, \"output_length\": 1, \"hash_ids\": [1]}\n"
+      "{\"timestamp\": 2, \"input_length\": 10, \"output_length\": 1, \"hash_ids\": [1]}\n";
+  WorkloadOptions o;
+  o.rate_scale = 3;
+  Workload w(open_trace_bytes("<mem>", text, TraceFormat::kAuto), o);
+  std::vector<SimTime> arrivals;
+  TraceRequest r;
+  while (w.next(&r)) arrivals.push_back(r.arrival);
+  EXPECT_EQ(arrivals, (std::vector<SimTime>{333'333, 666'667}));
+}
+
+TEST(Workload, SyntheticPrefixIsCappedByThePromptLength) {
+  // prefix_tokens 40 with 16-token blocks gives two shared blocks, but a 20-token prompt holds
+  // only min(40, 20) / 16 = 1 whole block: ids never describe tokens past the prompt; a 10-token
+  // prompt gets none (and no block size).
+  std::string text =
+      "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n0,20,1,,\n1,10,1,,\n";
+  WorkloadOptions o;
+  o.prefix_groups = 1;
+  o.prefix_tokens = 40;
+  o.prefix_block_size = 16;
+  o.seed = 3;
+  Workload w(open_trace_bytes("<mem>", text, TraceFormat::kAuto), o);
+  TraceRequest r;
+  ASSERT_TRUE(w.next(&r));
+  EXPECT_EQ(r.block_ids, (std::vector<uint64_t>{Workload::synthetic_id(3, 0, 0)}));
+  EXPECT_EQ(r.block_size, 16);
+  ASSERT_TRUE(w.next(&r));
+  EXPECT_TRUE(r.block_ids.empty());
+  EXPECT_EQ(r.block_size, 0);
+}
+
+TEST(TokenSynthesizer, OutputTokensAreNotACopyOfThePrompt) {
+  // Output token i and the i-th unique prompt token of the same request come from different
+  // streams (the output stream is offset by 2^40): otherwise every request would "generate" its
+  // own prompt again, and a session's next turn (prompt + output) would repeat the prompt's
+  // token sequence. With a 128k vocabulary, 16 equal draws by chance are out of the question.
+  TokenSynthesizer s(7, 128256);
+  auto prompt = tokens(s, request(5, 16, 0, {}));
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < 16; ++i) out.push_back(s.output_token(5, i));
+  EXPECT_NE(out, prompt);
+}
+
 }  // namespace
 }  // namespace kvtwin::sim::workload

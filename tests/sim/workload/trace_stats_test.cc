@@ -72,5 +72,18 @@ TEST(Percentiles, NearestRankOnSortedValues) {
   EXPECT_DOUBLE_EQ(p.mean, 5.5);
 }
 
+TEST(TraceStats, WorkingSetTokensBelongToTheFirstWindowReachingTheMaximum) {
+  // 5 s windows: window [0, 5) holds 3 unique blocks of 16 tokens (48 tokens); window [10, 15)
+  // also 3 unique blocks, but its last block is partial (16 + 16 + 8 = 40 tokens). The maximum
+  // (3 blocks) is reached first in window 0, and a later tie does not replace its token count.
+  std::string path = kvtwin::testing::scratch_dir() + "/w.csv";
+  std::ofstream(path) << "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
+                         "0,48,1,16,1 2 3\n"
+                         "10,40,1,16,4 5 6\n";
+  TraceStats s = stats_of(path, 5);
+  EXPECT_EQ(s.max_window_unique_blocks, 3u);
+  EXPECT_EQ(s.max_window_tokens, 48u);
+}
+
 }  // namespace
 }  // namespace kvtwin::sim::workload
