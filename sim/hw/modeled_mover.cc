@@ -1,6 +1,7 @@
 #include "sim/hw/modeled_mover.h"
 
 #include <memory>
+#include <utility>
 
 #include "model/check.h"
 
@@ -85,6 +86,18 @@ std::vector<FluidLinks::LinkId> ModeledMover::path(Location src, Location dst, i
   return p;
 }
 
+struct ModeledMover::InFlight {
+  Transfer transfer;
+  TransferResult result;
+  Done done;
+  InFlight* prev;
+  InFlight* next;
+};
+
+ModeledMover::~ModeledMover() {
+  while (in_flight_) delete std::exchange(in_flight_, in_flight_->next);
+}
+
 void ModeledMover::start(Transfer transfer, Done done) {
   SimDuration latency = 0;
   std::vector<FluidLinks::LinkId> links =
@@ -92,12 +105,9 @@ void ModeledMover::start(Transfer transfer, Done done) {
   // The transfer, its result and the caller's callback in one allocation. The completion event
   // captures only `this` and the pointer (trivially copyable, so std::function stores it without
   // allocating); it runs exactly once and frees the allocation.
-  struct InFlight {
-    Transfer transfer;
-    TransferResult result;
-    Done done;
-  };
-  InFlight* f = new InFlight{std::move(transfer), {}, std::move(done)};
+  InFlight* f = new InFlight{std::move(transfer), {}, std::move(done), nullptr, in_flight_};
+  if (in_flight_) in_flight_->prev = f;
+  in_flight_ = f;
   TransferResult& result = f->result;
   const Transfer& t = f->transfer;
   result.start = sim_->now();
@@ -113,6 +123,8 @@ void ModeledMover::start(Transfer transfer, Done done) {
   }
   auto finish = [this, f] {
     std::unique_ptr<InFlight> owned(f);
+    (f->prev ? f->prev->next : in_flight_) = f->next;
+    if (f->next) f->next->prev = f->prev;
     f->result.finish = sim_->now();
     f->result.predicted_ns = f->result.finish - f->result.start;
     if (observer_) observer_(f->transfer, f->result);

@@ -37,6 +37,10 @@ class ModeledMover final : public Mover {
  public:
   ModeledMover(Simulator* sim, const scenario::LinksConfig& links, int num_instances,
                uint64_t seed);
+  // Frees the transfers still in flight (a run that ended early: an error, a stop).
+  ~ModeledMover() override;
+  ModeledMover(const ModeledMover&) = delete;
+  ModeledMover& operator=(const ModeledMover&) = delete;
 
   void start(Transfer transfer, Done done) override;
   std::string_view name() const override { return "modeled"; }
@@ -71,6 +75,10 @@ class ModeledMover final : public Mover {
   std::vector<std::pair<std::string, int>> link_names_;  // kind, instance per LinkId
   Rng faults_;
   Observer observer_;
+  // Transfers in flight: a doubly linked list, so that completion unlinks in O(1) and the
+  // destructor frees what never completed.
+  struct InFlight;
+  InFlight* in_flight_ = nullptr;
 };
 
 }  // namespace kvtwin::sim::hw
