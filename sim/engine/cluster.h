@@ -5,7 +5,8 @@
 // memory follows the requests in flight, not the trace. On arrival a request gets its token ids
 // (TokenSynthesizer) and its vLLM Request (block hashes computed once, shared by router and
 // instance), is routed, and leaves through the recorder when it finishes or is rejected (prompt
-// not shorter than max_model_len, or larger than a whole KV pool).
+// not shorter than max_model_len, or larger than a whole KV pool, or tokens that outgrow the whole
+// pool while it runs: vLLM would stall or preempt and recompute it forever).
 //
 // A sample of queues and occupancy is taken every output.timeseries_interval_s of virtual time
 // while work remains. State changes only at events, so the samples that fall before the next

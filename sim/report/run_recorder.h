@@ -54,7 +54,8 @@ struct RequestRecord {
   std::array<int64_t, kNumTiers> loaded_tokens{};  // tokens loaded per tier
   int64_t failed_load_tokens = 0;                  // tokens whose load failed and were recomputed
   int64_t preemptions = 0;
-  bool rejected = false;  // never served (prompt + output exceed max_model_len)
+  bool rejected = false;  // never finished: prompt too long for max_model_len, or its tokens
+                          // need more blocks than the whole GPU pool
 };
 
 // A snapshot of the cluster at one instant (sums over instances unless noted).
