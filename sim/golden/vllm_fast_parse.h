@@ -2,8 +2,8 @@
 // the recorder writes (no whitespace, keys without escapes, ASCII strings, non-negative
 // integers): allocate_slots and append_tokens (95% of the lines of a decode-heavy log), and
 // add_request, get_computed_blocks, free, save_seq, drop_seq, set_computed, new_step and
-// prefix_cache_stats (the long token arrays of prompts and computed blocks). Their expectations become compact
-// VllmExpect kinds, so the executing thread compares them without a DOM either.
+// prefix_cache_stats (the long token arrays of prompts and computed blocks). Their expectations
+// become compact VllmExpect kinds, so the executing thread compares them without a DOM either.
 //
 // Contract: parse_hot_vllm_op either fills *op and *expect exactly as the DOM path
 // (OplogStream + parse_vllm_op + the "expect" element) would, or returns false having changed

@@ -152,7 +152,8 @@ RC_GTEST_PROP(VllmSeqsProperty, SequencesMatchAPlainModelAndKnownHashesAreExact,
         size_t len = *rc::gen::element(size, *rc::gen::inRange<size_t>(0, size + 1));
         mv::RequestOptions options;
         if (*rc::gen::arbitrary<bool>()) options.lora_request = mv::LoRARequest{"a", 1};
-        if (*rc::gen::arbitrary<bool>()) options.cache_salt = *rc::gen::element<std::string>("x", "");
+        if (*rc::gen::arbitrary<bool>())
+          options.cache_salt = *rc::gen::element<std::string>("x", "");
         w.add(next_request, s, len,
               *rc::gen::container<std::vector<mv::TokenId>>(*rc::gen::inRange<size_t>(0, 10),
                                                             rc::gen::inRange<mv::TokenId>(0, 50)),
