@@ -84,5 +84,23 @@ TEST(LmcacheEngine, FailedRemoteLoadsAreRecomputed) {
   EXPECT_GT(ok.summary.link_bytes.at("remote_tx"), 0.0);
 }
 
+// LMCache models rank 0 of an instance; every rank fetches its own slice of each chunk, so the
+// bytes moved from the remote tier are the whole model's KV whatever the tensor parallelism:
+// C's 4 chunks of 256 tokens × 128 KiB = 4 × 32 MiB over the shared remote link, at TP 1 and 2.
+TEST(LmcacheEngine, FetchesMoveEveryRanksShareOfTheChunks) {
+  std::string trace =
+      "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
+      "0,1024,2,512,1 2\n"
+      "10,1024,2,512,1 2\n";
+  for (int tp : {1, 2}) {
+    Result r =
+        run(scenario_with({"cluster.instances=2", "cluster.router=round_robin",
+                           "lmcache.remote=true", "gpu.tensor_parallel=" + std::to_string(tp)}),
+            trace);
+    EXPECT_EQ(r.records.at(1).loaded_tokens[report::kTierRemote], 1024) << tp;
+    EXPECT_DOUBLE_EQ(r.summary.link_bytes.at("remote_tx"), 4 * 33'554'432.0) << "TP " << tp;
+  }
+}
+
 }  // namespace
 }  // namespace kvtwin::sim::engine
