@@ -44,7 +44,6 @@ void DiskDirectory::write(std::string name, uint64_t length, uint64_t content) {
       free_.pop_back();
     }
     entries_[e].name = std::move(name);
-    entries_[e].live = true;
     s = Slot{h, e};
     ++live_;
   }
@@ -81,8 +80,10 @@ bool DiskDirectory::remove(std::string_view name) {
 
 size_t DiskDirectory::count_with_prefix(std::string_view prefix) const {
   size_t n = 0;
-  for (const Entry& e : entries_)
-    if (e.live && std::string_view(e.name).substr(0, prefix.size()) == prefix) ++n;
+  for (const Slot& s : slots_)
+    if (s.entry != kEmpty &&
+        std::string_view(entries_[s.entry].name).substr(0, prefix.size()) == prefix)
+      ++n;
   return n;
 }
 

@@ -50,9 +50,8 @@ class DiskDirectory {
     uint32_t entry = kEmpty;
   };
   struct Entry {
-    std::string name;  // empty while free
+    std::string name;  // empty while free (in free_)
     File file;
-    bool live = false;
   };
 
   static uint64_t hash_of(std::string_view name);

@@ -185,20 +185,20 @@ ConnectorMetadata LMCacheSchedulerAdapter::build_connector_meta(
     }
     int64_t lmcache_cached = load_spec ? load_spec->lmcache_cached_tokens : 0;
     int64_t vllm_cached = load_spec ? load_spec->vllm_cached_tokens : 0;
-    std::optional<int64_t> resumed_computed;  // upstream: max of the two hits
+    std::optional<int64_t> resumed_computed;  // what the tracker takes as computed
     if (cr.resumed) {
       if (!load_spec)
         raise(PyError::kAssertionError, "preempted request " + cr.req_id + " has no load spec");
-      int64_t expected = std::max(lmcache_cached, load_spec->vllm_cached_tokens);
+      int64_t expected = std::max(lmcache_cached, vllm_cached);  // upstream's assumption
       if (!config_.quirks.resumed_request_check_ignores_skipped_loads) {
         if (!load_spec->can_load)
-          expected = load_spec->vllm_cached_tokens;
+          expected = vllm_cached;
         else if (lmcache_cached == request.num_tokens())
           expected -= 1;  // the whole-prompt hit's last token is recomputed
-        resumed_computed = expected;
       }
       if (request.num_computed_tokens != expected)
         raise(PyError::kAssertionError, "preempted request " + cr.req_id + " num_computed_tokens");
+      resumed_computed = expected;
     }
     t->update(new_tokens, cr.new_block_ids, cr.resumed, lmcache_cached, vllm_cached,
               cr.resumed ? &request.all_token_ids : nullptr, resumed_computed);

@@ -1,7 +1,7 @@
 #include "sim/cli/cache_replay_command.h"
 
-#include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include "sim/cli/common.h"
 #include "sim/engine/cluster.h"
@@ -95,21 +95,15 @@ std::string table(const std::vector<Point>& points, const std::string& tier, boo
 
 std::vector<double> parse_capacities_gb(const std::vector<std::string>& items) {
   std::vector<double> out;
-  std::vector<std::string> split;
   for (const std::string& arg : items)
-    for (size_t start = 0;;) {
-      const size_t comma = arg.find(',', start);
-      split.push_back(arg.substr(start, comma == std::string::npos ? comma : comma - start));
-      if (comma == std::string::npos) break;
-      start = comma + 1;
+    for (std::string_view item : io::split(arg, ',')) {
+      if (item.empty()) throw InputError("--capacity-gb", 0, "", "empty item in the list");
+      auto v = io::parse_double(item);  // finite or nullopt
+      if (!v || *v <= 0 || *v > 1e9)
+        throw InputError("--capacity-gb", 0, std::string(item),
+                         "expected a number of GiB in (0, 1e9]");
+      out.push_back(*v);
     }
-  for (const std::string& item : split) {
-    if (item.empty()) throw InputError("--capacity-gb", 0, "", "empty item in the list");
-    auto v = io::parse_double(item);
-    if (!v || !std::isfinite(*v) || *v <= 0 || *v > 1e9)
-      throw InputError("--capacity-gb", 0, item, "expected a number of GiB in (0, 1e9]");
-    out.push_back(*v);
-  }
   return out;
 }
 
@@ -119,30 +113,24 @@ std::vector<CacheReplayPoint> cache_replay(const CacheReplayOptions& o) {
   scenario::Scenario base = load_scenario(o.scenario, o.sets);
   if (o.tier != "gpu" && !base.lmcache.enabled)
     throw InputError("--tier", 0, o.tier, "varying an LMCache tier needs lmcache.enabled = true");
+  // The GPU pool's block size (and, with no --capacity-gb, its size) from the base scenario.
+  std::optional<engine::KvCacheLayout> gpu;
+  if (o.tier == "gpu") gpu = engine::derive_kv_cache_layout(base, hw::derive_geometry(base));
   std::vector<double> caps = o.capacity_gb;
   if (caps.empty()) {
-    double now = o.tier == "cpu"    ? base.lmcache.max_local_cpu_size_gb
-                 : o.tier == "disk" ? base.lmcache.max_local_disk_size_gb
-                                    : 0;
-    if (o.tier == "gpu") {
-      hw::ModelGeometry g = hw::derive_geometry(base);
-      now = static_cast<double>(engine::derive_kv_cache_layout(base, g).num_blocks()) *
-            engine::derive_kv_cache_layout(base, g).block_bytes / kGiB;
-    }
-    caps = {now};
+    caps = {o.tier == "cpu"    ? base.lmcache.max_local_cpu_size_gb
+            : o.tier == "disk" ? base.lmcache.max_local_disk_size_gb
+                               : static_cast<double>(gpu->num_blocks()) *
+                                     static_cast<double>(gpu->block_bytes) / kGiB};
   }
   for (double c : caps) {
     if (!(c > 0 && c <= 1e9))
       throw InputError("--capacity-gb", 0, std::to_string(c), "expected GiB in (0, 1e9]");
-    if (o.tier == "gpu") {
-      const engine::KvCacheLayout layout =
-          engine::derive_kv_cache_layout(base, hw::derive_geometry(base));
-      if (c * kGiB / static_cast<double>(layout.block_bytes) >
-          static_cast<double>(engine::kMaxGpuBlocksPerInstance))
-        throw InputError("--capacity-gb", 0, std::to_string(c),
-                         "more GPU blocks than the simulator holds (" +
-                             std::to_string(engine::kMaxGpuBlocksPerInstance) + ")");
-    }
+    if (gpu && c * kGiB / static_cast<double>(gpu->block_bytes) >
+                   static_cast<double>(engine::kMaxGpuBlocksPerInstance))
+      throw InputError("--capacity-gb", 0, std::to_string(c),
+                       "more GPU blocks than the simulator holds (" +
+                           std::to_string(engine::kMaxGpuBlocksPerInstance) + ")");
   }
   std::vector<Point> points(caps.size());
   parallel_for(caps.size(), o.jobs,

@@ -6,7 +6,6 @@
 // 2 bad input (flags, files), as one line on stderr.
 #include <CLI/CLI.hpp>
 
-#include <cmath>
 #include <cstdio>
 #include <exception>
 #include <new>
@@ -19,6 +18,7 @@
 #include "sim/cli/trace_command.h"
 #include "sim/golden/golden_command.h"
 #include "sim/io/input_error.h"
+#include "sim/io/parse.h"
 #include "sim/validate/validate_command.h"
 
 namespace {
@@ -191,9 +191,8 @@ int dispatch(int argc, char** argv) {
   stats_cmd->add_option("--window-s", stats.window_s, "working-set window in seconds")
       ->check(CLI::Validator(
           [](std::string& text) {
-            double v = 0;
-            const bool ok =
-                CLI::detail::lexical_cast(text, v) && std::isfinite(v) && v > 0 && v <= 1e9;
+            auto v = kvtwin::sim::io::parse_double(text);  // finite or nullopt
+            const bool ok = v && *v > 0 && *v <= 1e9;
             return ok ? std::string() : "expected seconds in (0, 1e9], got '" + text + "'";
           },
           "SECONDS"));

@@ -8,6 +8,7 @@
 #include "sim/cli/run_command.h"
 #include "sim/io/input_error.h"
 #include "sim/io/output_file.h"
+#include "sim/io/parse.h"
 #include "sim/report/run_recorder.h"
 #include "sim/scenario/scenario_loader.h"
 
@@ -25,16 +26,9 @@ Axis parse_axis(const std::string& vary) {
     throw InputError("--vary", 0, vary, "expected key=v1,v2,...");
   Axis a;
   a.key = vary.substr(0, eq);
-  std::string rest = vary.substr(eq + 1);
-  size_t start = 0;
-  while (true) {
-    size_t comma = rest.find(',', start);
-    std::string v =
-        rest.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+  for (std::string_view v : io::split(std::string_view(vary).substr(eq + 1), ',')) {
     if (v.empty()) throw InputError("--vary", 0, a.key, "empty value in the list");
-    a.values.push_back(v);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
+    a.values.emplace_back(v);
   }
   return a;
 }

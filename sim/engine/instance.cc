@@ -79,10 +79,7 @@ void Instance::try_step() {
     for (size_t a = 0; a < attempts; ++a) {
       scheduler_.schedule(&out);
       drain_events();
-      for (EngineRequest* r : out.rejected) {
-        r->record.finish = ctx_.sim->now();
-        ctx_.on_done(r);
-      }
+      for (EngineRequest* r : out.rejected) done_rejected(r);
       out.rejected.clear();
       if (!out.empty() || out.preempted.empty()) break;
     }
@@ -162,9 +159,13 @@ bool Instance::reject_stuck_head() {
   EngineRequest* head = scheduler_.waiting().front();
   scheduler_.abort_waiting_head(head);
   drain_events();
-  head->record.finish = ctx_.sim->now();
-  ctx_.on_done(head);
+  done_rejected(head);
   return true;
+}
+
+void Instance::done_rejected(EngineRequest* r) {
+  r->record.finish = ctx_.sim->now();
+  ctx_.on_done(r);
 }
 
 void Instance::drain_events() {

@@ -92,6 +92,8 @@ class Instance {
   void finish_step(const std::set<EngineRequest*>& failed);
   void drain_events();
   bool reject_stuck_head();
+  // A request the scheduler aborted (record.rejected set): it leaves now.
+  void done_rejected(EngineRequest* r);
 
   int id_;
   InstanceContext ctx_;

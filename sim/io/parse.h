@@ -1,4 +1,4 @@
-// Strict parsers of the numbers that appear in traces, scenarios and CLI values.
+// Strict parsers of the numbers (and lists) that appear in traces, scenarios and CLI values.
 //
 // Each returns std::nullopt unless the whole text (after trimming spaces and tabs) is one
 // number of the requested type: no trailing garbage, no overflow, no empty text. Callers turn a
@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 namespace kvtwin::sim::io {
 
@@ -44,6 +45,18 @@ inline std::optional<uint64_t> parse_uint64(std::string_view t) {
 }
 inline std::optional<double> parse_double(std::string_view t) {
   return parse_number<double>(t);
+}
+
+// The items of a `sep`-separated list, empty items included ("a,,b" gives three; "" gives one
+// empty item), as views into `text`.
+inline std::vector<std::string_view> split(std::string_view text, char sep) {
+  std::vector<std::string_view> items;
+  for (size_t start = 0;;) {
+    const size_t end = text.find(sep, start);
+    items.push_back(text.substr(start, end == std::string_view::npos ? end : end - start));
+    if (end == std::string_view::npos) return items;
+    start = end + 1;
+  }
 }
 
 }  // namespace kvtwin::sim::io

@@ -27,7 +27,10 @@ class CheckedReader final : public TraceReader {
   CheckedReader(std::unique_ptr<FormatReader> inner, TraceFormat format)
       : inner_(std::move(inner)), format_(format) {}
   bool next(TraceRequest* out) override {
-    if (!inner_->next(out)) return false;
+    if (!inner_->next(out)) {
+      if (count_ == 0) throw InputError(path(), 0, "", "the trace has no requests");
+      return false;
+    }
     out->index = count_++;
     if (out->arrival < last_arrival_)
       throw InputError(path(), inner_->line_number(), inner_->time_field(),

@@ -11,8 +11,8 @@
 //             ContextTokens, GeneratedTokens; arrivals relative to the first row.
 //
 // Plain or gzip files (detected by content). Arrival times must not decrease and must not exceed
-// kMaxTraceArrival. Every malformed
-// row throws InputError naming the file, the 1-based line and the column.
+// kMaxTraceArrival; a trace without any request is an input error (at the first next()). Every
+// malformed row throws InputError naming the file, the 1-based line and the column.
 //
 // Threading: one reader per thread.
 #pragma once

@@ -40,10 +40,8 @@ bool Workload::next(TraceRequest* out) {
   }
   if (!reader_->next(out)) {
     done_ = true;
-    if (read_ == 0) throw InputError(reader_->path(), 0, "", "the trace has no requests");
     return false;
   }
-  ++read_;
   if (options_.rate_scale != 1.0) {
     const double scaled = static_cast<double>(out->arrival) / options_.rate_scale;
     if (!(scaled <= static_cast<double>(kMaxTraceArrival))) {

@@ -38,8 +38,8 @@ class Workload {
  public:
   Workload(std::unique_ptr<TraceReader> reader, const WorkloadOptions& options);
 
-  // Next request after the transforms; false at the end. Throws InputError for a trace without
-  // any request, and for an arrival that rate_scale pushes past kMaxTraceArrival.
+  // Next request after the transforms; false at the end. Throws the reader's InputErrors, and one
+  // for an arrival that rate_scale pushes past kMaxTraceArrival.
   bool next(TraceRequest* out);
   const TraceReader& reader() const { return *reader_; }
 
@@ -54,7 +54,6 @@ class Workload {
   WorkloadOptions options_;
   Rng rng_;
   std::vector<double> zipf_cdf_;  // cumulative popularity of groups 0..n-1
-  int64_t read_ = 0;              // requests read from the trace
   int64_t emitted_ = 0;
   bool done_ = false;
 };

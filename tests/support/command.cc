@@ -17,13 +17,14 @@ std::string slurp(const std::string& path) {
   return s.str();
 }
 
-CommandRun run_kvtwin(const std::string& args) {
+CommandRun run_kvtwin(const std::string& args, int timeout_s) {
   static int calls = 0;
   const std::string dir = std::string(KVTWIN_BINARY_DIR) + "/test_scratch/kvtwin_runs." +
                           std::to_string(::getpid()) + "." + std::to_string(calls++);
   std::filesystem::create_directories(dir);
-  const std::string cmd = std::string(KVTWIN_BINARY_DIR) + "/kvtwin " + args + " > " + dir +
-                          "/out.txt 2> " + dir + "/err.txt";
+  const std::string timeout = timeout_s > 0 ? "timeout " + std::to_string(timeout_s) + " " : "";
+  const std::string cmd = timeout + std::string(KVTWIN_BINARY_DIR) + "/kvtwin " + args + " > " +
+                          dir + "/out.txt 2> " + dir + "/err.txt";
   const int status = std::system(cmd.c_str());
   CommandRun r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;

@@ -13,8 +13,9 @@ struct CommandRun {
   std::string err;
 };
 
-// Runs `<build>/kvtwin <args>` through the shell (args are not quoted).
-CommandRun run_kvtwin(const std::string& args);
+// Runs `<build>/kvtwin <args>` through the shell (args are not quoted); with timeout_s > 0 under
+// coreutils' `timeout` (a run past it exits 124).
+CommandRun run_kvtwin(const std::string& args, int timeout_s = 0);
 
 // The bytes of `path` ("" when it cannot be read).
 std::string slurp(const std::string& path);

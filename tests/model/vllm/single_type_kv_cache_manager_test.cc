@@ -155,12 +155,17 @@ TEST(ChunkedLocalAttentionManager, TheHitStopsAtTheFirstMissInsideTheChunk) {
   EXPECT_EQ(hit, (Ids{0, 0, 0, 0, 5}));
 }
 
-TEST(MambaManager, KeepsOnlyTheLastHitAndPadsWithNulls) {
+// A Mamba group of 2-token blocks in `mode`.
+KVCacheSpec mamba_spec(MambaCacheMode mode) {
   KVCacheSpec s;
   s.kind = KVCacheSpecKind::kMamba;
   s.block_size = 2;
-  s.mamba_cache_mode = MambaCacheMode::kAll;
-  ManagerRig x(s, 12);
+  s.mamba_cache_mode = mode;
+  return s;
+}
+
+TEST(MambaManager, KeepsOnlyTheLastHitAndPadsWithNulls) {
+  ManagerRig x(mamba_spec(MambaCacheMode::kAll), 12);
   std::vector<BlockHash> hashes = x.cache_and_free(4, 0);
   Ids hit;
   x.find(hashes, 7, &hit);
@@ -168,11 +173,7 @@ TEST(MambaManager, KeepsOnlyTheLastHitAndPadsWithNulls) {
 }
 
 TEST(MambaManager, AlignModeGrowsOneBlockPerStepAndFreesTheStateFromTwoStepsAgo) {
-  KVCacheSpec s;
-  s.kind = KVCacheSpecKind::kMamba;
-  s.block_size = 2;
-  s.mamba_cache_mode = MambaCacheMode::kAlign;
-  ManagerRig x(s, 12);
+  ManagerRig x(mamba_spec(MambaCacheMode::kAlign), 12);
   Ids out;
   x.manager->allocate_new_blocks(0, 4, 4, &out);  // [null, 1]
   EXPECT_EQ(out, (Ids{0, 1}));
@@ -187,11 +188,7 @@ TEST(MambaManager, AlignModeGrowsOneBlockPerStepAndFreesTheStateFromTwoStepsAgo)
 // Upstream frees last_state_block_idx only when it is < cdiv(num_computed_tokens, block_size) - 1:
 // while the last computed token still lies in that block its state is the running one.
 TEST(MambaManager, AlignModeKeepsThePreviousStateBlockWhileTheLastComputedTokenIsInIt) {
-  KVCacheSpec s;
-  s.kind = KVCacheSpecKind::kMamba;
-  s.block_size = 2;
-  s.mamba_cache_mode = MambaCacheMode::kAlign;
-  ManagerRig x(s, 12);
+  ManagerRig x(mamba_spec(MambaCacheMode::kAlign), 12);
   Ids out;
   x.manager->allocate_new_blocks(0, 4, 4, &out);  // [null, 1]
   x.manager->allocate_new_blocks(0, 6, 6, &out);  // [null, 1, 2], last_state_block_idx = 1

@@ -11,7 +11,6 @@
 // fails the case, which prints its input so that it can be replayed by hand.
 #include <gtest/gtest.h>
 #include <openssl/sha.h>
-#include <sys/wait.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -25,6 +24,7 @@
 
 namespace {
 
+using kvtwin::testing::CommandRun;
 using kvtwin::testing::slurp;
 
 struct Rng {
@@ -154,26 +154,16 @@ std::string mutate(std::string text, Rng& rng) {
   return join_lines(lines);
 }
 
-struct Outcome {
-  int status = -1;
-  std::string out, err;
-};
-
-Outcome run(const std::string& args, const std::string& dir) {
-  const std::string cmd = "timeout 30 " + std::string(KVTWIN_BINARY_DIR) + "/kvtwin " + args +
-                          " >" + dir + "/out.txt 2>" + dir + "/err.txt";
-  Outcome o;
-  o.status = std::system(cmd.c_str());
-  o.out = slurp(dir + "/out.txt");
-  o.err = slurp(dir + "/err.txt");
-  return o;
+// Each case under a 30 s timeout (exit 124): a hang fails the case instead of the test binary.
+CommandRun run(const std::string& args) {
+  return kvtwin::testing::run_kvtwin(args, 30);
 }
 
 // "" when the outcome keeps the contract, else what is wrong. `golden`: kvtwin golden, which
 // reports on stdout whatever happens and exits 1 on a mismatch.
-std::string verdict(const Outcome& o, bool stdout_expected, bool golden = false) {
-  if (!WIFEXITED(o.status)) return "killed by a signal";
-  const int code = WEXITSTATUS(o.status);
+std::string verdict(const CommandRun& o, bool stdout_expected, bool golden = false) {
+  if (o.exit_code < 0) return "killed by a signal";
+  const int code = o.exit_code;
   if (golden && (code == 0 || code == 1)) return o.err.empty() ? "" : "stderr: " + o.err;
   if (golden && code == 2)
     return o.err.rfind("kvtwin: ", 0) == 0 && std::count(o.err.begin(), o.err.end(), '\n') >= 1
@@ -217,7 +207,7 @@ void fuzz(const Seed& seed, int cases, uint64_t rng_seed) {
     std::ofstream(file, std::ios::binary) << text;
     std::string args = seed.args;
     args.replace(args.find("{}"), 2, file);
-    const std::string v = verdict(run(args, dir), seed.stdout_expected);
+    const std::string v = verdict(run(args), seed.stdout_expected);
     if (v.empty()) {
       std::remove(file.c_str());
       continue;
@@ -272,7 +262,7 @@ TEST(FuzzSmoke, OpLogsThatBreakTheModelsPreconditionsAreInputErrors) {
     for (int c = 0; c < 40 && failures < 5; ++c) {
       const std::string file = dir + "/" + name + "." + std::to_string(c) + ".jsonl";
       std::ofstream(file, std::ios::binary) << mutate_oplog(seed, rng);
-      const std::string v = verdict(run("golden -q " + file, dir), true, /*golden=*/true);
+      const std::string v = verdict(run("golden -q " + file), true, /*golden=*/true);
       if (v.empty()) {
         std::remove(file.c_str());
         continue;

@@ -201,12 +201,9 @@ TEST(InputEdges, ValidScenariosThatOnceRanForeverFinish) {
       "--scenario " + kvtwin::testing::source_path("scenarios/deepseek_v3_mla_h200.toml") +
       " --set vllm.max_num_batched_tokens=255 --set vllm.num_gpu_blocks=8"
       " --set lmcache.enable_async_loading=true --set workload.max_requests=20";
-  const int status =
-      std::system((std::string("timeout 60 ") + KVTWIN_BINARY_DIR + "/kvtwin run -q " + dsv3 +
-                   " --set output.plots=false --out " + dir + "/run 2>" + dir + "/err.txt")
-                      .c_str());
-  ASSERT_TRUE(WIFEXITED(status)) << status;
-  EXPECT_EQ(WEXITSTATUS(status), 0) << slurp(dir + "/err.txt");
+  CommandRun r = run_kvtwin("run -q " + dsv3 + " --set output.plots=false --out " + dir + "/run",
+                            /*timeout_s=*/60);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
   const std::string summary = slurp(dir + "/run/summary.json");
   EXPECT_NE(summary.find("\"total\": 20,"), std::string::npos) << summary;
 }
