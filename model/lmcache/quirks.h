@@ -87,6 +87,12 @@ struct Quirks {
   // upstream (f1e0db7d) subtracts one for the whole-prompt hit only. Fix: when the load spec
   // cannot load, expect vLLM's own hit; else subtract one for the whole-prompt hit.
   bool resumed_request_check_ignores_skipped_loads = true;
+  // RemoteMetadata asserts that every object shape is 4-D, inside the Redis writer (before any
+  // SET): the layerwise objects ([T, 2, H*D], MLA [T, D]) fail there, the executor swallows the
+  // error, and no layerwise chunk ever reaches the remote tier. Fixed upstream by #2751
+  // (575a7456, 2026-04-17). Fix: shapes of rank < 4 are padded with trailing zeros on write and
+  // the zeros stripped on read.
+  bool remote_metadata_requires_4d_shapes = true;
 
   static Quirks upstream() { return Quirks{}; }
   static Quirks all_fixed() {
@@ -107,6 +113,7 @@ struct Quirks {
     q.async_done_callback_tuple_error = false;
     q.remote_prefetch_drops_missing_chunks = false;
     q.resumed_request_check_ignores_skipped_loads = false;
+    q.remote_metadata_requires_4d_shapes = false;
     return q;
   }
 };

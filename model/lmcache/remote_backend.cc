@@ -45,13 +45,15 @@ std::optional<KvDtype> dtype_from_remote_code(int32_t code) {
 
 RemoteBackend::RemoteBackend(LocalCPUBackend* local_cpu, std::shared_ptr<RemoteKvStore> store,
                              KeyScopeRegistry* registry, bool mla_worker_id_as0_mode,
-                             StorageEvents* events, uint64_t* next_job_id)
+                             StorageEvents* events, uint64_t* next_job_id,
+                             bool metadata_requires_4d_shapes)
     : local_cpu_(local_cpu),
       store_(std::move(store)),
       registry_(registry),
       mla_worker_id_as0_mode_(mla_worker_id_as0_mode),
       events_(events),
-      next_job_id_(next_job_id) {
+      next_job_id_(next_job_id),
+      metadata_requires_4d_shapes_(metadata_requires_4d_shapes) {
   KVTWIN_CHECK(local_cpu_ != nullptr) << "the remote tier needs the CPU tier as its allocator";
 }
 
@@ -60,8 +62,25 @@ RemoteMetadataBytes RemoteBackend::serialize_metadata(const MemoryObj& obj) {
   put_i32(b, 0, static_cast<int32_t>(obj.byte_len));
   put_i32(b, 1, static_cast<int32_t>(obj.fmt));
   put_i32(b, 2, dtype_remote_code(obj.dtype).value_or(0));
-  for (int d = 0; d < 4; ++d) put_i32(b, 3 + d, static_cast<int32_t>(obj.shape.dims[d]));
+  for (int d = 0; d < 4; ++d)  // the fixed writer pads shapes of rank < 4 with zeros
+    put_i32(b, 3 + d, d < obj.shape.rank ? static_cast<int32_t>(obj.shape.dims[d]) : 0);
   return b;
+}
+
+bool RemoteBackend::serializable(const MemoryObj& obj) const {
+  // Upstream asserts len(shape) == 4 (fixed: <= 4, which every Shape is) and looks the dtype up in
+  // DTYPE_TO_INT (KeyError for a dtype without a code).
+  if (metadata_requires_4d_shapes_ && obj.shape.rank != 4) return false;
+  return dtype_remote_code(obj.dtype).has_value();
+}
+
+// The padding (trailing zero dims) is stripped only by the fixed reader; f4261ef6 reads all four
+// dims, which is exact for the only shapes it can write (4-D).
+Shape RemoteBackend::shape_of(const RemoteMetadataBytes& m) const {
+  Shape s{get_i32(m, 3), get_i32(m, 4), get_i32(m, 5), get_i32(m, 6)};
+  if (!metadata_requires_4d_shapes_)
+    while (s.rank > 1 && s.dims[s.rank - 1] == 0) --s.rank;
+  return s;
 }
 
 CacheEngineKey RemoteBackend::remote_key(const CacheEngineKey& key) const {
@@ -100,6 +119,7 @@ std::vector<PendingWrite> RemoteBackend::pending_writes(uint64_t first_id, bool 
     const PutJob& j = *it;
     uint64_t bytes = 0, phy = 0;
     for (const PyRef& o : j.objs) {
+      if (!serializable(*o)) continue;  // fails before anything is sent
       bytes += o->byte_len;
       phy += o->phy_size;
     }
@@ -117,8 +137,11 @@ bool RemoteBackend::complete_write(uint64_t id) {
   for (size_t i = 0; i < job.keys.size(); ++i) {
     const MemoryObj& o = *job.objs[i];
     // A shape that is not 4-D or a dtype without a code fails inside the writer (assert /
-    // KeyError), which the instrumented connector swallows: that key is not written.
-    if (o.shape.rank != 4 || !dtype_remote_code(o.dtype)) continue;
+    // KeyError), which the executor swallows: that key is not written.
+    if (!serializable(o)) {
+      ++events_->remote_write_errors;
+      continue;
+    }
     store_->set_both(job.keys[i].to_string(), {o.byte_len, o.content}, serialize_metadata(o));
   }
   for (const PyRef& o : job.objs) local_cpu_->allocator().ref_count_down(o.id());
@@ -133,7 +156,7 @@ PyRef RemoteBackend::get_one(const CacheEngineKey& key) {
   RemoteMetadataBytes m = *meta;
   auto dtype = dtype_from_remote_code(get_i32(m, 2));
   if (!dtype) raise(PyError::kKeyError, "INT_TO_DTYPE");
-  Shape shape{get_i32(m, 3), get_i32(m, 4), get_i32(m, 5), get_i32(m, 6)};
+  Shape shape = shape_of(m);
   auto fmt = static_cast<MemoryFormat>(get_i32(m, 1));
   PyRef obj = local_cpu_->allocate(shape, *dtype, fmt);
   if (!obj) return PyRef();
@@ -153,7 +176,7 @@ std::optional<PyRef> RemoteBackend::prefetch_allocate(const CacheEngineKey& key)
   RemoteMetadataBytes m = *meta;
   auto dtype = dtype_from_remote_code(get_i32(m, 2));
   if (!dtype) raise(PyError::kKeyError, "INT_TO_DTYPE");
-  Shape shape{get_i32(m, 3), get_i32(m, 4), get_i32(m, 5), get_i32(m, 6)};
+  Shape shape = shape_of(m);
   auto fmt = static_cast<MemoryFormat>(get_i32(m, 1));
   return local_cpu_->allocate(shape, *dtype, fmt, /*eviction=*/true, /*busy_loop=*/false);
 }

@@ -6,8 +6,14 @@
 //                      first miss.
 //   put                batched_submit_put_task: ref +1 per object (the serializer's reference),
 //                      one queued job per call; no de-duplication and no in-flight check. The job
-//                      completes through complete_write(): SET kv_bytes then SET metadata per key,
-//                      then ref -1 per object.
+//                      completes through complete_write(): per key, serialize the metadata, SET
+//                      kv_bytes, SET metadata; then ref -1 per object. A key whose metadata cannot
+//                      be serialized (a shape that is not 4-D under
+//                      Quirks::remote_metadata_requires_4d_shapes, i.e. every layerwise object; a
+//                      dtype without a code) fails before its SETs: nothing is sent, the key is
+//                      not written, StorageEvents::remote_write_errors counts it.
+//   metadata           [length, fmt, dtype code, d0, d1, d2, d3] as int32; with the quirk fixed a
+//                      shape of rank < 4 is padded with trailing zeros, stripped again on read.
 //   get                per key, in key order: GET metadata (missing -> None); allocate a CPU buffer
 //                      (busy_loop: may wait forever); GET kv_bytes (missing -> DEL metadata and
 //                      None; the buffer is dropped); a None does not stop the remaining keys.
@@ -37,7 +43,7 @@ class RemoteBackend final : public StorageBackendInterface {
  public:
   RemoteBackend(LocalCPUBackend* local_cpu, std::shared_ptr<RemoteKvStore> store,
                 KeyScopeRegistry* registry, bool mla_worker_id_as0_mode, StorageEvents* events,
-                uint64_t* next_job_id);
+                uint64_t* next_job_id, bool metadata_requires_4d_shapes);
 
   std::string_view name() const override { return "RemoteBackend"; }
   bool contains(const CacheEngineKey& key, bool pin) override;
@@ -58,7 +64,8 @@ class RemoteBackend final : public StorageBackendInterface {
   std::optional<PyRef> prefetch_allocate(const CacheEngineKey& key);
   bool prefetch_fill(const CacheEngineKey& key, MemoryObj& dst);
 
-  // Queued writes with id >= first_id, in queue order (with_keys: as LocalDiskBackend's).
+  // Queued writes with id >= first_id, in queue order (with_keys: as LocalDiskBackend's); bytes
+  // count only the objects the writer can serialize (what it will send).
   std::vector<PendingWrite> pending_writes(uint64_t first_id = 0, bool with_keys = true) const;
   bool complete_write(uint64_t id);
   size_t num_pending_writes() const { return pending_.size(); }
@@ -82,6 +89,9 @@ class RemoteBackend final : public StorageBackendInterface {
   };
   CacheEngineKey remote_key(const CacheEngineKey& key) const;
   PyRef get_one(const CacheEngineKey& key);  // RedisConnector._get
+  // RemoteMetadata.serialize would succeed: the writer sends this object.
+  bool serializable(const MemoryObj& obj) const;
+  Shape shape_of(const RemoteMetadataBytes& m) const;  // the dims, padding stripped when fixed
 
   LocalCPUBackend* local_cpu_;
   std::shared_ptr<RemoteKvStore> store_;
@@ -89,6 +99,7 @@ class RemoteBackend final : public StorageBackendInterface {
   bool mla_worker_id_as0_mode_;
   StorageEvents* events_;
   uint64_t* next_job_id_;
+  bool metadata_requires_4d_shapes_;
   std::deque<PutJob> pending_;  // in id order (first_job_at_or_after)
   PyRef last_result_;
 };

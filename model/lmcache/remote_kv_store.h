@@ -29,14 +29,14 @@ class RemoteKvStore {
     std::optional<RemoteMetadataBytes> metadata;
   };
 
-  void set_kv_bytes(const std::string& key, KvBytes v) { entries_[key].kv_bytes = v; }
+  void set_kv_bytes(const std::string& key, KvBytes v) { put_kv(entries_[key], v); }
   void set_metadata(const std::string& key, const RemoteMetadataBytes& m) {
     entries_[key].metadata = m;
   }
   // set_kv_bytes then set_metadata, with one lookup.
   void set_both(std::string key, KvBytes v, const RemoteMetadataBytes& m) {
     Entry& e = entries_[std::move(key)];
-    e.kv_bytes = v;
+    put_kv(e, v);
     e.metadata = m;
   }
   const KvBytes* kv_bytes(const std::string& key) const {
@@ -52,6 +52,8 @@ class RemoteKvStore {
   int delete_metadata(const std::string& key) { return erase_part(key, false); }
   // Number of keys holding at least one part.
   size_t size() const { return entries_.size(); }
+  // Sum of the lengths of every kv_bytes value held (what the server stores, metadata aside).
+  uint64_t kv_bytes_total() const { return kv_bytes_total_; }
   // Key strings in sorted order with their parts: a copy, for dumps and tests (the store itself
   // is a hash table, so that a server with hundreds of thousands of keys answers in O(1)).
   std::map<std::string, Entry> entries() const { return {entries_.begin(), entries_.end()}; }
@@ -62,6 +64,7 @@ class RemoteKvStore {
     if (it == entries_.end()) return 0;
     int n = 0;
     if (kv && it->second.kv_bytes) {
+      kv_bytes_total_ -= it->second.kv_bytes->length;
       it->second.kv_bytes.reset();
       n = 1;
     }
@@ -73,7 +76,14 @@ class RemoteKvStore {
     return n;
   }
 
+  void put_kv(Entry& e, KvBytes v) {
+    if (e.kv_bytes) kv_bytes_total_ -= e.kv_bytes->length;  // a SET replaces the value
+    e.kv_bytes = v;
+    kv_bytes_total_ += v.length;
+  }
+
   std::unordered_map<std::string, Entry> entries_;
+  uint64_t kv_bytes_total_ = 0;  // invariant: the sum of kv_bytes->length over entries_
 };
 
 }  // namespace kvtwin::model::lmcache

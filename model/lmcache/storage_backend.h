@@ -44,11 +44,15 @@ struct StorageEvents {
   std::vector<Removed> removed;  // keys popped from the CPU hot cache / the disk index
   int disk_writes_submitted = 0;
   int remote_writes_submitted = 0;  // one per batched put call
+  // Keys a completed remote write could not serialize (Quirks::remote_metadata_requires_4d_shapes,
+  // a dtype without a remote code): nothing was sent and the key was not written.
+  uint64_t remote_write_errors = 0;
 
   void clear() {
     removed.clear();
     disk_writes_submitted = 0;
     remote_writes_submitted = 0;
+    remote_write_errors = 0;
   }
 };
 

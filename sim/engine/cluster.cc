@@ -208,12 +208,13 @@ void Cluster::report_links() {
     recorder_->set_tier_capacity(report::kTierDisk,
                                  s_.lmcache.max_local_disk_size_gb * kGiB * ranks);
     std::array<uint64_t, report::kNumTiers> loaded{}, evicted{};
-    uint64_t stalled = 0, failed_stores = 0;
+    uint64_t stalled = 0, failed_stores = 0, failed_remote_writes = 0;
     report::Summary::AsyncLoading async;
     for (const auto& c : connectors_) {
       const LmcacheTierStats& st = c->stats();
       stalled += st.stalled_loads;
       failed_stores += st.failed_stores;
+      failed_remote_writes += st.failed_remote_writes;
       async.lookups += st.async_lookups;
       async.timeouts += st.async_lookup_timeouts;
       async.prefetch_bytes += st.prefetch_bytes;
@@ -224,7 +225,7 @@ void Cluster::report_links() {
         evicted[t] += st.evictions[t];
       }
     }
-    recorder_->set_lmcache_failures(stalled, failed_stores);
+    recorder_->set_lmcache_failures(stalled, failed_stores, failed_remote_writes);
     recorder_->set_lmcache_async(async);
     for (int t = 0; t < report::kNumTiers; ++t) {
       recorder_->set_loaded_tokens(t, loaded[t]);

@@ -76,7 +76,6 @@ LmcacheConnector::LmcacheConnector(const scenario::Scenario& s, Context ctx)
   scheduler_adapter_ =
       std::make_unique<lm::LMCacheSchedulerAdapter>(config_, adapter_config_, lookup_client_.get());
   worker_adapter_ = std::make_unique<lm::LMCacheWorkerAdapter>(engine_.get(), adapter_config_);
-  chunk_bytes_ = object_bytes(config_.chunk_size);
   if (config_.enable_async_loading) {
     LmcachePrefetchDriver::Context p;
     p.sim = ctx_.sim;
@@ -498,23 +497,33 @@ void LmcacheConnector::start_writes() {
       lm::PendingWrite w = std::move(write_queue_[q].front());
       write_queue_[q].pop_front();
       ++writes_in_flight_[q];
+      // The write id and the queue in one word, so that the callback (this + 8 bytes) is stored
+      // inline in its std::function instead of allocated.
+      const uint64_t id_and_queue = w.id << 1 | static_cast<uint64_t>(q);
+      if (w.bytes == 0) {
+        // Every object fails to serialize (a remote write of layerwise objects under
+        // Quirks::remote_metadata_requires_4d_shapes): the job fails before sending anything.
+        ctx_.sim->schedule_after(0, [this, id_and_queue] { finish_write(id_and_queue); });
+        continue;
+      }
       Location dst = q == 0 ? Location::kDisk : Location::kRemote;
       Transfer t{Location::kCpu, dst, ctx_.instance, "write", {}};
       t.objects.push_back(
           KvObject{"write", w.bytes * static_cast<uint64_t>(ctx_.geometry->tp), -1, {}});
-      // The write id and the queue in one word, so that the callback (this + 8 bytes) is stored
-      // inline in its std::function instead of allocated.
-      const uint64_t id_and_queue = w.id << 1 | static_cast<uint64_t>(q);
       ctx_.mover->start(std::move(t), [this, id_and_queue](const TransferResult&) {
-        engine_->storage_manager().complete_write(id_and_queue >> 1);
-        engine_->end_of_operation();
-        --writes_in_flight_[id_and_queue & 1];
-        if (prefetch_) prefetch_->memory_changed();
-        drain_evictions();
-        start_writes();
+        finish_write(id_and_queue);
       });
     }
   }
+}
+
+void LmcacheConnector::finish_write(uint64_t id_and_queue) {
+  engine_->storage_manager().complete_write(id_and_queue >> 1);
+  engine_->end_of_operation();
+  --writes_in_flight_[id_and_queue & 1];
+  if (prefetch_) prefetch_->memory_changed();
+  drain_evictions();
+  start_writes();
 }
 
 void LmcacheConnector::drain_evictions() {
@@ -524,6 +533,7 @@ void LmcacheConnector::drain_evictions() {
                      : r.tier == lm::Tier::kRemote ? report::kTierRemote
                                                    : report::kTierCpu] += 1;
   events.removed.clear();  // the write counters are start_writes' signal
+  stats_.failed_remote_writes += std::exchange(events.remote_write_errors, 0);
 }
 
 double LmcacheConnector::cpu_bytes() const {
@@ -537,7 +547,7 @@ double LmcacheConnector::disk_bytes() const {
 
 double LmcacheConnector::remote_bytes() const {
   if (!config_.remote) return 0;
-  return static_cast<double>(ctx_.shared.remote->size()) * static_cast<double>(chunk_bytes_);
+  return static_cast<double>(ctx_.shared.remote->kv_bytes_total());
 }
 
 const LmcacheTierStats& LmcacheConnector::stats() {

@@ -61,6 +61,7 @@ struct LmcacheTierStats {
   uint64_t stored_chunks = 0;
   uint64_t stalled_loads = 0;          // loads upstream would wait on forever, recomputed instead
   uint64_t failed_stores = 0;          // steps whose store raised upstream (stores dropped)
+  uint64_t failed_remote_writes = 0;   // chunk / layer objects the Redis writer could not send
   uint64_t async_lookups = 0;          // async lookups sent
   uint64_t async_lookup_timeouts = 0;  // answered 0 after lmcache.lookup_timeout_ms
   uint64_t prefetch_bytes = 0;         // disk / remote → CPU prefetch bytes (per rank)
@@ -105,7 +106,6 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   double disk_bytes() const;
   double remote_bytes() const;
   const LmcacheTierStats& stats();
-  uint64_t chunk_bytes() const { return chunk_bytes_; }
   model::lmcache::LMCacheEngine& engine() { return *engine_; }
 
  private:
@@ -126,6 +126,7 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   void start_fetches(const std::map<int, uint64_t>& bytes_by_tier, uint64_t to_gpu_bytes,
                      std::function<void()> done);
   void start_writes();
+  void finish_write(uint64_t id_and_queue);  // a disk / remote write completed
   void drain_evictions();
   uint64_t object_bytes(int64_t tokens) const;
   void inject_remote_faults();
@@ -177,7 +178,6 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   SimTime sleeps_at_ = -1;                           // scheduler backoff sleeps taken at this time
   SimDuration sleep_ns_ = 0;
 
-  uint64_t chunk_bytes_ = 0;
   LmcacheTierStats stats_;
   Rng faults_;
 };

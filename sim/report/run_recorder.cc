@@ -310,6 +310,7 @@ std::string RunRecorder::summary_json(const Summary& s) {
   j.field("failed_load_tokens", s.failed_load_tokens);
   j.field("stalled_loads", s.stalled_loads);
   j.field("failed_stores", s.failed_stores);
+  j.field("failed_remote_writes", s.failed_remote_writes);
   if (s.async_loading.lookups > 0) {
     j.key("async_loading");
     j.begin_object();
@@ -389,6 +390,11 @@ std::string RunRecorder::screen(const Summary& s) {
         "on\n",
         static_cast<unsigned long long>(s.failed_load_tokens),
         static_cast<unsigned long long>(s.stalled_loads));
+  if (s.failed_remote_writes > 0)
+    line(
+        "  failures  %llu layerwise objects never reached the remote tier (LMCache f4261ef6 "
+        "cannot serialize them; lmcache.upstream_fixes = true applies the fix)\n",
+        static_cast<unsigned long long>(s.failed_remote_writes));
   if (s.async_loading.lookups > 0)
     line(
         "  async     %llu lookups, %llu timed out, %.1f GiB prefetched per rank, %llu busy waits\n",

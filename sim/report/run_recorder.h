@@ -100,6 +100,7 @@ struct Summary {
   uint64_t failed_load_tokens = 0;
   uint64_t stalled_loads = 0;  // loads upstream would block on forever (recomputed here)
   uint64_t failed_stores = 0;
+  uint64_t failed_remote_writes = 0;  // objects the Redis writer could not serialize (not sent)
   // LMCache async loading (lmcache.enable_async_loading); all 0 when off.
   struct AsyncLoading {
     uint64_t lookups = 0, timeouts = 0, prefetch_bytes = 0, busy_waits = 0, wrong_kv_chunks = 0;
@@ -144,9 +145,11 @@ class RunRecorder {
   // Tokens loaded per tier over the run (the connector's own count; overrides the sum of the
   // request records, which lacks per-tier detail in layerwise mode).
   void set_loaded_tokens(int tier, uint64_t tokens) { loaded_override_[tier] = tokens; }
-  void set_lmcache_failures(uint64_t stalled_loads, uint64_t failed_stores) {
+  void set_lmcache_failures(uint64_t stalled_loads, uint64_t failed_stores,
+                            uint64_t failed_remote_writes) {
     summary_.stalled_loads = stalled_loads;
     summary_.failed_stores = failed_stores;
+    summary_.failed_remote_writes = failed_remote_writes;
   }
   void set_lmcache_async(const Summary::AsyncLoading& a) { summary_.async_loading = a; }
   void set_link_stats(const std::string& kind, double bytes, double busy_fraction);

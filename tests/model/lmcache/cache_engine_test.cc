@@ -59,6 +59,40 @@ TEST(LMCacheEngine, PartialRetrieveBookkeepingQuirkAndItsFix) {
   }
 }
 
+// Two tiers fail in one retrieve: disk serves chunks 0-2 but chunk 1's file is gone, Redis serves
+// chunks 3-5 but chunk 4's bytes are gone. Upstream keeps the *largest* failing start (64) and
+// would hand back Redis's chunk 3 after the hole at chunk 1; the fix keeps the smallest (16):
+// only chunk 0 is retrieved and every other fetched object is released.
+TEST(LMCacheEngine, FixedPartialRetrieveStopsAtTheEarliestFailureAcrossTiers) {
+  LMCacheEngineConfig cfg = toy_config(8, 8, true);
+  cfg.quirks = Quirks::all_fixed();
+  LMCacheEngine e(cfg, toy_metadata());
+  std::vector<TokenId> a = seq(96, 1);
+  store(e, a);
+  e.storage_manager().complete_all_writes();
+  e.clear(std::nullopt, nullptr, nullptr);  // the CPU tier only
+  auto infos = e.chunk_infos(a, nullptr);
+  std::vector<std::string> disk_only{"LocalDiskBackend"};
+  for (int i : {3, 4, 5}) e.storage_manager().remove(infos[i].key, &disk_only);
+  e.storage_manager().shared().disk->remove(infos[1].key.disk_file_name());
+  e.storage_manager().shared().remote->delete_kv_bytes(infos[4].key.to_string());
+  RetrieveResult r = retrieve(e, a);
+  ASSERT_FALSE(r.error);
+  ASSERT_EQ(r.gets.size(), 2u);
+  EXPECT_EQ(r.gets[0].location, "LocalDiskBackend");
+  EXPECT_EQ(r.gets[0].num_keys, 3);
+  EXPECT_EQ(r.gets[0].leading_non_null, 1);
+  EXPECT_EQ(r.gets[1].location, "RemoteBackend");
+  EXPECT_EQ(r.gets[1].num_keys, 3);
+  EXPECT_EQ(r.gets[1].leading_non_null, 1);
+  EXPECT_EQ(r.ret_tokens, 16);
+  ASSERT_EQ(r.loaded.size(), 1u);
+  EXPECT_EQ(r.loaded[0].start, 0);
+  // Nothing fetched outlives the operation except what the CPU tier holds.
+  EXPECT_EQ(e.storage_manager().allocator().total_allocated_size(),
+            e.storage_manager().local_cpu().resident_bytes());
+}
+
 TEST(LMCacheEngine, PinnedLookupWithoutAnIdLeaksItsPinsWithTheQuirk) {
   for (bool quirk : {true, false}) {
     LMCacheEngineConfig cfg = toy_config(8);

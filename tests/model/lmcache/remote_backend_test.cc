@@ -1,6 +1,7 @@
 // RemoteBackend over the shared Redis stand-in: the metadata header, existence by metadata only,
 // a lost kv_bytes key (metadata deleted, the object dropped, later keys still fetched), no remote
-// remove, and write-back into the CPU tier.
+// remove, write-back into the CPU tier, and layerwise objects (3-D shapes: not written under the
+// quirk, padded to 4-D with the fix).
 #include "model/lmcache/remote_backend.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 #include <map>
 #include <string>
 
+#include "model/lmcache/layerwise_tasks.h"
 #include "model/vllm/block_hash.h"
 #include "tests/model/lmcache/lmcache_test_util.h"
 
@@ -102,6 +104,71 @@ TEST(RemoteBackend, SharedStoreServesAnotherEngineOfTheSameRank) {
   // Another rank's keys differ (worker id): no hit.
   LMCacheEngine rank1(toy_config(8, 0, true), toy_metadata(1, 2), shared);
   EXPECT_EQ(lookup(rank1, a).hit_tokens, 0);
+}
+
+// Layerwise objects are [T, 2, H*D]. f4261ef6's RemoteMetadata asserts a 4-D shape inside the
+// writer: no SET happens, so nothing is sent (the pending write moves 0 bytes), the keys never
+// exist and another engine finds nothing. With the fix (#2751) the shape is padded with a trailing
+// zero, and the reader strips it and loads every layer from Redis.
+TEST(RemoteBackend, LayerwiseObjectsReachRedisOnlyWithTheShapePaddingFix) {
+  for (bool quirk : {true, false}) {
+    SCOPED_TRACE(quirk ? "quirk" : "fixed");
+    LMCacheEngineConfig cfg = toy_config(16, 0, true);
+    cfg.use_layerwise = true;
+    cfg.quirks = quirk ? Quirks::upstream() : Quirks::all_fixed();
+    SharedStorage shared;
+    LMCacheEngine writer(cfg, toy_metadata(), shared);
+    LMCacheEngine reader(cfg, toy_metadata(), shared);
+    std::vector<TokenId> a = seq(32, 1);
+    auto st = writer.store_layer({TokenInput::of_tokens(a), 0, nullptr});
+    while (st->next()) {
+    }
+    writer.end_of_operation();
+    // One batched put per layer, each of the two chunks' objects of that layer.
+    constexpr uint64_t kLayerObjectBytes = 16 * 2 * 128 * 2;
+    std::vector<PendingWrite> w = writer.storage_manager().pending_writes(0, false);
+    std::vector<uint64_t> bytes;
+    for (const PendingWrite& p : w)
+      if (p.tier == Tier::kRemote) bytes.push_back(p.bytes);
+    EXPECT_EQ(bytes, std::vector<uint64_t>(2, quirk ? 0 : 2 * kLayerObjectBytes));
+    writer.storage_manager().complete_all_writes();
+    const RemoteKvStore& redis = *shared.remote;
+    EXPECT_EQ(writer.storage_manager().events().remote_write_errors, quirk ? 4u : 0u);
+    EXPECT_EQ(redis.size(), quirk ? 0u : 4u);
+    EXPECT_EQ(redis.kv_bytes_total(), quirk ? 0u : 4 * kLayerObjectBytes);
+    EXPECT_EQ(lookup(reader, a).hit_tokens, quirk ? 0 : 32);
+    if (quirk) continue;
+    // length 8192, KV_T2D (2), float16 (2), shape [16, 2, 128] padded with a 0
+    EXPECT_EQ(vllm::to_hex(*redis.entries().begin()->second.metadata),
+              "00200000020000000200000010000000020000008000000000000000");
+    auto rt = reader.retrieve_layer({a, 0, std::nullopt, nullptr});
+    while (rt->next()) {
+    }
+    reader.end_of_operation();
+    EXPECT_EQ(rt->ret_tokens(), 32);
+    ASSERT_EQ(rt->loaded().size(), 2u);
+    for (const LoadedChunk& c : rt->loaded()) {
+      EXPECT_EQ(c.location, "RemoteBackend");
+      EXPECT_FALSE(c.bad);  // every layer object holds its own key's content
+    }
+  }
+}
+
+// The server's byte count follows every SET and DEL of a kv_bytes key (a re-SET replaces).
+TEST(RemoteKvStore, KvBytesTotalFollowsSetsReplacementsAndDeletes) {
+  RemoteKvStore s;
+  RemoteMetadataBytes m{};
+  s.set_both("a", {100, 1}, m);
+  s.set_kv_bytes("b", {50, 2});
+  EXPECT_EQ(s.kv_bytes_total(), 150u);
+  s.set_both("a", {30, 3}, m);  // replaces a's 100 bytes
+  EXPECT_EQ(s.kv_bytes_total(), 80u);
+  EXPECT_EQ(s.delete_metadata("a"), 1);  // metadata only: the bytes stay
+  EXPECT_EQ(s.kv_bytes_total(), 80u);
+  EXPECT_EQ(s.delete_kv_bytes("a"), 1);
+  EXPECT_EQ(s.delete_kv_bytes("a"), 0);
+  EXPECT_EQ(s.kv_bytes_total(), 50u);
+  EXPECT_EQ(s.size(), 1u);
 }
 
 }  // namespace

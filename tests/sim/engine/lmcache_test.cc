@@ -102,5 +102,35 @@ TEST(LmcacheEngine, FetchesMoveEveryRanksShareOfTheChunks) {
   }
 }
 
+// Layerwise mode stores one object per layer per chunk ([256, 2, 1024], 1 MiB each). LMCache
+// f4261ef6 cannot serialize their 3-D shapes for Redis
+// (Quirks::remote_metadata_requires_4d_shapes): each instance's 4 chunks × 32 layers fail in the
+// writer, nothing crosses the network, and C on instance 1 finds nothing. With
+// lmcache.upstream_fixes the layers land (the remote tier holds exactly A's 4 chunks, 128 MiB), C
+// loads its 1023 external tokens from there, and the fetch moves the 4 chunks over the remote link
+// (layerwise loads charge their remote fetch too).
+TEST(LmcacheEngine, LayerwiseStoresReachTheRemoteTierOnlyWithTheUpstreamFix) {
+  std::string trace =
+      "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
+      "0,1024,2,512,1 2\n"
+      "10,1024,2,512,1 2\n";
+  std::vector<std::string> base = {"cluster.instances=2", "cluster.router=round_robin",
+                                   "lmcache.remote=true", "lmcache.use_layerwise=true"};
+  Result quirk = run(scenario_with(base), trace);
+  EXPECT_EQ(quirk.summary.failed_remote_writes, 2u * 4 * 32);
+  EXPECT_EQ(quirk.records.at(1).lmcache_hit_tokens, 0);
+  EXPECT_EQ(quirk.summary.tier_bytes_peak[report::kTierRemote], 0.0);
+  EXPECT_DOUBLE_EQ(quirk.summary.link_bytes.at("remote_rx"), 0.0);  // no write was sent
+  EXPECT_DOUBLE_EQ(quirk.summary.link_bytes.at("remote_tx"), 0.0);
+  base.push_back("lmcache.upstream_fixes=true");
+  Result fixed = run(scenario_with(base), trace);
+  EXPECT_EQ(fixed.summary.failed_remote_writes, 0u);
+  EXPECT_EQ(fixed.records.at(1).lmcache_hit_tokens, 1023);
+  EXPECT_EQ(fixed.summary.loaded_tokens[report::kTierRemote], 1024u);
+  EXPECT_DOUBLE_EQ(fixed.summary.tier_bytes_peak[report::kTierRemote], 4 * 33'554'432.0);
+  EXPECT_DOUBLE_EQ(fixed.summary.link_bytes.at("remote_rx"), 4 * 33'554'432.0);  // A's writes
+  EXPECT_DOUBLE_EQ(fixed.summary.link_bytes.at("remote_tx"), 4 * 33'554'432.0);  // C's fetch
+}
+
 }  // namespace
 }  // namespace kvtwin::sim::engine
