@@ -1,5 +1,8 @@
 #include "sim/engine/cluster.h"
 
+#include <cstdio>
+#include <stdexcept>
+
 #include "model/check.h"
 #include "model/vllm/hashing.h"
 #include "sim/hw/profile_step_model.h"
@@ -100,8 +103,34 @@ void Cluster::run(const std::function<void(uint64_t)>& progress) {
   pump();
   sim_.schedule_at(0, [this] { sample(); });
   sim_.run();
-  KVTWIN_CHECK(all_done()) << live_.size() << " requests never finished";
+  if (!all_done()) throw std::runtime_error(stall_message());
   report_links();
+}
+
+// Nothing is scheduled to happen and requests remain: no event can ever finish them. Exact
+// models of vLLM and LMCache can deadlock where upstream would hang; say where, not loop.
+std::string Cluster::stall_message() const {
+  static constexpr const char* kStatus[] = {"waiting", "waiting for a KV load", "running",
+                                            "preempted", "finished"};
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "the simulation stalled at %.6f s: %zu request%s can never finish",
+                to_seconds(sim_.now()), live_.size(), live_.size() == 1 ? "" : "s");
+  std::string msg = buf;
+  size_t shown = 0;
+  for (const auto& [index, r] : live_) {
+    if (shown++ == 3) {
+      msg += ", ...";
+      break;
+    }
+    const model::vllm::Request* req = r->req.get();
+    std::snprintf(buf, sizeof buf, "%s trace request %llu on instance %d (%s, %lld of %lld tokens)",
+                  shown == 1 ? ":" : ",", static_cast<unsigned long long>(index), r->instance,
+                  kStatus[static_cast<int>(r->status)],
+                  static_cast<long long>(req ? req->num_computed_tokens : 0),
+                  static_cast<long long>(req ? req->num_tokens() : r->record.prompt_tokens));
+    msg += buf;
+  }
+  return msg;
 }
 
 void Cluster::pump() {
@@ -181,6 +210,9 @@ void Cluster::sample() {
   s.finished = finished_;
   if (recorder_) recorder_->on_sample(s);
   if (all_done()) return;
+  // Only this sampler is left to run: nothing else will ever happen (the run would sample an
+  // unchanging state until the clock ends).
+  if (sim_.num_pending() == 0) throw std::runtime_error(stall_message());
   const SimDuration interval = from_seconds(s_.output.timeseries_interval_s);
   if (interval > kSimTimeMax - sim_.now()) return;  // the clock ends before the next sample
   SimTime next = sim_.now() + interval;

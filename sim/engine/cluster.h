@@ -73,6 +73,7 @@ class Cluster {
   void sample();
   void report_links();
   bool all_done() const { return reading_done_ && live_.empty(); }
+  std::string stall_message() const;  // the one-line error when no event can finish live_
 
   const scenario::Scenario& s_;
   workload::Workload* workload_;

@@ -147,19 +147,19 @@ void Instance::finish_step(const std::set<EngineRequest*>& failed) {
 }
 
 bool Instance::reject_stuck_head() {
-  // Nothing runs and nothing could be scheduled. Unless some request waits for a KV load or an
-  // async lookup (their completion kicks the instance), the head of the queue can never fit in the
-  // pool: reject it, as vLLM would otherwise stall.
+  // Nothing runs and nothing could be scheduled. If admission stopped at a request for want of
+  // blocks or budget while no request holds blocks (none runs, none waits for a KV load), the pool
+  // is as free as it will ever be: that request can never fit. Reject it, as vLLM would otherwise
+  // stall. Requests skipped for a pending lookup do not change this (they hold no blocks), and
+  // their answers kick the instance; a KV load's completion does too.
   if (scheduler_.num_running() > 0 || scheduler_.num_waiting() == 0) return false;
-  const KvConnector* connector = scheduler_.connector();
-  for (const EngineRequest* r : scheduler_.waiting()) {
+  for (const EngineRequest* r : scheduler_.waiting())
     if (r->status == RequestStatus::kWaitingForRemoteKvs) return false;
-    if (connector != nullptr && connector->lookup_pending(*r)) return false;
-  }
-  EngineRequest* head = scheduler_.waiting().front();
-  scheduler_.abort_waiting_head(head);
+  EngineRequest* stuck = scheduler_.stalled_request();
+  if (stuck == nullptr) return false;
+  scheduler_.abort_waiting(stuck);
   drain_events();
-  done_rejected(head);
+  done_rejected(stuck);
   return true;
 }
 

@@ -34,9 +34,6 @@ class KvConnector {
                                         int64_t num_external_tokens) = 0;
   virtual void build_connector_meta(const SchedulerOutput& output) = 0;
   virtual void request_finished(EngineRequest& r) = 0;
-  // True while get_num_new_matched_tokens answers nullopt for `r` because an asynchronous lookup
-  // is under way (its completion kicks the instance).
-  virtual bool lookup_pending(const EngineRequest& /*r*/) const { return false; }
 };
 
 }  // namespace kvtwin::sim::engine

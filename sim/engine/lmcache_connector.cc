@@ -148,10 +148,6 @@ std::optional<KvConnector::Match> LmcacheConnector::get_num_new_matched_tokens(
   return Match{*result.ret, false};
 }
 
-bool LmcacheConnector::lookup_pending(const EngineRequest& r) const {
-  return prefetch_ && lookup_client_->is_pending(r.id());
-}
-
 void LmcacheConnector::update_state_after_alloc(EngineRequest& r,
                                                 const model::vllm::KVCacheBlocks& /*blocks*/,
                                                 int64_t num_external_tokens) {

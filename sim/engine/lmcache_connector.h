@@ -93,7 +93,6 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
                                 int64_t num_external_tokens) override;
   void build_connector_meta(const SchedulerOutput& output) override;
   void request_finished(EngineRequest& r) override;
-  bool lookup_pending(const EngineRequest& r) const override;
 
   // StepHooks.
   void begin_step(const SchedulerOutput& out, const hw::StepTime& compute,

@@ -22,6 +22,7 @@ void Scheduler::schedule(SchedulerOutput* out_ptr) {
   SchedulerOutput& out = *out_ptr;
   out.clear();
   int64_t budget = config_.max_num_batched_tokens;
+  stalled_ = nullptr;
   kv_->new_step_starts();
   schedule_running(&out, &budget);
   if (out.preempted.empty()) schedule_waiting(&out, &budget);
@@ -65,7 +66,7 @@ void Scheduler::schedule_running(SchedulerOutput* out, int64_t* budget) {
         // r failed with every other block free: its tokens alone outgrow the pool, and each
         // recompute would fail at the same point again (vLLM loops forever here).
         out->preempted.pop_back();
-        abort_waiting_head(r);
+        abort_waiting(r);
         out->rejected.push_back(r);
       }
       break;
@@ -130,18 +131,27 @@ void Scheduler::schedule_waiting(SchedulerOutput* out, int64_t* budget) {
       n = req.num_tokens() - num_computed;
       if (config_.long_prefill_token_threshold > 0 && n > config_.long_prefill_token_threshold)
         n = config_.long_prefill_token_threshold;
-      if (!config_.enable_chunked_prefill && n > *budget) break;
+      if (!config_.enable_chunked_prefill && n > *budget) {
+        stalled_ = r;
+        break;
+      }
       n = std::min(n, *budget);
       KVTWIN_CHECK(n > 0) << "nothing to compute for a waiting request";
       // Encoder input runs with the first chunk (its budget is the token budget).
       if (r->num_encoder_tokens > 0 && !r->encoder_done) {
-        if (r->num_encoder_tokens > config_.max_num_batched_tokens) break;
+        if (r->num_encoder_tokens > config_.max_num_batched_tokens) {
+          stalled_ = r;
+          break;
+        }
         num_encoder = r->num_encoder_tokens;
       }
     }
     if (config_.mamba_block_aligned_split) {
       n = mamba_block_aligned_split(*r, n, num_local);
-      if (n == 0 && !load_async) break;
+      if (n == 0 && !load_async) {
+        stalled_ = r;
+        break;
+      }
     }
     auto blocks =
         kv_->allocate_slots(req, AllocateSlotsArgs{.num_new_tokens = n,
@@ -151,7 +161,10 @@ void Scheduler::schedule_waiting(SchedulerOutput* out, int64_t* budget) {
                                                    .num_external_computed_tokens = num_external,
                                                    .delay_cache_blocks = load_async,
                                                    .num_encoder_tokens = num_encoder});
-    if (!blocks) break;
+    if (!blocks) {
+      stalled_ = r;
+      break;
+    }
     if (connector_)
       connector_->update_state_after_alloc(*r, kv_->get_blocks(r->id()), num_external);
     waiting_.pop_front();
@@ -293,9 +306,11 @@ std::set<EngineRequest*> Scheduler::handle_invalid_blocks(
   return update_requests_with_invalid_blocks(running_, invalid, /*sync=*/true);
 }
 
-void Scheduler::abort_waiting_head(EngineRequest* r) {
-  KVTWIN_CHECK(!waiting_.empty() && waiting_.front() == r);
-  waiting_.pop_front();
+void Scheduler::abort_waiting(EngineRequest* r) {
+  auto it = std::find(waiting_.begin(), waiting_.end(), r);
+  KVTWIN_CHECK(it != waiting_.end()) << "request " << r->id() << " is not waiting";
+  waiting_.erase(it);
+  if (stalled_ == r) stalled_ = nullptr;
   if (connector_) connector_->request_finished(*r);
   kv_->free(*r->req);
   r->status = RequestStatus::kFinished;

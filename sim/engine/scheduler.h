@@ -110,9 +110,13 @@ class Scheduler {
   // requests affected (to skip in update_from_output).
   std::set<EngineRequest*> handle_invalid_blocks(const std::set<model::vllm::BlockId>& invalid);
 
-  // Removes a waiting request that can never be scheduled (larger than the whole pool).
-  // REQUIRES: r is at the head of the waiting queue and holds no blocks.
-  void abort_waiting_head(EngineRequest* r);
+  // Removes a waiting request that can never be scheduled (larger than the whole pool) and marks
+  // it rejected. REQUIRES: r is in the waiting queue and holds no blocks.
+  void abort_waiting(EngineRequest* r);
+  // The waiting request at which the last schedule() stopped admitting: it was reached and could
+  // not be given its blocks or its budget. nullptr when admission ended otherwise (the queue ran
+  // out, or only requests skipped for a pending lookup or KV load were left).
+  EngineRequest* stalled_request() const { return stalled_; }
 
   const KvConnector* connector() const { return connector_; }
   size_t num_waiting() const { return waiting_.size(); }
@@ -137,6 +141,7 @@ class Scheduler {
   model::vllm::KVCacheManager* kv_;
   KvConnector* connector_;
   std::deque<EngineRequest*> waiting_;
+  EngineRequest* stalled_ = nullptr;  // see stalled_request()
   std::vector<EngineRequest*> running_;
   std::set<EngineRequest*> finished_recving_;
   std::set<EngineRequest*> failed_recving_;

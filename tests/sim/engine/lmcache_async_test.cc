@@ -94,6 +94,27 @@ TEST(LmcacheAsyncLoading, ALongPrefetchTimesOutAndTheRequestRecomputes) {
   EXPECT_LT(c.first_scheduled - c.arrival, 3'100'000'000);
 }
 
+// D (2,000 tokens) can never fit in the 99 usable GPU blocks (1,584 tokens). It arrives while C's
+// slow prefetch (~134 s) occupies LMCache's prefetcher, so D's lookup queues behind it and times
+// out: 3 s after D's first check the scheduler gets 0 (the lookup stays pending, upstream's
+// quirk), D's allocation fails with nothing running and no request holding blocks, and D is
+// rejected then, 3 s + 1 ns after arrival (the timeout kick). Its pending lookup cannot make room;
+// waiting for its answer (after C's prefetch) would stall the instance, and, where the prefetch
+// never ends, the run.
+TEST(LmcacheAsyncLoading, ARequestLargerThanThePoolIsRejectedDespiteItsPendingLookup) {
+  std::string trace = kTrace;
+  trace += "21,2000,1,1000,90 91\n";
+  Result r = run(scenario_with({"lmcache.enable_async_loading=true", "links.disk_read_gbps=0.001"}),
+                 trace);
+  const auto& d = r.records.at(3);
+  EXPECT_TRUE(d.rejected);
+  EXPECT_EQ(d.finish - d.arrival, 3'000'000'001);
+  const auto& c = r.records.at(2);
+  EXPECT_FALSE(c.rejected);
+  EXPECT_GT(c.first_scheduled - c.arrival, 3'000'000'000);  // its lookup still timed out
+  EXPECT_LT(c.first_scheduled - c.arrival, 3'100'000'000);
+}
+
 TEST(LmcacheAsyncLoading, RunsAreDeterministic) {
   scenario::Scenario s =
       scenario_with({"lmcache.enable_async_loading=true", "cluster.instances=2",
