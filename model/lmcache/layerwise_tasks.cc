@@ -175,6 +175,13 @@ void RetrieveLayerTask::load_layer(std::vector<PyRef>& objs, int layer) {
     objs.resize(c);
     break;
   }
+  // Redis's non-blocking get returns only what it read (no None in place): upstream zips those
+  // objects with the leading keys, and the chunks past the end keep their mask bits without being
+  // written (bad). With Quirks::remote_prefetch_drops_missing_chunks fixed the get returns the
+  // leading run, and the chunks past it are a miss like a None.
+  if (objs.size() < loaded_.size() &&
+      !engine_->config().quirks.remote_prefetch_drops_missing_chunks)
+    truncate(objs.size());
   for (size_t c = 0; c < objs.size() && c < loaded_.size(); ++c) {
     const MemoryObj& o = *objs[c];
     if (!o.valid || o.content != engine_->expected_content(keys_[layer][c])) loaded_[c].bad = true;

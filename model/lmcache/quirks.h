@@ -75,10 +75,11 @@ struct Quirks {
   // and the request recomputes) and the event keeps every object. Unfixed on dev (2026-04). Fix:
   // release the later tiers' objects and answer the contiguous length.
   bool async_done_callback_tuple_error = true;
-  // RedisConnector._batched_get_non_blocking drops the chunks it could not read and the caller
-  // zips the survivors with the leading keys: after a missing chunk, the next chunk's KV is loaded
-  // in its place (wrong data, silently). Unfixed on dev (2026-04). Fix: keep the leading run of
-  // read chunks and release the rest.
+  // RedisConnector._batched_get_non_blocking (async prefetches and layerwise loads) drops the
+  // chunks it could not read and the caller zips the survivors with the leading keys: after a
+  // missing chunk, the next chunk's KV is loaded in its place (wrong data, silently). Unfixed on
+  // dev (2026-04). Fix: keep the leading run of read chunks and release the rest (a layerwise
+  // load then ends at the miss).
   bool remote_prefetch_drops_missing_chunks = true;
   // build_connector_meta asserts that a request resumed after preemption has num_computed_tokens
   // == max(lmcache_cached_tokens, vllm_cached_tokens). That is false when LMCache's hit was not

@@ -45,15 +45,14 @@ std::optional<KvDtype> dtype_from_remote_code(int32_t code) {
 
 RemoteBackend::RemoteBackend(LocalCPUBackend* local_cpu, std::shared_ptr<RemoteKvStore> store,
                              KeyScopeRegistry* registry, bool mla_worker_id_as0_mode,
-                             StorageEvents* events, uint64_t* next_job_id,
-                             bool metadata_requires_4d_shapes)
+                             StorageEvents* events, uint64_t* next_job_id, const Quirks& quirks)
     : local_cpu_(local_cpu),
       store_(std::move(store)),
       registry_(registry),
       mla_worker_id_as0_mode_(mla_worker_id_as0_mode),
       events_(events),
       next_job_id_(next_job_id),
-      metadata_requires_4d_shapes_(metadata_requires_4d_shapes) {
+      quirks_(quirks) {
   KVTWIN_CHECK(local_cpu_ != nullptr) << "the remote tier needs the CPU tier as its allocator";
 }
 
@@ -70,7 +69,7 @@ RemoteMetadataBytes RemoteBackend::serialize_metadata(const MemoryObj& obj) {
 bool RemoteBackend::serializable(const MemoryObj& obj) const {
   // Upstream asserts len(shape) == 4 (fixed: <= 4, which every Shape is) and looks the dtype up in
   // DTYPE_TO_INT (KeyError for a dtype without a code).
-  if (metadata_requires_4d_shapes_ && obj.shape.rank != 4) return false;
+  if (quirks_.remote_metadata_requires_4d_shapes && obj.shape.rank != 4) return false;
   return dtype_remote_code(obj.dtype).has_value();
 }
 
@@ -78,7 +77,7 @@ bool RemoteBackend::serializable(const MemoryObj& obj) const {
 // dims, which is exact for the only shapes it can write (4-D).
 Shape RemoteBackend::shape_of(const RemoteMetadataBytes& m) const {
   Shape s{get_i32(m, 3), get_i32(m, 4), get_i32(m, 5), get_i32(m, 6)};
-  if (!metadata_requires_4d_shapes_)
+  if (!quirks_.remote_metadata_requires_4d_shapes)
     while (s.rank > 1 && s.dims[s.rank - 1] == 0) --s.rank;
   return s;
 }
@@ -211,9 +210,16 @@ std::vector<PyRef> RemoteBackend::batched_get_blocking(std::span<const CacheEngi
 
 std::vector<PyRef> RemoteBackend::batched_get_non_blocking(std::span<const CacheEngineKey> keys) {
   std::vector<PyRef> out;
+  bool missed = false;
   for (const CacheEngineKey& key : keys) {
     PyRef r = get_one(remote_key(key));
-    if (r) out.push_back(std::move(r));
+    if (!r) {
+      missed = true;  // upstream drops it and goes on
+    } else if (missed && !quirks_.remote_prefetch_drops_missing_chunks) {
+      local_cpu_->allocator().ref_count_down(r.id());  // the fix: past the leading run
+    } else {
+      out.push_back(std::move(r));
+    }
   }
   return out;
 }

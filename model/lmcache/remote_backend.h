@@ -17,6 +17,10 @@
 //   get                per key, in key order: GET metadata (missing -> None); allocate a CPU buffer
 //                      (busy_loop: may wait forever); GET kv_bytes (missing -> DEL metadata and
 //                      None; the buffer is dropped); a None does not stop the remaining keys.
+//                      The non-blocking get (layerwise loads) returns only the objects it read:
+//                      after a miss the caller zips the next chunk's object with the missing
+//                      chunk's key (Quirks::remote_prefetch_drops_missing_chunks; the fix keeps
+//                      the leading run and releases the rest).
 //   remove             not implemented by the Redis connector: returns false (counts 0)
 //   pin / unpin        no-ops returning true; there is no clear() and no LMCache-side eviction.
 //
@@ -34,6 +38,7 @@
 #include <vector>
 
 #include "model/lmcache/local_cpu_backend.h"
+#include "model/lmcache/quirks.h"
 #include "model/lmcache/remote_kv_store.h"
 #include "model/lmcache/storage_backend.h"
 
@@ -43,7 +48,7 @@ class RemoteBackend final : public StorageBackendInterface {
  public:
   RemoteBackend(LocalCPUBackend* local_cpu, std::shared_ptr<RemoteKvStore> store,
                 KeyScopeRegistry* registry, bool mla_worker_id_as0_mode, StorageEvents* events,
-                uint64_t* next_job_id, bool metadata_requires_4d_shapes);
+                uint64_t* next_job_id, const Quirks& quirks);
 
   std::string_view name() const override { return "RemoteBackend"; }
   bool contains(const CacheEngineKey& key, bool pin) override;
@@ -99,7 +104,7 @@ class RemoteBackend final : public StorageBackendInterface {
   bool mla_worker_id_as0_mode_;
   StorageEvents* events_;
   uint64_t* next_job_id_;
-  bool metadata_requires_4d_shapes_;
+  Quirks quirks_;
   std::deque<PutJob> pending_;  // in id order (first_job_at_or_after)
   PyRef last_result_;
 };

@@ -154,6 +154,48 @@ TEST(RemoteBackend, LayerwiseObjectsReachRedisOnlyWithTheShapePaddingFix) {
   }
 }
 
+// Chunk 1's layer-1 bytes vanish from Redis. Layer 1's non-blocking get returns only what it read:
+// upstream zips chunk 2's object with chunk 1's key and leaves chunk 2 unwritten, both under their
+// mask bits (wrong KV, Quirks::remote_prefetch_drops_missing_chunks); the fix stops at the miss.
+TEST(RemoteBackend, LayerwiseLoadPastAMissingChunkIsWrongUpstreamAndAMissWithTheFix) {
+  for (bool drops : {true, false}) {
+    SCOPED_TRACE(drops ? "quirk" : "fixed");
+    LMCacheEngineConfig cfg = toy_config(16, 0, true);
+    cfg.use_layerwise = true;
+    cfg.quirks = Quirks::all_fixed();  // layer objects reach Redis
+    cfg.quirks.remote_prefetch_drops_missing_chunks = drops;
+    SharedStorage shared;
+    LMCacheEngine writer(cfg, toy_metadata(), shared);
+    LMCacheEngine reader(cfg, toy_metadata(), shared);
+    std::vector<TokenId> a = seq(48, 1);
+    auto st = writer.store_layer({TokenInput::of_tokens(a), 0, nullptr});
+    while (st->next()) {
+    }
+    writer.end_of_operation();
+    writer.storage_manager().complete_all_writes();
+    auto infos = reader.chunk_infos(a, nullptr);
+    shared.remote->delete_kv_bytes(infos[1].key.layer(1).to_string());
+    auto rt = reader.retrieve_layer({a, 0, std::nullopt, nullptr});
+    while (rt->next()) {
+    }
+    reader.end_of_operation();
+    if (drops) {
+      EXPECT_EQ(rt->ret_tokens(), 48);
+      ASSERT_EQ(rt->loaded().size(), 3u);
+      EXPECT_FALSE(rt->loaded()[0].bad);
+      EXPECT_TRUE(rt->loaded()[1].bad);  // holds chunk 2's layer 1
+      EXPECT_TRUE(rt->loaded()[2].bad);  // layer 1 never written
+    } else {
+      EXPECT_EQ(rt->ret_tokens(), 16);
+      ASSERT_EQ(rt->loaded().size(), 1u);
+      EXPECT_FALSE(rt->loaded()[0].bad);
+    }
+    // Every object fetched from Redis was released.
+    EXPECT_EQ(reader.storage_manager().allocator().total_allocated_size(),
+              reader.storage_manager().local_cpu().resident_bytes());
+  }
+}
+
 // The server's byte count follows every SET and DEL of a kv_bytes key (a re-SET replaces).
 TEST(RemoteKvStore, KvBytesTotalFollowsSetsReplacementsAndDeletes) {
   RemoteKvStore s;
