@@ -1,5 +1,7 @@
 #include "model/lmcache/local_cpu_backend.h"
 
+#include <unordered_map>
+
 #include "model/check.h"
 #include "model/lmcache/upstream_error.h"
 
@@ -172,11 +174,17 @@ std::vector<PyRef> LocalCPUBackend::batched_allocate(const Shape& shape, KvDtype
   MemoryFormat f = default_fmt(fmt);
   std::vector<PyRef> objs = allocator_->batched_allocate(shape, dtype, batch_size, f);
   if (!objs.empty() || !eviction) return objs;
-  CanEvictFn can_evict = [this, batch_size](uint32_t slot) {
+  // The fix's verdict per chunk (keyed by its layer-0 key): a scan meets a chunk's layer entries
+  // apart (store_layer puts layer by layer), and the verdict holds for the whole call, since only
+  // the chunks evicted here change. Each chunk's layers are then looked up once, not per entry.
+  std::unordered_map<CacheEngineKey, bool, CacheEngineKeyHash> chunk_verdict;
+  CanEvictFn can_evict = [this, batch_size, &chunk_verdict](uint32_t slot) {
     if (!entry_can_evict(slot)) return false;
     if (quirks_.layerwise_eviction_ignores_other_layers) return true;
     // The fix: every layer of the candidate's chunk must be evictable.
-    return layer_group_can_evict(entry_keys_[slot], batch_size);
+    auto [it, fresh] = chunk_verdict.try_emplace(entry_keys_[slot].layer(0), false);
+    if (fresh) it->second = layer_group_can_evict(entry_keys_[slot], batch_size);
+    return it->second;
   };
   for (;;) {
     bool wait_other_requests = true;
