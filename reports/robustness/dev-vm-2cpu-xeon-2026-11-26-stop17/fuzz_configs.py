@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""Random valid configurations through `kvtwin run`, as run for the stop-17 report.
+
+usage: fuzz_configs.py KVTWIN REPO {lmcache|vllm} CASES SEED LOG
+
+Each case draws --set values for one shipped scenario (LMCache: bulk / layerwise / async loading,
+tiers and sizes, chunk sizes, policies, quirks reproduced or fixed, Redis faults, pool sizes,
+instances, routers; vLLM: hybrid, Mamba, MLA, encoder-decoder models with prefix caching, chunked
+prefill, budgets and block sizes varied) and runs it on the 10-minute example trace under a 90-s
+timeout and a 2-GB file-size limit. A case is bad when the run crashes, exits non-zero (exit 2 with
+a one-line error is a refusal, counted apart), times out (SLOW), loses a request (finished +
+rejected != total), reports GPU prefix hits with prefix caching off, or — every fifth case, run
+twice — writes different bytes. One JSON line per case goes to LOG.
+"""
+import json
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+kvtwin, repo, mode, cases, seed, log_path = sys.argv[1:7]
+rnd = random.Random(int(seed))
+trace = f'{repo}/traces/examples/mooncake_conversation_10min.jsonl'
+work = tempfile.mkdtemp(prefix='kvtwin-fuzz-')
+
+
+def draw():
+    if mode == 'lmcache':
+        sc = rnd.choice(['llama31_8b_h100_cpu', 'llama31_70b_tp4_cpu_disk_redis',
+                         'deepseek_v3_mla_h200', 'default'])
+        sets = {
+            'workload.max_requests': rnd.choice([50, 150, 300]),
+            'workload.rate_scale': rnd.choice([0.02, 0.2, 1, 5]),
+            'lmcache.enabled': 'true',
+            'lmcache.enable_async_loading': rnd.choice(['true', 'false', 'false']),
+            'lmcache.use_layerwise': rnd.choice(['true', 'false', 'false']),
+            'lmcache.upstream_fixes': rnd.choice(['true', 'false']),
+            'lmcache.remote': rnd.choice(['true', 'false']),
+            'lmcache.max_local_cpu_size_gb': rnd.choice([0.5, 2, 8, 64]),
+            'lmcache.max_local_disk_size_gb': rnd.choice([0, 2, 20, 200]),
+            'lmcache.chunk_size': rnd.choice([64, 256, 512]),
+            'lmcache.cache_policy': rnd.choice(['LRU', 'LFU', 'FIFO', 'MRU', 'S3FIFO']),
+            'vllm.num_gpu_blocks': rnd.choice([1500, 3000, 8000, 40000]),
+            'cluster.instances': rnd.choice([1, 2, 4]),
+            'cluster.router': rnd.choice(['round_robin', 'least_loaded', 'prefix_aware']),
+            'links.remote_get_failure_rate': rnd.choice([0, 0, 0.1, 0.5]),
+        }
+        if sets['lmcache.enable_async_loading'] == 'true':
+            sets['lmcache.use_layerwise'] = 'false'
+    else:
+        sc = rnd.choice(['gemma3_27b_sliding', 'gpt_oss_120b_hybrid', 'nemotron_h_8b_mamba_hybrid',
+                         'whisper_large_v3_encdec', 'deepseek_v3_mla_h200', 'llama31_8b_h100_cpu'])
+        sets = {
+            'workload.max_requests': rnd.choice([50, 150, 300]),
+            'workload.rate_scale': rnd.choice([0.05, 0.5, 1, 5]),
+            'vllm.num_gpu_blocks': rnd.choice([0, 600, 2000, 8000]),
+            'vllm.max_num_seqs': rnd.choice([1, 8, 256]),
+            'vllm.max_num_batched_tokens': rnd.choice([512, 2048, 8192, 32768]),
+            'vllm.long_prefill_token_threshold': rnd.choice([0, 0, 256, 4096]),
+            'vllm.block_size': rnd.choice([16, 16, 32, 64]),
+            'vllm.enable_prefix_caching': rnd.choice(['true', 'true', 'false']),
+            'vllm.enable_chunked_prefill': rnd.choice(['true', 'true', 'false']),
+            'vllm.prefix_caching_hash_algo': rnd.choice(['sha256', 'xxhash', 'sha256_cbor']),
+            'cluster.instances': rnd.choice([1, 2, 3]),
+            'cluster.router': rnd.choice(['round_robin', 'least_loaded', 'prefix_aware']),
+        }
+        if sc == 'whisper_large_v3_encdec':
+            sets['vllm.enable_prefix_caching'] = 'false'
+        if sc == 'nemotron_h_8b_mamba_hybrid':
+            sets['vllm.mamba_cache_mode'] = rnd.choice(['none', 'align', 'all'])
+        if sets['vllm.enable_chunked_prefill'] == 'false':
+            sets['vllm.max_num_batched_tokens'] = 131072
+    sets['output.plots'] = 'false'
+    return sc, sets
+
+
+def command(sc, sets, out):
+    args = [kvtwin, 'run', '-q', '--out', out]
+    if sc != 'default':
+        args += ['--scenario', f'{repo}/scenarios/{sc}.toml']
+    if sc != 'whisper_large_v3_encdec':
+        args += ['--trace', trace]
+    for k, v in sets.items():
+        args += ['--set', f'{k}={v}']
+    return args
+
+
+bad = 0
+with open(log_path, 'w') as log:
+    for i in range(int(cases)):
+        sc, sets = draw()
+        out_a, out_b = f'{work}/a', f'{work}/b'
+        shutil.rmtree(out_a, ignore_errors=True)
+        t0 = time.time()
+        try:
+            p = subprocess.run(['bash', '-c', 'ulimit -f 2000000; exec "$@"', 'x'] +
+                               command(sc, sets, out_a), capture_output=True, text=True, timeout=90)
+            rc, err = p.returncode, p.stderr.strip()
+        except subprocess.TimeoutExpired:
+            rc, err = 'TIMEOUT', ''
+        if rc == 0 and i % 5 == 0:
+            shutil.rmtree(out_b, ignore_errors=True)
+            subprocess.run(command(sc, sets, out_b), capture_output=True, timeout=200)
+            for f in ['summary.json', 'requests.csv', 'timeseries.csv', 'trace.json']:
+                if open(f'{out_a}/{f}', 'rb').read() != open(f'{out_b}/{f}', 'rb').read():
+                    rc, err = 'NONDET', f
+        status = 'ok'
+        if rc == 'TIMEOUT':
+            status = 'SLOW'
+        elif rc == 2 and err.count('\n') == 0 and err.startswith('kvtwin:'):
+            status = 'refused'
+        elif rc != 0:
+            status = 'BAD'
+        else:
+            s = json.load(open(f'{out_a}/summary.json'))
+            r = s['requests']
+            if r['finished'] + r['rejected'] != r['total']:
+                status = 'BAD-count'
+            if sets.get('vllm.enable_prefix_caching') == 'false' and \
+                    s['gpu_prefix_cache']['hit_tokens'] != 0:
+                status = 'BAD-hits'
+        bad += status not in ('ok', 'refused')
+        log.write(json.dumps({'i': i, 'scenario': sc, 'status': status, 'rc': rc,
+                              'wall_s': round(time.time() - t0, 2), 'err': err[-300:],
+                              'sets': sets}) + '\n')
+        log.flush()
+shutil.rmtree(work, ignore_errors=True)
+print(f'{cases} cases, {bad} bad')
