@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <memory>
 #include <string>
 
 #include "model/lmcache/layerwise_tasks.h"
@@ -106,6 +107,30 @@ TEST(RemoteBackend, SharedStoreServesAnotherEngineOfTheSameRank) {
   EXPECT_EQ(lookup(rank1, a).hit_tokens, 0);
 }
 
+// A layerwise engine with CPU and Redis tiers.
+LMCacheEngineConfig layerwise_remote_config(const Quirks& quirks) {
+  LMCacheEngineConfig cfg = toy_config(16, 0, true);
+  cfg.use_layerwise = true;
+  cfg.quirks = quirks;
+  return cfg;
+}
+
+// store_layer / retrieve_layer driven to the end, as the connector does over a step.
+void store_layers(LMCacheEngine& e, const std::vector<TokenId>& tokens) {
+  auto st = e.store_layer({TokenInput::of_tokens(tokens), 0, nullptr});
+  while (st->next()) {
+  }
+  e.end_of_operation();
+}
+std::unique_ptr<RetrieveLayerTask> retrieve_layers(LMCacheEngine& e,
+                                                   const std::vector<TokenId>& tokens) {
+  auto rt = e.retrieve_layer({tokens, 0, std::nullopt, nullptr});
+  while (rt->next()) {
+  }
+  e.end_of_operation();
+  return rt;
+}
+
 // Layerwise objects are [T, 2, H*D]. f4261ef6's RemoteMetadata asserts a 4-D shape inside the
 // writer: no SET happens, so nothing is sent (the pending write moves 0 bytes), the keys never
 // exist and another engine finds nothing. With the fix (#2751) the shape is padded with a trailing
@@ -113,17 +138,13 @@ TEST(RemoteBackend, SharedStoreServesAnotherEngineOfTheSameRank) {
 TEST(RemoteBackend, LayerwiseObjectsReachRedisOnlyWithTheShapePaddingFix) {
   for (bool quirk : {true, false}) {
     SCOPED_TRACE(quirk ? "quirk" : "fixed");
-    LMCacheEngineConfig cfg = toy_config(16, 0, true);
-    cfg.use_layerwise = true;
-    cfg.quirks = quirk ? Quirks::upstream() : Quirks::all_fixed();
+    LMCacheEngineConfig cfg =
+        layerwise_remote_config(quirk ? Quirks::upstream() : Quirks::all_fixed());
     SharedStorage shared;
     LMCacheEngine writer(cfg, toy_metadata(), shared);
     LMCacheEngine reader(cfg, toy_metadata(), shared);
     std::vector<TokenId> a = seq(32, 1);
-    auto st = writer.store_layer({TokenInput::of_tokens(a), 0, nullptr});
-    while (st->next()) {
-    }
-    writer.end_of_operation();
+    store_layers(writer, a);
     // One batched put per layer, each of the two chunks' objects of that layer.
     constexpr uint64_t kLayerObjectBytes = 16 * 2 * 128 * 2;
     std::vector<PendingWrite> w = writer.storage_manager().pending_writes(0, false);
@@ -141,10 +162,7 @@ TEST(RemoteBackend, LayerwiseObjectsReachRedisOnlyWithTheShapePaddingFix) {
     // length 8192, KV_T2D (2), float16 (2), shape [16, 2, 128] padded with a 0
     EXPECT_EQ(vllm::to_hex(*redis.entries().begin()->second.metadata),
               "00200000020000000200000010000000020000008000000000000000");
-    auto rt = reader.retrieve_layer({a, 0, std::nullopt, nullptr});
-    while (rt->next()) {
-    }
-    reader.end_of_operation();
+    auto rt = retrieve_layers(reader, a);
     EXPECT_EQ(rt->ret_tokens(), 32);
     ASSERT_EQ(rt->loaded().size(), 2u);
     for (const LoadedChunk& c : rt->loaded()) {
@@ -160,25 +178,18 @@ TEST(RemoteBackend, LayerwiseObjectsReachRedisOnlyWithTheShapePaddingFix) {
 TEST(RemoteBackend, LayerwiseLoadPastAMissingChunkIsWrongUpstreamAndAMissWithTheFix) {
   for (bool drops : {true, false}) {
     SCOPED_TRACE(drops ? "quirk" : "fixed");
-    LMCacheEngineConfig cfg = toy_config(16, 0, true);
-    cfg.use_layerwise = true;
-    cfg.quirks = Quirks::all_fixed();  // layer objects reach Redis
-    cfg.quirks.remote_prefetch_drops_missing_chunks = drops;
+    Quirks quirks = Quirks::all_fixed();  // layer objects reach Redis
+    quirks.remote_prefetch_drops_missing_chunks = drops;
+    LMCacheEngineConfig cfg = layerwise_remote_config(quirks);
     SharedStorage shared;
     LMCacheEngine writer(cfg, toy_metadata(), shared);
     LMCacheEngine reader(cfg, toy_metadata(), shared);
     std::vector<TokenId> a = seq(48, 1);
-    auto st = writer.store_layer({TokenInput::of_tokens(a), 0, nullptr});
-    while (st->next()) {
-    }
-    writer.end_of_operation();
+    store_layers(writer, a);
     writer.storage_manager().complete_all_writes();
     auto infos = reader.chunk_infos(a, nullptr);
     shared.remote->delete_kv_bytes(infos[1].key.layer(1).to_string());
-    auto rt = reader.retrieve_layer({a, 0, std::nullopt, nullptr});
-    while (rt->next()) {
-    }
-    reader.end_of_operation();
+    auto rt = retrieve_layers(reader, a);
     if (drops) {
       EXPECT_EQ(rt->ret_tokens(), 48);
       ASSERT_EQ(rt->loaded().size(), 3u);

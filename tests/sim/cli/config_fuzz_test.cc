@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "tests/support/command.h"
+#include "tests/support/fuzz_rng.h"
 #include "tests/support/paths.h"
 
 namespace {
@@ -26,19 +27,7 @@ namespace {
 using kvtwin::testing::run_kvtwin;
 using kvtwin::testing::slurp;
 
-struct Rng {
-  uint64_t s;
-  uint64_t next() {  // splitmix64
-    uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  template <class T>
-  const T& pick(const std::vector<T>& v) {
-    return v[static_cast<size_t>(next() % v.size())];
-  }
-};
+using Rng = kvtwin::testing::FuzzRng;
 
 using Sets = std::vector<std::pair<std::string, std::string>>;
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "tests/support/command.h"
+#include "tests/support/fuzz_rng.h"
 #include "tests/support/paths.h"
 
 namespace {
@@ -27,20 +28,7 @@ namespace {
 using kvtwin::testing::CommandRun;
 using kvtwin::testing::slurp;
 
-struct Rng {
-  uint64_t s;
-  uint64_t next() {  // splitmix64
-    uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  size_t below(size_t n) { return n == 0 ? 0 : static_cast<size_t>(next() % n); }
-  template <class T>
-  const T& pick(const std::vector<T>& v) {
-    return v[below(v.size())];
-  }
-};
+using Rng = kvtwin::testing::FuzzRng;
 
 std::vector<std::string> split_lines(const std::string& text) {
   std::vector<std::string> lines;
