@@ -200,13 +200,15 @@ void Cluster::sample() {
     s.computed_tokens += inst->computed_tokens();
   }
   s.gpu_kv_usage_mean = usage_sum / static_cast<double>(instances_.size());
-  // LMCache tiers, every rank of every instance (rank 0 is modelled; ranks are symmetric).
-  const double tp = geometry_.tp;
+  // LMCache tiers, every rank of every instance that holds them (rank 0 is modelled; ranks are
+  // symmetric).
   for (const auto& c : connectors_) {
-    s.tier_bytes[report::kTierCpu] += c->cpu_bytes() * tp;
-    s.tier_bytes[report::kTierDisk] += c->disk_bytes() * tp;
+    s.tier_bytes[report::kTierCpu] += c->cpu_bytes() * c->tier_ranks();
+    s.tier_bytes[report::kTierDisk] += c->disk_bytes() * c->tier_ranks();
   }
-  if (!connectors_.empty()) s.tier_bytes[report::kTierRemote] = connectors_[0]->remote_bytes() * tp;
+  if (!connectors_.empty())
+    s.tier_bytes[report::kTierRemote] =
+        connectors_[0]->remote_bytes() * connectors_[0]->remote_writer_ranks();
   s.finished = finished_;
   if (recorder_) recorder_->on_sample(s);
   if (all_done()) return;
@@ -235,7 +237,8 @@ void Cluster::report_links() {
   recorder_->set_gpu_evictions(static_cast<int64_t>(evictions));
   if (!connectors_.empty()) {
     constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-    const double ranks = static_cast<double>(geometry_.tp) * s_.cluster.instances;
+    const double ranks =
+        static_cast<double>(connectors_.front()->tier_ranks()) * s_.cluster.instances;
     recorder_->set_tier_capacity(report::kTierCpu, s_.lmcache.max_local_cpu_size_gb * kGiB * ranks);
     recorder_->set_tier_capacity(report::kTierDisk,
                                  s_.lmcache.max_local_disk_size_gb * kGiB * ranks);

@@ -38,6 +38,7 @@ lm::LMCacheEngineConfig engine_config(const scenario::Scenario& s) {
   c.remote = l.remote;
   c.cache_policy = *lm::cache_policy_from_name(l.cache_policy);
   c.use_layerwise = l.use_layerwise;
+  c.save_only_first_rank = l.save_only_first_rank;
   c.save_decode_cache = l.save_decode_cache;
   c.min_retrieve_tokens = l.min_retrieve_tokens;
   c.enable_async_loading = l.enable_async_loading;
@@ -81,7 +82,7 @@ LmcacheConnector::LmcacheConnector(const scenario::Scenario& s, Context ctx)
     p.sim = ctx_.sim;
     p.mover = ctx_.mover;
     p.instance = ctx_.instance;
-    p.tp = ctx_.geometry->tp;
+    p.tp = tier_ranks();
     p.engine = engine_.get();
     p.client = lookup_client_.get();
     p.backoff_ns = from_seconds(config_.lookup_backoff_time_s);
@@ -405,7 +406,7 @@ void LmcacheConnector::start_fetches(const std::map<int, uint64_t>& bytes_by_tie
     Location src = tier == report::kTierDisk ? Location::kDisk : Location::kRemote;
     Transfer t{src, Location::kCpu, ctx_.instance, "fetch", {}};
     t.objects.push_back(
-        KvObject{"fetched chunks", bytes * static_cast<uint64_t>(ctx_.geometry->tp), -1, {}});
+        KvObject{"fetched chunks", bytes * static_cast<uint64_t>(tier_ranks()), -1, {}});
     ctx_.mover->start(std::move(t), [remaining, after](const TransferResult&) {
       if (--*remaining == 0) (*after)();
     });
@@ -505,7 +506,10 @@ void LmcacheConnector::start_writes() {
       Location dst = q == 0 ? Location::kDisk : Location::kRemote;
       Transfer t{Location::kCpu, dst, ctx_.instance, "write", {}};
       t.objects.push_back(
-          KvObject{"write", w.bytes * static_cast<uint64_t>(ctx_.geometry->tp), -1, {}});
+          KvObject{"write",
+                   w.bytes * static_cast<uint64_t>(q == 0 ? tier_ranks() : remote_writer_ranks()),
+                   -1,
+                   {}});
       ctx_.mover->start(std::move(t), [this, id_and_queue](const TransferResult&) {
         finish_write(id_and_queue);
       });
@@ -530,6 +534,15 @@ void LmcacheConnector::drain_evictions() {
                                                    : report::kTierCpu] += 1;
   events.removed.clear();  // the write counters are start_writes' signal
   stats_.failed_remote_writes += std::exchange(events.remote_write_errors, 0);
+}
+
+int LmcacheConnector::tier_ranks() const {
+  if (engine_->save_only_first_rank() && !config_.use_layerwise) return 1;
+  return ctx_.geometry->tp;
+}
+
+int LmcacheConnector::remote_writer_ranks() const {
+  return metadata_.use_mla ? 1 : tier_ranks();
 }
 
 double LmcacheConnector::cpu_bytes() const {

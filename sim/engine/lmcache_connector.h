@@ -6,7 +6,10 @@
 // (same tokens, same chunk keys, same object sizes per rank), so their decisions agree. Tier
 // sizes (lmcache.max_local_*_size_gb) are per rank, as LMCache configures them per worker. PCIe
 // is per GPU, so one rank's bytes are the step's critical path; node-wide links (disk, NIC,
-// remote store) carry every rank's bytes (×tensor_parallel).
+// remote store) carry the bytes of every rank that holds tiers (tier_ranks()). With MLA, LMCache
+// by default (save_only_first_rank, bulk mode) keeps tiers on rank 0 only and broadcasts its
+// loads over the GPUs' links (not charged here: NVLink, not the links modelled); and Redis gets
+// rank 0's writes only (remote_enable_mla_worker_id_as0: the other ranks read rank 0's keys).
 //
 // Per step, bulk mode (use_layerwise = false), as vLLM's model runner calls the connector:
 //
@@ -100,10 +103,16 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   void end_step(const SchedulerOutput& out,
                 std::function<void(const std::set<EngineRequest*>&)> done) override;
 
-  // Occupancy (bytes, per rank) and counters.
+  // Occupancy in bytes of the modelled rank (the cluster multiplies CPU and disk by tier_ranks(),
+  // Redis by remote_writer_ranks()), and counters.
   double cpu_bytes() const;
   double disk_bytes() const;
   double remote_bytes() const;
+  // Ranks of the instance that hold CPU / disk tiers and read from disk and Redis: every rank, or
+  // rank 0 alone under MLA's save_only_first_rank (bulk mode; layerwise stores on every rank).
+  int tier_ranks() const;
+  // Ranks whose writes reach Redis: tier_ranks(), or rank 0 alone for MLA.
+  int remote_writer_ranks() const;
   const LmcacheTierStats& stats();
   model::lmcache::LMCacheEngine& engine() { return *engine_; }
 

@@ -99,6 +99,9 @@ struct LmcacheConfig {
   bool remote = false;
   std::string cache_policy = "LRU";
   bool use_layerwise = false;
+  // MLA only (LMCache's default for MLA): rank 0 alone stores and loads, and broadcasts its loads
+  // to the other ranks; false: every rank keeps its own copy of the replicated latent KV.
+  bool save_only_first_rank = true;
   bool save_decode_cache = false;
   bool save_unfull_chunk = false;
   bool enable_async_loading = false;

@@ -235,6 +235,9 @@ std::vector<FieldSpec> make_fields() {
                    {"LRU", "LFU", "FIFO", "MRU", "S3FIFO"}, "eviction policy of CPU and disk"));
   f.push_back(boolean("lmcache.use_layerwise", &S::lmcache, &LmcacheConfig::use_layerwise,
                       "per-layer store/retrieve overlapped with layer compute"));
+  f.push_back(boolean("lmcache.save_only_first_rank", &S::lmcache,
+                      &LmcacheConfig::save_only_first_rank,
+                      "MLA: only rank 0 stores and loads, broadcasting to the others"));
   f.push_back(boolean("lmcache.save_decode_cache", &S::lmcache, &LmcacheConfig::save_decode_cache,
                       "also store KV produced by decode"));
   f.push_back(boolean("lmcache.save_unfull_chunk", &S::lmcache, &LmcacheConfig::save_unfull_chunk,

@@ -102,6 +102,38 @@ TEST(LmcacheEngine, FetchesMoveEveryRanksShareOfTheChunks) {
   }
 }
 
+// MLA replicates one latent per token and layer on every rank (here 32 layers × 576 × 2 bytes =
+// 36 KiB per token, 9 MiB per 256-token chunk). LMCache's default for MLA (save_only_first_rank)
+// keeps the tiers on rank 0 only: at TP 2 each instance holds one CPU pool, and A's write to Redis
+// and C's fetch from it move each chunk once. With it off every rank keeps a copy (two pools per
+// instance) and reads Redis itself (2 × 4 chunks), but only rank 0 writes there (MLA's
+// remote_enable_mla_worker_id_as0: the other ranks read rank 0's keys).
+TEST(LmcacheEngine, MlaTiersAndTrafficCountTheRanksThatHoldThem) {
+  std::string trace =
+      "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
+      "0,1024,2,512,1 2\n"
+      "10,1024,2,512,1 2\n";
+  constexpr double kChunk = 256.0 * 32 * 576 * 2;
+  constexpr double kGiB = 1024.0 * 1024 * 1024;
+  std::vector<std::string> base = {"cluster.instances=2",      "cluster.router=round_robin",
+                                   "lmcache.remote=true",      "gpu.tensor_parallel=2",
+                                   "model.attention=mla",      "model.kv_lora_rank=512",
+                                   "model.qk_rope_head_dim=64"};
+  Result first = run(scenario_with(base), trace);
+  EXPECT_EQ(first.records.at(1).loaded_tokens[report::kTierRemote], 1024);
+  EXPECT_DOUBLE_EQ(first.summary.tier_capacity_bytes[report::kTierCpu], 2 * kGiB);
+  EXPECT_DOUBLE_EQ(first.summary.link_bytes.at("remote_rx"), 4 * kChunk);
+  EXPECT_DOUBLE_EQ(first.summary.link_bytes.at("remote_tx"), 4 * kChunk);
+  EXPECT_DOUBLE_EQ(first.summary.tier_bytes_peak[report::kTierRemote], 4 * kChunk);
+  base.push_back("lmcache.save_only_first_rank=false");
+  Result every = run(scenario_with(base), trace);
+  EXPECT_EQ(every.records.at(1).loaded_tokens[report::kTierRemote], 1024);
+  EXPECT_DOUBLE_EQ(every.summary.tier_capacity_bytes[report::kTierCpu], 4 * kGiB);
+  EXPECT_DOUBLE_EQ(every.summary.link_bytes.at("remote_rx"), 4 * kChunk);
+  EXPECT_DOUBLE_EQ(every.summary.link_bytes.at("remote_tx"), 2 * 4 * kChunk);
+  EXPECT_DOUBLE_EQ(every.summary.tier_bytes_peak[report::kTierRemote], 4 * kChunk);
+}
+
 // Layerwise mode stores one object per layer per chunk ([256, 2, 1024], 1 MiB each). LMCache
 // f4261ef6 cannot serialize their 3-D shapes for Redis
 // (Quirks::remote_metadata_requires_4d_shapes): each instance's 4 chunks × 32 layers fail in the
