@@ -1,6 +1,7 @@
 #include "sim/engine/lmcache_connector.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <stdexcept>
 #include <utility>
@@ -377,7 +378,14 @@ void LmcacheConnector::load_bulk() {
     fire_ready();
     return;
   }
-  start_fetches(by_tier, to_gpu, [this] { fire_ready(); });
+  start_fetches(by_tier, to_gpu, [this, to_gpu] {
+    const SimDuration b = broadcast_ns(to_gpu);
+    if (b == 0) {
+      fire_ready();
+      return;
+    }
+    ctx_.sim->schedule_after(b, [this] { fire_ready(); });
+  });
 }
 
 void LmcacheConnector::fire_ready() {
@@ -534,6 +542,15 @@ void LmcacheConnector::drain_evictions() {
                                                    : report::kTierCpu] += 1;
   events.removed.clear();  // the write counters are start_writes' signal
   stats_.failed_remote_writes += std::exchange(events.remote_write_errors, 0);
+}
+
+// save_only_first_rank: rank 0's loads reach the other ranks by one NCCL broadcast over NVLink
+// after the CPU → GPU copy. A pipelined broadcast moves each byte once over each link: bytes over
+// the bus bandwidth (gpu.allreduce_gbps) plus one latency.
+SimDuration LmcacheConnector::broadcast_ns(uint64_t bytes) const {
+  if (tier_ranks() == ctx_.geometry->tp) return 0;  // every rank loads its own
+  const double ns = std::ceil(static_cast<double>(bytes) / s_.gpu.allreduce_gbps);  // GB/s = B/ns
+  return static_cast<SimDuration>(ns) + std::llround(s_.gpu.allreduce_latency_us * 1000);
 }
 
 int LmcacheConnector::tier_ranks() const {

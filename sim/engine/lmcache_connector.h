@@ -7,15 +7,17 @@
 // sizes (lmcache.max_local_*_size_gb) are per rank, as LMCache configures them per worker. PCIe
 // is per GPU, so one rank's bytes are the step's critical path; node-wide links (disk, NIC,
 // remote store) carry the bytes of every rank that holds tiers (tier_ranks()). With MLA, LMCache
-// by default (save_only_first_rank, bulk mode) keeps tiers on rank 0 only and broadcasts its
-// loads over the GPUs' links (not charged here: NVLink, not the links modelled); and Redis gets
-// rank 0's writes only (remote_enable_mla_worker_id_as0: the other ranks read rank 0's keys).
+// by default (save_only_first_rank, bulk mode) keeps tiers on rank 0 only, and the forward pass
+// also waits for rank 0's NCCL broadcast of what it loaded (bytes over gpu.allreduce_gbps plus
+// gpu.allreduce_latency_us; NVLink is not a modelled link); Redis gets rank 0's writes only
+// (remote_enable_mla_worker_id_as0: the other ranks read rank 0's keys).
 //
 // Per step, bulk mode (use_layerwise = false), as vLLM's model runner calls the connector:
 //
 //   begin_step   start_load_kv: per request with a LoadSpec, retrieve (chunk-granular) →
 //                  disk/remote chunks: tier → CPU transfers (in parallel), then one CPU → GPU
-//                  transfer of every loaded chunk; the forward pass waits for it;
+//                  transfer of every loaded chunk (then, MLA save_only_first_rank, rank 0's
+//                  broadcast); the forward pass waits for it;
 //                load errors → Scheduler::handle_invalid_blocks (recompute those tokens)
 //   forward      step model time
 //   end_step     wait_for_save: store → one GPU → CPU transfer of the stored chunks (blocks the
@@ -134,7 +136,8 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   void start_fetches(const std::map<int, uint64_t>& bytes_by_tier, uint64_t to_gpu_bytes,
                      std::function<void()> done);
   void start_writes();
-  void finish_write(uint64_t id_and_queue);  // a disk / remote write completed
+  SimDuration broadcast_ns(uint64_t bytes) const;  // rank 0's loads to the other ranks (MLA)
+  void finish_write(uint64_t id_and_queue);        // a disk / remote write completed
   void drain_evictions();
   uint64_t object_bytes(int64_t tokens) const;
   void inject_remote_faults();

@@ -54,6 +54,34 @@ TEST(LmcacheEngine, CpuTierServesWhatTheGpuEvicted) {
   EXPECT_DOUBLE_EQ(r.summary.link_bytes.at("pcie_d2h"), 8 * 33'554'432.0);
 }
 
+// The same with MLA at TP 2 (36 KiB per token: chunks 2 and 3 are 512 × 36,864 = 18,874,368
+// bytes). Under save_only_first_rank rank 0 loads them and broadcasts them to rank 1 before the
+// forward pass: 18,874,368 B / 300 GB/s = 62,914.56 → 62,915 ns, plus the 8 µs latency.
+// With every rank loading its own copy there is no broadcast.
+TEST(LmcacheEngine, MlaLoadsWaitForRankZerosBroadcast) {
+  std::string trace =
+      "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
+      "0,1024,1,512,1 2\n"
+      "10,1024,1,512,3 4\n"
+      "20,1024,1,512,1 2\n";
+  const std::vector<std::string> mla = {"gpu.tensor_parallel=2",  "model.attention=mla",
+                                        "model.kv_lora_rank=512", "model.qk_rope_head_dim=64",
+                                        "gpu.allreduce_gbps=300", "gpu.allreduce_latency_us=8"};
+  const SimTime load =
+      (18'874'368LL * 1'000'000'000 + 35'000'000'000 - 1) / 35'000'000'000 + 10'000;
+  for (bool first_rank_only : {true, false}) {
+    std::vector<std::string> sets = mla;
+    sets.push_back(std::string("lmcache.save_only_first_rank=") +
+                   (first_rank_only ? "true" : "false"));
+    Result r = run(scenario_with(sets), trace);
+    const auto& c = r.records.at(2);
+    EXPECT_EQ(c.gpu_hit_tokens, 560);
+    EXPECT_EQ(c.loaded_tokens[report::kTierCpu], 512);
+    EXPECT_EQ(c.first_token - c.arrival, load + (first_rank_only ? 62'915 + 8'000 : 0) + 1'001'000)
+        << first_rank_only;
+  }
+}
+
 // A's chunks reach the shared remote store from instance 0; C (same prompt) lands on instance 1,
 // where only the remote tier has them. Every remote GET fails: the 1023 external tokens are
 // recomputed and C still completes. (Failures are injected by deleting the remote copy of each
