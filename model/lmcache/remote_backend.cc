@@ -43,6 +43,11 @@ std::optional<KvDtype> dtype_from_remote_code(int32_t code) {
 
 }  // namespace
 
+bool mla_worker_id_as0(const LMCacheEngineConfig& config, const LMCacheMetadata& metadata) {
+  return config.remote_enable_mla_worker_id_as0.value_or(metadata.use_mla) && metadata.use_mla &&
+         metadata.world_size > 1;
+}
+
 RemoteBackend::RemoteBackend(LocalCPUBackend* local_cpu, std::shared_ptr<RemoteKvStore> store,
                              KeyScopeRegistry* registry, bool mla_worker_id_as0_mode,
                              StorageEvents* events, uint64_t* next_job_id, const Quirks& quirks)

@@ -37,12 +37,18 @@
 #include <memory>
 #include <vector>
 
+#include "model/lmcache/config.h"
 #include "model/lmcache/local_cpu_backend.h"
+#include "model/lmcache/metadata.h"
 #include "model/lmcache/quirks.h"
 #include "model/lmcache/remote_kv_store.h"
 #include "model/lmcache/storage_backend.h"
 
 namespace kvtwin::model::lmcache {
+
+// Whether remote_enable_mla_worker_id_as0 applies to this engine's group (MLA, more than one rank,
+// on unless configured off): its ranks other than 0 then skip puts and read rank 0's keys.
+bool mla_worker_id_as0(const LMCacheEngineConfig& config, const LMCacheMetadata& metadata);
 
 class RemoteBackend final : public StorageBackendInterface {
  public:

@@ -31,8 +31,7 @@ StorageManager::StorageManager(const LMCacheEngineConfig& config, const LMCacheM
     backends_.push_back(std::move(disk));
   }
   if (config.remote) {
-    bool mla_as0 = config.remote_enable_mla_worker_id_as0.value_or(metadata.use_mla) &&
-                   metadata.use_mla && metadata.world_size > 1 && metadata.worker_id != 0;
+    bool mla_as0 = mla_worker_id_as0(config, metadata) && metadata.worker_id != 0;
     auto remote = std::make_unique<RemoteBackend>(local_cpu_, shared_.remote, registry, mla_as0,
                                                   &events_, &next_job_id_, config.quirks);
     remote_ = remote.get();

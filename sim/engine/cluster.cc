@@ -219,7 +219,7 @@ void Cluster::sample() {
   if (interval > kSimTimeMax - sim_.now()) return;  // the clock ends before the next sample
   SimTime next = sim_.now() + interval;
   const SimTime next_event = sim_.next_event_time();
-  if (sim_.num_pending() > 0 && next_event > next) {
+  if (next_event > next) {
     // Samples at now + i·interval, i = 1..m, fall strictly before the next event; 1..m-1 repeat s.
     const int64_t m = (next_event - 1 - sim_.now()) / interval;
     if (m - 1 > kMaxRepeatedSamples) {

@@ -439,7 +439,7 @@ void LmcacheConnector::end_step(const SchedulerOutput& /*out*/,
     lm::WorkerLog log;
     save(&log);
     start_writes();
-    drain_evictions();
+    drain_storage_events();
     // The last layer computes after its load; stores run until they finish.
     auto finish = [this] {
       SimTime earliest = loads_done_ + per_layer_ns_;
@@ -466,7 +466,7 @@ void LmcacheConnector::end_step(const SchedulerOutput& /*out*/,
   uint64_t stored = 0;
   for (const lm::TokenRange& r : log.stored) stored += object_bytes(r.end - r.start);
   stats_.stored_chunks += log.stored.size();
-  drain_evictions();
+  drain_storage_events();
   if (stored == 0) {
     start_writes();
     ctx_.sim->schedule_after(0, [this] { fire_done(); });
@@ -530,11 +530,11 @@ void LmcacheConnector::finish_write(uint64_t id_and_queue) {
   engine_->end_of_operation();
   --writes_in_flight_[id_and_queue & 1];
   if (prefetch_) prefetch_->memory_changed();
-  drain_evictions();
+  drain_storage_events();
   start_writes();
 }
 
-void LmcacheConnector::drain_evictions() {
+void LmcacheConnector::drain_storage_events() {
   auto& events = engine_->storage_manager().events();
   for (const auto& r : events.removed)
     stats_.evictions[r.tier == lm::Tier::kDisk     ? report::kTierDisk
@@ -546,11 +546,12 @@ void LmcacheConnector::drain_evictions() {
 
 // save_only_first_rank: rank 0's loads reach the other ranks by one NCCL broadcast over NVLink
 // after the CPU → GPU copy. A pipelined broadcast moves each byte once over each link: bytes over
-// the bus bandwidth (gpu.allreduce_gbps) plus one latency.
+// the bus bandwidth (gpu.allreduce_gbps), rounded up to the ns as the modelled links round a
+// transfer, plus one latency (converted as the links convert theirs).
 SimDuration LmcacheConnector::broadcast_ns(uint64_t bytes) const {
   if (tier_ranks() == ctx_.geometry->tp) return 0;  // every rank loads its own
   const double ns = std::ceil(static_cast<double>(bytes) / s_.gpu.allreduce_gbps);  // GB/s = B/ns
-  return static_cast<SimDuration>(ns) + std::llround(s_.gpu.allreduce_latency_us * 1000);
+  return static_cast<SimDuration>(ns) + from_seconds(s_.gpu.allreduce_latency_us * 1e-6);
 }
 
 int LmcacheConnector::tier_ranks() const {
@@ -559,7 +560,7 @@ int LmcacheConnector::tier_ranks() const {
 }
 
 int LmcacheConnector::remote_writer_ranks() const {
-  return metadata_.use_mla ? 1 : tier_ranks();
+  return lm::mla_worker_id_as0(config_, metadata_) ? 1 : tier_ranks();
 }
 
 double LmcacheConnector::cpu_bytes() const {
@@ -577,7 +578,7 @@ double LmcacheConnector::remote_bytes() const {
 }
 
 const LmcacheTierStats& LmcacheConnector::stats() {
-  drain_evictions();
+  drain_storage_events();
   if (prefetch_) {
     stats_.prefetch_bytes = prefetch_->stats().bytes;
     stats_.prefetch_busy_waits = prefetch_->stats().busy_wait_retries;

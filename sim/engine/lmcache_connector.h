@@ -113,7 +113,8 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   // Ranks of the instance that hold CPU / disk tiers and read from disk and Redis: every rank, or
   // rank 0 alone under MLA's save_only_first_rank (bulk mode; layerwise stores on every rank).
   int tier_ranks() const;
-  // Ranks whose writes reach Redis: tier_ranks(), or rank 0 alone for MLA.
+  // Ranks whose writes reach Redis: tier_ranks(), or rank 0 alone for MLA (ranks other than 0 skip
+  // their puts: model::lmcache::mla_worker_id_as0).
   int remote_writer_ranks() const;
   const LmcacheTierStats& stats();
   model::lmcache::LMCacheEngine& engine() { return *engine_; }
@@ -138,7 +139,7 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   void start_writes();
   SimDuration broadcast_ns(uint64_t bytes) const;  // rank 0's loads to the other ranks (MLA)
   void finish_write(uint64_t id_and_queue);        // a disk / remote write completed
-  void drain_evictions();
+  void drain_storage_events();
   uint64_t object_bytes(int64_t tokens) const;
   void inject_remote_faults();
   void fail_whole_load(const model::lmcache::ReqMeta& m);

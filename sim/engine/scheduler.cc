@@ -131,27 +131,18 @@ void Scheduler::schedule_waiting(SchedulerOutput* out, int64_t* budget) {
       n = req.num_tokens() - num_computed;
       if (config_.long_prefill_token_threshold > 0 && n > config_.long_prefill_token_threshold)
         n = config_.long_prefill_token_threshold;
-      if (!config_.enable_chunked_prefill && n > *budget) {
-        stalled_ = r;
-        break;
-      }
+      if (!config_.enable_chunked_prefill && n > *budget) break;
       n = std::min(n, *budget);
       KVTWIN_CHECK(n > 0) << "nothing to compute for a waiting request";
       // Encoder input runs with the first chunk (its budget is the token budget).
       if (r->num_encoder_tokens > 0 && !r->encoder_done) {
-        if (r->num_encoder_tokens > config_.max_num_batched_tokens) {
-          stalled_ = r;
-          break;
-        }
+        if (r->num_encoder_tokens > config_.max_num_batched_tokens) break;
         num_encoder = r->num_encoder_tokens;
       }
     }
     if (config_.mamba_block_aligned_split) {
       n = mamba_block_aligned_split(*r, n, num_local);
-      if (n == 0 && !load_async) {
-        stalled_ = r;
-        break;
-      }
+      if (n == 0 && !load_async) break;
     }
     auto blocks =
         kv_->allocate_slots(req, AllocateSlotsArgs{.num_new_tokens = n,
@@ -161,10 +152,7 @@ void Scheduler::schedule_waiting(SchedulerOutput* out, int64_t* budget) {
                                                    .num_external_computed_tokens = num_external,
                                                    .delay_cache_blocks = load_async,
                                                    .num_encoder_tokens = num_encoder});
-    if (!blocks) {
-      stalled_ = r;
-      break;
-    }
+    if (!blocks) break;
     if (connector_)
       connector_->update_state_after_alloc(*r, kv_->get_blocks(r->id()), num_external);
     waiting_.pop_front();
@@ -181,6 +169,8 @@ void Scheduler::schedule_waiting(SchedulerOutput* out, int64_t* budget) {
     req.num_computed_tokens = num_computed;
     if (r->num_cached_tokens < 0) r->num_cached_tokens = num_computed;
   }
+  // Where admission stopped, before the skipped requests go back in front of it.
+  stalled_ = waiting_.empty() ? nullptr : waiting_.front();
   // Back to the front, in their original order.
   waiting_.insert(waiting_.begin(), skipped.begin(), skipped.end());
 }

@@ -113,9 +113,9 @@ class Scheduler {
   // Removes a waiting request that can never be scheduled (larger than the whole pool) and marks
   // it rejected. REQUIRES: r is in the waiting queue and holds no blocks.
   void abort_waiting(EngineRequest* r);
-  // The waiting request at which the last schedule() stopped admitting: it was reached and could
-  // not be given its blocks or its budget. nullptr when admission ended otherwise (the queue ran
-  // out, or only requests skipped for a pending lookup or KV load were left).
+  // The first waiting request the last schedule() neither admitted nor skipped (for a pending
+  // lookup or KV load); nullptr when there is none. When that schedule() admitted nothing and
+  // nothing runs, admission stopped at it for want of blocks or budget.
   EngineRequest* stalled_request() const { return stalled_; }
 
   const KvConnector* connector() const { return connector_; }

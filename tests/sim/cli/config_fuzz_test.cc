@@ -10,8 +10,9 @@
 //   with LMCache's quirks fixed, load no chunk holding another chunk's KV;
 // and every fourth case runs twice and must write byte-identical outputs.
 //
-// Earlier rounds of this fuzz (by hand, 450 cases) found the async-loading stall and the layerwise
-// Redis path; see reports/robustness/dev-vm-2cpu-xeon-2026-11-26-stop17.
+// Earlier rounds of this fuzz (by hand, 900 cases) found the async-loading stall (its repro is in
+// InputEdges.ValidScenariosThatOnceRanForeverFinish) and the layerwise Redis path; see
+// reports/robustness/dev-vm-2cpu-xeon-2026-11-26-stop17.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -65,11 +66,13 @@ void run_case(const std::string& scenario, const Sets& sets, bool twice, const s
       total)
       << what << "\n"
       << replay;
-  if (value_of(sets, "vllm.enable_prefix_caching") == "false")
+  if (value_of(sets, "vllm.enable_prefix_caching") == "false") {
     EXPECT_EQ(json_number(summary, "gpu_prefix_cache", "hit_tokens"), 0) << what << "\n" << replay;
-  if (value_of(sets, "lmcache.upstream_fixes") == "true")
+  }
+  if (value_of(sets, "lmcache.upstream_fixes") == "true") {  // -1: no async lookups, no field
     EXPECT_LE(json_number(summary, "async_loading", "wrong_kv_chunks"), 0) << what << "\n"
                                                                            << replay;
+  }
   if (!twice) return;
   auto again = run_kvtwin(args + " --out " + dir + "/b", 60);
   ASSERT_EQ(again.exit_code, 0) << what;
@@ -137,21 +140,6 @@ TEST(ConfigFuzz, VllmFeatureCombinationsFinishAndAreDeterministic) {
       sets.emplace_back("vllm.mamba_cache_mode", rng.pick<std::string>({"none", "align", "all"}));
     run_case(scenario, sets, i % 4 == 0, "case " + std::to_string(i) + " (" + scenario + ")");
   }
-}
-
-// The run that stalled before stop 17 (async loading; a request larger than the pool whose own
-// lookup had timed out was never rejected, and the run sampled an idle state until the disk was
-// full). It must end, with the oversized requests rejected.
-TEST(ConfigFuzz, AsyncLoadingWithRequestsLargerThanThePoolEnds) {
-  run_case("llama31_8b_h100_cpu.toml",
-           {{"workload.max_requests", "140"},
-            {"workload.rate_scale", "0.02"},
-            {"lmcache.enable_async_loading", "true"},
-            {"vllm.num_gpu_blocks", "3000"},
-            {"lmcache.max_local_cpu_size_gb", "4"},
-            {"lmcache.max_local_disk_size_gb", "20"},
-            {"output.plots", "false"}},
-           false, "stop-17 stall");
 }
 
 }  // namespace

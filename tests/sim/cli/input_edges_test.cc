@@ -206,6 +206,23 @@ TEST(InputEdges, ValidScenariosThatOnceRanForeverFinish) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   const std::string summary = slurp(dir + "/run/summary.json");
   EXPECT_NE(summary.find("\"total\": 20,"), std::string::npos) << summary;
+  // Async loading, a 3,000-block pool and requests larger than it: one whose own lookup had timed
+  // out (still pending upstream, its prefetch never ending) was never rejected, and the run
+  // sampled an idle state until the disk was full (stop 17). The oversized ones are rejected.
+  r = run_kvtwin(
+      "run -q --scenario " + kvtwin::testing::source_path("scenarios/llama31_8b_h100_cpu.toml") +
+          " --trace " +
+          kvtwin::testing::source_path("traces/examples/mooncake_conversation_10min.jsonl") +
+          " --set workload.max_requests=140 --set workload.rate_scale=0.02"
+          " --set lmcache.enable_async_loading=true --set vllm.num_gpu_blocks=3000"
+          " --set lmcache.max_local_cpu_size_gb=4 --set lmcache.max_local_disk_size_gb=20"
+          " --set output.plots=false --out " +
+          dir + "/stall",
+      /*timeout_s=*/60);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const std::string stall = slurp(dir + "/stall/summary.json");
+  EXPECT_NE(stall.find("\"total\": 140,"), std::string::npos) << stall;
+  EXPECT_NE(stall.find("\"rejected\": 7\n"), std::string::npos) << stall;
 }
 
 // A step profile (or roofline figures) giving steps of ~10^9 s: the second step would pass the

@@ -25,6 +25,18 @@ scenario::Scenario scenario_with(const std::vector<std::string>& sets) {
       "lm.toml", sets);
 }
 
+// A and C share a 1024-token prompt (ids 1 2); B (ids 3 4) comes between them.
+const char* kEvictedPrefix =
+    "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
+    "0,1024,1,512,1 2\n"
+    "10,1024,1,512,3 4\n"
+    "20,1024,1,512,1 2\n";
+// Two requests with the same 1024-token prompt, 10 s apart (on two instances: round robin).
+const char* kSharedPrompt =
+    "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
+    "0,1024,2,512,1 2\n"
+    "10,1024,2,512,1 2\n";
+
 Result run(const scenario::Scenario& s, const std::string& trace) {
   return harness::run_cluster(s, trace);
 }
@@ -36,12 +48,7 @@ Result run(const scenario::Scenario& s, const std::string& trace) {
 //   the first floor(560/256)·256 = 512 tokens: chunks 2 and 3, 512 tokens = 64 MiB over PCIe.
 //   TTFT = load (64 MiB / 35 GB/s, rounded up, + 10 µs) + one step of 1 token (1001 µs).
 TEST(LmcacheEngine, CpuTierServesWhatTheGpuEvicted) {
-  std::string trace =
-      "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
-      "0,1024,1,512,1 2\n"
-      "10,1024,1,512,3 4\n"
-      "20,1024,1,512,1 2\n";
-  Result r = run(scenario_with({}), trace);
+  Result r = run(scenario_with({}), kEvictedPrefix);
   const auto& c = r.records.at(2);
   EXPECT_EQ(c.gpu_hit_tokens, 560);
   EXPECT_EQ(c.lmcache_hit_tokens, 463);
@@ -59,11 +66,6 @@ TEST(LmcacheEngine, CpuTierServesWhatTheGpuEvicted) {
 // forward pass: 18,874,368 B / 300 GB/s = 62,914.56 → 62,915 ns, plus the 8 µs latency.
 // With every rank loading its own copy there is no broadcast.
 TEST(LmcacheEngine, MlaLoadsWaitForRankZerosBroadcast) {
-  std::string trace =
-      "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
-      "0,1024,1,512,1 2\n"
-      "10,1024,1,512,3 4\n"
-      "20,1024,1,512,1 2\n";
   const std::vector<std::string> mla = {"gpu.tensor_parallel=2",  "model.attention=mla",
                                         "model.kv_lora_rank=512", "model.qk_rope_head_dim=64",
                                         "gpu.allreduce_gbps=300", "gpu.allreduce_latency_us=8"};
@@ -73,7 +75,7 @@ TEST(LmcacheEngine, MlaLoadsWaitForRankZerosBroadcast) {
     std::vector<std::string> sets = mla;
     sets.push_back(std::string("lmcache.save_only_first_rank=") +
                    (first_rank_only ? "true" : "false"));
-    Result r = run(scenario_with(sets), trace);
+    Result r = run(scenario_with(sets), kEvictedPrefix);
     const auto& c = r.records.at(2);
     EXPECT_EQ(c.gpu_hit_tokens, 560);
     EXPECT_EQ(c.loaded_tokens[report::kTierCpu], 512);
@@ -88,18 +90,14 @@ TEST(LmcacheEngine, MlaLoadsWaitForRankZerosBroadcast) {
 // pinned chunk before the GET, so LMCache's own partial-retrieve path reports the missing
 // blocks.)
 TEST(LmcacheEngine, FailedRemoteLoadsAreRecomputed) {
-  std::string trace =
-      "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
-      "0,1024,2,512,1 2\n"
-      "10,1024,2,512,1 2\n";
   std::vector<std::string> base = {"cluster.instances=2", "cluster.router=round_robin",
                                    "lmcache.remote=true"};
-  Result ok = run(scenario_with(base), trace);
+  Result ok = run(scenario_with(base), kSharedPrompt);
   EXPECT_EQ(ok.records.at(1).lmcache_hit_tokens, 1023);
   EXPECT_EQ(ok.records.at(1).loaded_tokens[report::kTierRemote], 1024);
   EXPECT_EQ(ok.records.at(1).failed_load_tokens, 0);
   base.push_back("links.remote_get_failure_rate=1");
-  Result bad = run(scenario_with(base), trace);
+  Result bad = run(scenario_with(base), kSharedPrompt);
   const auto& c = bad.records.at(1);
   EXPECT_EQ(c.lmcache_hit_tokens, 1023);
   EXPECT_EQ(c.loaded_tokens[report::kTierRemote], 0);
@@ -116,15 +114,11 @@ TEST(LmcacheEngine, FailedRemoteLoadsAreRecomputed) {
 // bytes moved from the remote tier are the whole model's KV whatever the tensor parallelism:
 // C's 4 chunks of 256 tokens × 128 KiB = 4 × 32 MiB over the shared remote link, at TP 1 and 2.
 TEST(LmcacheEngine, FetchesMoveEveryRanksShareOfTheChunks) {
-  std::string trace =
-      "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
-      "0,1024,2,512,1 2\n"
-      "10,1024,2,512,1 2\n";
   for (int tp : {1, 2}) {
     Result r =
         run(scenario_with({"cluster.instances=2", "cluster.router=round_robin",
                            "lmcache.remote=true", "gpu.tensor_parallel=" + std::to_string(tp)}),
-            trace);
+            kSharedPrompt);
     EXPECT_EQ(r.records.at(1).loaded_tokens[report::kTierRemote], 1024) << tp;
     EXPECT_DOUBLE_EQ(r.summary.link_bytes.at("remote_tx"), 4 * 33'554'432.0) << "TP " << tp;
   }
@@ -137,24 +131,20 @@ TEST(LmcacheEngine, FetchesMoveEveryRanksShareOfTheChunks) {
 // instance) and reads Redis itself (2 × 4 chunks), but only rank 0 writes there (MLA's
 // remote_enable_mla_worker_id_as0: the other ranks read rank 0's keys).
 TEST(LmcacheEngine, MlaTiersAndTrafficCountTheRanksThatHoldThem) {
-  std::string trace =
-      "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
-      "0,1024,2,512,1 2\n"
-      "10,1024,2,512,1 2\n";
   constexpr double kChunk = 256.0 * 32 * 576 * 2;
   constexpr double kGiB = 1024.0 * 1024 * 1024;
   std::vector<std::string> base = {"cluster.instances=2",      "cluster.router=round_robin",
                                    "lmcache.remote=true",      "gpu.tensor_parallel=2",
                                    "model.attention=mla",      "model.kv_lora_rank=512",
                                    "model.qk_rope_head_dim=64"};
-  Result first = run(scenario_with(base), trace);
+  Result first = run(scenario_with(base), kSharedPrompt);
   EXPECT_EQ(first.records.at(1).loaded_tokens[report::kTierRemote], 1024);
   EXPECT_DOUBLE_EQ(first.summary.tier_capacity_bytes[report::kTierCpu], 2 * kGiB);
   EXPECT_DOUBLE_EQ(first.summary.link_bytes.at("remote_rx"), 4 * kChunk);
   EXPECT_DOUBLE_EQ(first.summary.link_bytes.at("remote_tx"), 4 * kChunk);
   EXPECT_DOUBLE_EQ(first.summary.tier_bytes_peak[report::kTierRemote], 4 * kChunk);
   base.push_back("lmcache.save_only_first_rank=false");
-  Result every = run(scenario_with(base), trace);
+  Result every = run(scenario_with(base), kSharedPrompt);
   EXPECT_EQ(every.records.at(1).loaded_tokens[report::kTierRemote], 1024);
   EXPECT_DOUBLE_EQ(every.summary.tier_capacity_bytes[report::kTierCpu], 4 * kGiB);
   EXPECT_DOUBLE_EQ(every.summary.link_bytes.at("remote_rx"), 4 * kChunk);
@@ -170,20 +160,16 @@ TEST(LmcacheEngine, MlaTiersAndTrafficCountTheRanksThatHoldThem) {
 // loads its 1023 external tokens from there, and the fetch moves the 4 chunks over the remote link
 // (layerwise loads charge their remote fetch too).
 TEST(LmcacheEngine, LayerwiseStoresReachTheRemoteTierOnlyWithTheUpstreamFix) {
-  std::string trace =
-      "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
-      "0,1024,2,512,1 2\n"
-      "10,1024,2,512,1 2\n";
   std::vector<std::string> base = {"cluster.instances=2", "cluster.router=round_robin",
                                    "lmcache.remote=true", "lmcache.use_layerwise=true"};
-  Result quirk = run(scenario_with(base), trace);
+  Result quirk = run(scenario_with(base), kSharedPrompt);
   EXPECT_EQ(quirk.summary.failed_remote_writes, 2u * 4 * 32);
   EXPECT_EQ(quirk.records.at(1).lmcache_hit_tokens, 0);
   EXPECT_EQ(quirk.summary.tier_bytes_peak[report::kTierRemote], 0.0);
   EXPECT_DOUBLE_EQ(quirk.summary.link_bytes.at("remote_rx"), 0.0);  // no write was sent
   EXPECT_DOUBLE_EQ(quirk.summary.link_bytes.at("remote_tx"), 0.0);
   base.push_back("lmcache.upstream_fixes=true");
-  Result fixed = run(scenario_with(base), trace);
+  Result fixed = run(scenario_with(base), kSharedPrompt);
   EXPECT_EQ(fixed.summary.failed_remote_writes, 0u);
   EXPECT_EQ(fixed.records.at(1).lmcache_hit_tokens, 1023);
   EXPECT_EQ(fixed.summary.loaded_tokens[report::kTierRemote], 1024u);
