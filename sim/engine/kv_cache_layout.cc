@@ -1,6 +1,7 @@
 #include "sim/engine/kv_cache_layout.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 
 #include "sim/io/input_error.h"
@@ -87,6 +88,102 @@ std::vector<LayerSpec> layer_specs(const scenario::Scenario& s, const hw::ModelG
   return out;
 }
 
+int64_t cdiv(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+// KVCacheSpec.max_memory_usage_bytes of one layer whose page holds `page` bytes, for a model length
+// of max_model_len tokens: the most KV one request can hold in that layer.
+//   full / MLA / sink   cdiv(max_model_len, block_size) pages
+//   sliding window      cdiv(min(window - 1 + max_num_batched_tokens, max_model_len), bs) + 1
+//   chunked local       cdiv(min(chunk + max_num_batched_tokens, max_model_len), bs)
+//   Mamba               all: cdiv(max_model_len, bs); align: 2; none: 1 (+ speculative blocks)
+//   cross attention     cdiv(encoder input tokens, bs)
+int64_t max_memory_usage_bytes(const KVCacheSpec& spec, int64_t page, int64_t max_model_len,
+                               const scenario::Scenario& s) {
+  const int64_t bs = spec.block_size;
+  const int64_t batched = s.vllm.max_num_batched_tokens;
+  switch (spec.kind) {
+    case KVCacheSpecKind::kFullAttention:
+    case KVCacheSpecKind::kMLAAttention:
+    case KVCacheSpecKind::kSinkFullAttention:
+      return cdiv(max_model_len, bs) * page;
+    case KVCacheSpecKind::kSlidingWindow:
+      return (cdiv(std::min(spec.sliding_window - 1 + batched, max_model_len), bs) + 1) * page;
+    case KVCacheSpecKind::kChunkedLocalAttention:
+      return cdiv(std::min(spec.attention_chunk_size + batched, max_model_len), bs) * page;
+    case KVCacheSpecKind::kMamba:
+      switch (spec.mamba_cache_mode) {
+        case model::vllm::MambaCacheMode::kAll:
+          return cdiv(max_model_len, bs) * page;
+        case model::vllm::MambaCacheMode::kAlign:
+          return page * (2 + spec.num_speculative_blocks);
+        case model::vllm::MambaCacheMode::kNone:
+          return page * (1 + spec.num_speculative_blocks);
+      }
+      break;
+    case KVCacheSpecKind::kCrossAttention:
+      return cdiv(s.model.encoder_tokens, bs) * page;
+  }
+  return 0;
+}
+
+// _max_memory_usage_bytes_from_groups: group_size · page · the pages the FIRST group's spec needs
+// (upstream sizes every group by groups[0], whatever the other groups' kinds).
+int64_t needed_kv_bytes(const KvCacheLayout& layout, int64_t max_model_len,
+                        const scenario::Scenario& s) {
+  const auto& groups = layout.config.kv_cache_groups;
+  if (groups.empty()) return 0;
+  size_t group_size = 0;
+  for (const KVCacheGroupSpec& g : groups) group_size = std::max(group_size, g.layer_names.size());
+  const int64_t page = layout.page_bytes;
+  const int64_t pages =
+      cdiv(max_memory_usage_bytes(groups.front().kv_cache_spec, page, max_model_len, s), page);
+  return static_cast<int64_t>(group_size) * page * pages;
+}
+
+// vLLM's start-up check (_check_enough_kv_cache_memory, run on the memory left for KV whether or
+// not num_gpu_blocks_override is set): the KV cache must hold one request of max_model_len
+// tokens, or the engine refuses to start. The message gives upstream's estimate of the longest
+// model length that fits (a binary search over 1 .. max_model_len).
+void check_enough_kv_cache_memory(const KvCacheLayout& layout, const scenario::Scenario& s) {
+  if (layout.config.kv_cache_groups.empty()) return;
+  const double available = layout.available_bytes;
+  if (available <= 0)
+    scenario::scenario_error(s, "vllm.gpu_memory_utilization",
+                             "no memory is left for the KV cache (weights need more than "
+                             "gpu.memory_gb · vllm.gpu_memory_utilization - "
+                             "vllm.activation_reserve_gb): vLLM refuses to start");
+  const int64_t max_len = s.vllm.max_model_len;
+  auto fits = [&](int64_t len) {
+    return static_cast<double>(needed_kv_bytes(layout, len, s)) <= available;
+  };
+  if (fits(max_len)) return;
+  int64_t estimate = 0;
+  if (fits(1)) {
+    int64_t lo = 1, hi = max_len;
+    estimate = 1;
+    while (lo <= hi) {
+      int64_t mid = (lo + hi) / 2;
+      if (fits(mid)) {
+        estimate = mid;
+        lo = mid + 1;
+      } else {
+        hi = mid - 1;
+      }
+    }
+  }
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "one request of %lld tokens needs %.2f GiB of KV cache but %.2f GiB are left "
+                "for it (the longest model length that fits is %lld): vLLM refuses to start; "
+                "lower vllm.max_model_len or give the KV cache more memory",
+                static_cast<long long>(max_len),
+                static_cast<double>(needed_kv_bytes(layout, max_len, s)) / kGiB, available / kGiB,
+                static_cast<long long>(estimate));
+  scenario::scenario_error(s, "vllm.max_model_len", buf);
+}
+
 }  // namespace
 
 KvCacheLayout derive_kv_cache_layout(const scenario::Scenario& s, const hw::ModelGeometry& g) {
@@ -146,13 +243,13 @@ KvCacheLayout derive_kv_cache_layout(const scenario::Scenario& s, const hw::Mode
   // Step 3: number of blocks.
   layout.available_bytes = s.gpu.memory_gb * kGiB * s.vllm.gpu_memory_utilization -
                            g.weight_bytes_per_rank() - s.vllm.activation_reserve_gb * kGiB;
+  if (s.vllm.num_gpu_blocks == 1)
+    scenario::scenario_error(s, "vllm.num_gpu_blocks",
+                             "at least 2 blocks are needed (vLLM keeps one as its null block)");
   int64_t blocks = s.vllm.num_gpu_blocks > 0
                        ? s.vllm.num_gpu_blocks
                        : static_cast<int64_t>(std::max(0.0, layout.available_bytes) /
                                               static_cast<double>(layout.block_bytes));
-  if (s.vllm.num_gpu_blocks == 1)
-    scenario::scenario_error(s, "vllm.num_gpu_blocks",
-                             "at least 2 blocks are needed (vLLM keeps one as its null block)");
   if (blocks < 2)
     scenario::scenario_error(s, "vllm.gpu_memory_utilization",
                              "no KV block fits: weights need " +
@@ -160,6 +257,7 @@ KvCacheLayout derive_kv_cache_layout(const scenario::Scenario& s, const hw::Mode
                                  " GiB per GPU and activations vllm.activation_reserve_gb; raise "
                                  "gpu.memory_gb or gpu.tensor_parallel, or set "
                                  "vllm.num_gpu_blocks");
+  check_enough_kv_cache_memory(layout, s);
   if (blocks > kMaxGpuBlocksPerInstance)
     scenario::scenario_error(s, s.vllm.num_gpu_blocks > 0 ? "vllm.num_gpu_blocks" : "gpu.memory_gb",
                              std::to_string(blocks) +

@@ -16,8 +16,16 @@
 //   3. num_blocks = available bytes // page size // layers per group, where available bytes =
 //      memory_gb · gpu_memory_utilization − weights per GPU − activation_reserve_gb, unless
 //      vllm.num_gpu_blocks overrides it (vLLM's num_gpu_blocks_override).
+//   4. vLLM's start-up check, on the available bytes (not the override): one request of
+//      max_model_len tokens must fit, sized as upstream sizes it — group_size · page · the pages
+//      the FIRST group's spec needs (full: cdiv(max_model_len, block_size); sliding window:
+//      cdiv(min(window - 1 + max_num_batched_tokens, max_model_len), block_size) + 1; Mamba
+//      none / align: 1 / 2; ...). A hybrid whose first layer is sliding-window is thus checked
+//      by its sliding group alone, as upstream does.
 //
-// Throws InputError (citing vllm.gpu_memory_utilization) when no block fits.
+// Throws InputError citing vllm.gpu_memory_utilization when no block fits or no memory is left,
+// and vllm.max_model_len (with upstream's estimate of the longest length that fits) when the
+// start-up check fails.
 #pragma once
 
 #include <cstdint>
@@ -52,8 +60,8 @@ struct KvCacheLayout {
 inline constexpr int64_t kMaxGpuBlocksPerInstance = int64_t{1} << 24;
 inline constexpr int64_t kMaxGpuBlocksTotal = int64_t{1} << 26;
 
-// Throws InputError (naming the scenario key that sets the count) when no block fits or more
-// than kMaxGpuBlocksPerInstance would.
+// Throws InputError (naming the scenario key that sets the count) when no block fits, when more
+// than kMaxGpuBlocksPerInstance would, or when vLLM's start-up check (step 4 above) fails.
 KvCacheLayout derive_kv_cache_layout(const scenario::Scenario& s, const hw::ModelGeometry& g);
 
 }  // namespace kvtwin::sim::engine

@@ -1,0 +1,118 @@
+#include "sim/engine/kv_cache_layout.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "sim/io/input_error.h"
+#include "sim/scenario/scenario_loader.h"
+#include "tests/support/paths.h"
+
+namespace kvtwin::sim::engine {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+scenario::Scenario shipped(const std::string& name, std::initializer_list<const char*> sets) {
+  scenario::Scenario s = scenario::load_scenario_file(testing::source_path("scenarios/" + name));
+  for (const char* a : sets) scenario::apply_override(&s, a);
+  scenario::validate(s);
+  return s;
+}
+
+KvCacheLayout layout_of(const scenario::Scenario& s) {
+  return derive_kv_cache_layout(s, hw::derive_geometry(s));
+}
+
+// The InputError derive_kv_cache_layout throws, or a failure.
+InputError refusal(const scenario::Scenario& s) {
+  try {
+    layout_of(s);
+  } catch (const InputError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "the layout was derived";
+  return InputError("", 0, "", "");
+}
+
+// The memory left for KV per GPU, as the scenario documents it, computed here from its fields.
+double kv_memory(const scenario::Scenario& s) {
+  return s.gpu.memory_gb * kGiB * s.vllm.gpu_memory_utilization -
+         hw::derive_geometry(s).weight_bytes_per_rank() - s.vllm.activation_reserve_gb * kGiB;
+}
+
+// Llama-3.1-8B (32 full-attention layers, 8 KV heads of 128, bf16) on one H100 with a quarter of
+// its memory: 80 · 0.25 GiB less the weights and the 4-GiB reserve leaves about 2 GiB, while one
+// 131,072-token request needs 32 layers · 8,192 blocks · 16 tokens · 4 KiB = 16 GiB. vLLM refuses
+// to start and estimates the longest model length that fits: the most whole 16-token blocks of all
+// 32 layers that fit, times 16.
+TEST(KvCacheLayout, RefusesAModelLengthTheKvMemoryCannotHoldAndEstimatesTheLongestThatFits) {
+  scenario::Scenario s = shipped("llama31_8b_h100_cpu.toml", {"vllm.gpu_memory_utilization=0.25"});
+  const double per_block = 32.0 * 16 * 2 * 8 * 128 * 2;  // bytes of one block over all layers
+  const double available = kv_memory(s);
+  ASSERT_GT(available, per_block);
+  ASSERT_LT(available, 131072 / 16 * per_block);
+  const long long longest = static_cast<long long>(available / per_block) * 16;
+
+  InputError e = refusal(s);
+  EXPECT_EQ(e.field(), "vllm.max_model_len");
+  const std::string what = e.what();
+  EXPECT_NE(what.find("one request of 131072 tokens needs 16.00 GiB"), std::string::npos) << what;
+  EXPECT_NE(what.find("the longest model length that fits is " + std::to_string(longest) + ")"),
+            std::string::npos)
+      << what;
+
+  // The estimate is exact: it starts; one token more needs one more block and does not.
+  scenario::apply_override(&s, "vllm.max_model_len=" + std::to_string(longest));
+  EXPECT_GE(layout_of(s).num_blocks(), longest / 16);
+  scenario::apply_override(&s, "vllm.max_model_len=" + std::to_string(longest + 1));
+  EXPECT_EQ(refusal(s).field(), "vllm.max_model_len");
+}
+
+// Upstream checks the memory it measured, before num_gpu_blocks_override replaces the count: an
+// override does not make a refused configuration start, and an override smaller than one
+// max_model_len request does not stop a configuration whose memory suffices.
+TEST(KvCacheLayout, TheCheckReadsTheMemoryNotTheBlockOverride) {
+  EXPECT_EQ(refusal(shipped("llama31_8b_h100_cpu.toml",
+                            {"vllm.gpu_memory_utilization=0.25", "vllm.num_gpu_blocks=50000"}))
+                .field(),
+            "vllm.max_model_len");
+  EXPECT_EQ(
+      layout_of(shipped("llama31_8b_h100_cpu.toml", {"vllm.num_gpu_blocks=2048"})).num_blocks(),
+      2048);
+  // With the override and no memory at all left for KV, vLLM stops at the same check.
+  EXPECT_EQ(refusal(shipped("llama31_8b_h100_cpu.toml",
+                            {"vllm.gpu_memory_utilization=0.2", "vllm.num_gpu_blocks=2048"}))
+                .field(),
+            "vllm.gpu_memory_utilization");
+}
+
+// The upstream sizing of hybrid models: group_size · page · the pages of the FIRST group's spec.
+// gpt-oss alternates sliding-window and full layers starting with a sliding one, so its first group
+// is a sliding-window group, which needs cdiv(min(window - 1 + max_num_batched_tokens,
+// max_model_len), 16) + 1 pages whatever max_model_len is: a memory that cannot hold one
+// max_model_len request in the full-attention group still passes. Starting the pattern with the
+// full layer ("FS") makes the same memory refuse.
+TEST(KvCacheLayout, HybridModelsAreCheckedByTheirFirstGroupOnlyAsUpstream) {
+  scenario::Scenario s = shipped("gpt_oss_120b_hybrid.toml", {});
+  const hw::ModelGeometry g = hw::derive_geometry(s);
+  ASSERT_EQ(g.layers.front(), hw::LayerKind::kSliding);
+  const double page = 16.0 * static_cast<double>(g.kv_bytes_per_token_per_layer);
+  const double group_size = 18;  // 18 sliding + 18 full layers: two groups of 18
+  const double sliding_need = group_size * page * ((128 - 1 + 8192 + 15) / 16 + 1);
+  const double full_need = group_size * page * (131072 / 16);
+  // Memory for the sliding group's need and a little more, far below the full group's.
+  const double util =
+      (sliding_need * 1.5 + g.weight_bytes_per_rank() + s.vllm.activation_reserve_gb * kGiB) /
+      (s.gpu.memory_gb * kGiB);
+  scenario::apply_override(&s, "vllm.gpu_memory_utilization=" + std::to_string(util));
+  ASSERT_GT(kv_memory(s), sliding_need);
+  ASSERT_LT(kv_memory(s), full_need);
+  EXPECT_GT(layout_of(s).num_blocks(), 0);
+
+  scenario::apply_override(&s, "model.layer_pattern=\"FS\"");
+  EXPECT_EQ(refusal(s).field(), "vllm.max_model_len");
+}
+
+}  // namespace
+}  // namespace kvtwin::sim::engine
