@@ -12,7 +12,9 @@
 #include <map>
 #include <optional>
 #include <string>
-#include <unordered_map>
+#include <string_view>
+
+#include "model/lmcache/string_table.h"
 
 namespace kvtwin::model::lmcache {
 
@@ -29,50 +31,55 @@ class RemoteKvStore {
     std::optional<RemoteMetadataBytes> metadata;
   };
 
-  void set_kv_bytes(const std::string& key, KvBytes v) { put_kv(entries_[key], v); }
-  void set_metadata(const std::string& key, const RemoteMetadataBytes& m) {
-    entries_[key].metadata = m;
+  void set_kv_bytes(std::string key, KvBytes v) { put_kv(entries_.upsert(std::move(key)), v); }
+  void set_metadata(std::string key, const RemoteMetadataBytes& m) {
+    entries_.upsert(std::move(key)).metadata = m;
   }
   // set_kv_bytes then set_metadata, with one lookup.
   void set_both(std::string key, KvBytes v, const RemoteMetadataBytes& m) {
-    Entry& e = entries_[std::move(key)];
+    Entry& e = entries_.upsert(std::move(key));
     put_kv(e, v);
     e.metadata = m;
   }
-  const KvBytes* kv_bytes(const std::string& key) const {
-    auto it = entries_.find(key);
-    return it == entries_.end() || !it->second.kv_bytes ? nullptr : &*it->second.kv_bytes;
+  // Valid until the next set or delete.
+  const KvBytes* kv_bytes(std::string_view key) const {
+    const Entry* e = entries_.find(key);
+    return e == nullptr || !e->kv_bytes ? nullptr : &*e->kv_bytes;
   }
-  const RemoteMetadataBytes* metadata(const std::string& key) const {
-    auto it = entries_.find(key);
-    return it == entries_.end() || !it->second.metadata ? nullptr : &*it->second.metadata;
+  const RemoteMetadataBytes* metadata(std::string_view key) const {
+    const Entry* e = entries_.find(key);
+    return e == nullptr || !e->metadata ? nullptr : &*e->metadata;
   }
   // DEL of one Redis key; returns how many were deleted (0 or 1).
-  int delete_kv_bytes(const std::string& key) { return erase_part(key, true); }
-  int delete_metadata(const std::string& key) { return erase_part(key, false); }
+  int delete_kv_bytes(std::string_view key) { return erase_part(key, true); }
+  int delete_metadata(std::string_view key) { return erase_part(key, false); }
   // Number of keys holding at least one part.
   size_t size() const { return entries_.size(); }
   // Sum of the lengths of every kv_bytes value held (what the server stores, metadata aside).
   uint64_t kv_bytes_total() const { return kv_bytes_total_; }
   // Key strings in sorted order with their parts: a copy, for dumps and tests (the store itself
-  // is a hash table, so that a server with hundreds of thousands of keys answers in O(1)).
-  std::map<std::string, Entry> entries() const { return {entries_.begin(), entries_.end()}; }
+  // is a hash table, so that a server with millions of keys answers in O(1)).
+  std::map<std::string, Entry> entries() const {
+    std::map<std::string, Entry> out;
+    entries_.for_each([&](std::string_view k, const Entry& e) { out.emplace(k, e); });
+    return out;
+  }
 
  private:
-  int erase_part(const std::string& key, bool kv) {
-    auto it = entries_.find(key);
-    if (it == entries_.end()) return 0;
+  int erase_part(std::string_view key, bool kv) {
+    Entry* e = entries_.find(key);
+    if (e == nullptr) return 0;
     int n = 0;
-    if (kv && it->second.kv_bytes) {
-      kv_bytes_total_ -= it->second.kv_bytes->length;
-      it->second.kv_bytes.reset();
+    if (kv && e->kv_bytes) {
+      kv_bytes_total_ -= e->kv_bytes->length;
+      e->kv_bytes.reset();
       n = 1;
     }
-    if (!kv && it->second.metadata) {
-      it->second.metadata.reset();
+    if (!kv && e->metadata) {
+      e->metadata.reset();
       n = 1;
     }
-    if (!it->second.kv_bytes && !it->second.metadata) entries_.erase(it);
+    if (!e->kv_bytes && !e->metadata) entries_.erase(key);
     return n;
   }
 
@@ -82,7 +89,7 @@ class RemoteKvStore {
     kv_bytes_total_ += v.length;
   }
 
-  std::unordered_map<std::string, Entry> entries_;
+  StringTable<Entry> entries_;
   uint64_t kv_bytes_total_ = 0;  // invariant: the sum of kv_bytes->length over entries_
 };
 
