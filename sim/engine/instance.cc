@@ -32,6 +32,8 @@ SchedulerConfig scheduler_config(const scenario::Scenario& s, const KvCacheLayou
     // vLLM's SchedulerConfig turns both off for encoder-decoder models.
     c.enable_chunked_prefill = false;
     c.long_prefill_token_threshold = 0;
+    c.encoder_compute_budget =
+        std::max<int64_t>(s.vllm.max_num_batched_tokens, s.model.encoder_tokens);
   }
   c.max_model_len = s.vllm.max_model_len;
   c.block_size = layout.attention_block_size;

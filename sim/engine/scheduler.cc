@@ -24,8 +24,9 @@ void Scheduler::schedule(SchedulerOutput* out_ptr) {
   int64_t budget = config_.max_num_batched_tokens;
   stalled_ = nullptr;
   kv_->new_step_starts();
+  int64_t encoder_budget = config_.encoder_compute_budget;
   schedule_running(&out, &budget);
-  if (out.preempted.empty()) schedule_waiting(&out, &budget);
+  if (out.preempted.empty()) schedule_waiting(&out, &budget, &encoder_budget);
   KVTWIN_CHECK_GE(budget, 0);
   KVTWIN_CHECK_LE(static_cast<int64_t>(running_.size()), config_.max_num_seqs);
   for (const ScheduledRequest& s : out.scheduled)
@@ -81,7 +82,8 @@ void Scheduler::schedule_running(SchedulerOutput* out, int64_t* budget) {
   }
 }
 
-void Scheduler::schedule_waiting(SchedulerOutput* out, int64_t* budget) {
+void Scheduler::schedule_waiting(SchedulerOutput* out, int64_t* budget,
+                                 int64_t* encoder_budget) {
   std::vector<EngineRequest*> skipped;  // in encounter order
   auto skip_head = [&] {
     skipped.push_back(waiting_.front());
@@ -134,9 +136,10 @@ void Scheduler::schedule_waiting(SchedulerOutput* out, int64_t* budget) {
       if (!config_.enable_chunked_prefill && n > *budget) break;
       n = std::min(n, *budget);
       KVTWIN_CHECK(n > 0) << "nothing to compute for a waiting request";
-      // Encoder input runs with the first chunk (its budget is the token budget).
+      // Encoder input runs with the first chunk, from the encoder compute budget; when it does
+      // not fit, upstream schedules 0 tokens and the loop ends.
       if (r->num_encoder_tokens > 0 && !r->encoder_done) {
-        if (r->num_encoder_tokens > config_.max_num_batched_tokens) break;
+        if (r->num_encoder_tokens > *encoder_budget) break;
         num_encoder = r->num_encoder_tokens;
       }
     }
@@ -165,6 +168,7 @@ void Scheduler::schedule_waiting(SchedulerOutput* out, int64_t* budget) {
     bool is_new = true;
     out->scheduled.push_back(ScheduledRequest{r, n, num_computed, num_encoder, is_new, {}});
     *budget -= n;
+    *encoder_budget -= num_encoder;
     r->status = RequestStatus::kRunning;
     req.num_computed_tokens = num_computed;
     if (r->num_cached_tokens < 0) r->num_cached_tokens = num_computed;
@@ -201,6 +205,7 @@ void Scheduler::preempt(EngineRequest* r) {
   kv_->free(*r->req);
   r->status = RequestStatus::kPreempted;
   r->req->num_computed_tokens = 0;
+  r->encoder_done = false;  // upstream frees its encoder input and runs the encoder again
   r->req->num_preemptions += 1;
   r->record.preemptions += 1;
   ++num_preemptions_;

@@ -16,6 +16,9 @@
 //          external hits (nullopt → skip; async → allocate with delay_cache_blocks and park it
 //          in WAITING_FOR_REMOTE_KVS);
 //        without chunked prefill a prompt larger than the budget ends the loop;
+//        a request whose encoder has not run (num_computed_tokens == 0: new or preempted) runs it
+//        with its first chunk, from the step's encoder compute budget; when that budget is short
+//        the loop ends;
 //        allocate_slots(n, local hits, external tokens, encoder tokens); failure ends the loop.
 //      Skipped requests go back to the front of the queue in their original order.
 //   3. num_computed_tokens += scheduled tokens for every scheduled request.
@@ -50,6 +53,10 @@ struct SchedulerConfig {
   int64_t max_model_len = 131072;
   int block_size = 16;                     // the attention block size (Mamba split, invalid blocks)
   bool mamba_block_aligned_split = false;  // Mamba layers with mamba_cache_mode "align"
+  // Encoder inputs (encoder-decoder models) one step may run: vLLM's encoder compute budget,
+  // max(max_num_encoder_input_tokens = max_num_batched_tokens, largest encoder input). Encoder
+  // tokens do not use the token budget.
+  int64_t encoder_compute_budget = 0;
 };
 
 struct ScheduledRequest {
@@ -128,7 +135,7 @@ class Scheduler {
 
  private:
   void schedule_running(SchedulerOutput* out, int64_t* budget);
-  void schedule_waiting(SchedulerOutput* out, int64_t* budget);
+  void schedule_waiting(SchedulerOutput* out, int64_t* budget, int64_t* encoder_budget);
   bool update_waiting_for_remote_kv(EngineRequest* r);
   void preempt(EngineRequest* r);
   int64_t mamba_block_aligned_split(const EngineRequest& r, int64_t num_new_tokens,

@@ -194,6 +194,12 @@ void validate_rest(const Scenario& s) {
              {"vllm.max_num_batched_tokens", "vllm.max_model_len", "vllm.enable_chunked_prefill"},
              "without chunked prefill, vllm.max_num_batched_tokens must be >= vllm.max_model_len "
              "(as vLLM requires)");
+  // Encoder-decoder models set disable_chunked_mm_input: vLLM refuses to start when one encoder
+  // input is larger than a step's token budget (compute_mm_encoder_budget).
+  if (encoder_decoder && s.model.encoder_tokens > s.vllm.max_num_batched_tokens)
+    conflict(s, {"vllm.max_num_batched_tokens", "model.encoder_tokens"},
+             "an encoder input must fit one step: vLLM refuses to start when model.encoder_tokens "
+             "> vllm.max_num_batched_tokens for encoder-decoder models");
   if (s.lmcache.enabled) {
     const LmcacheConfig& l = s.lmcache;
     if (l.max_local_cpu_size_gb <= 0)

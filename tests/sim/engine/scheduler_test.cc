@@ -18,9 +18,12 @@ using Ids = std::vector<std::string>;
 
 struct SchedulerRig {
   SchedulerRig(int num_blocks, int block_size, const SchedulerConfig& config, bool caching)
-      : hasher(block_size, vllm::BlockHasher(vllm::HashFn::kSha256Cbor,
-                                             vllm::none_hash(vllm::HashFn::kSha256Cbor, "0"))),
-        kv(options(num_blocks, block_size, caching)),
+      : SchedulerRig(options(num_blocks, block_size, caching), config) {}
+  SchedulerRig(const vllm::KVCacheManagerOptions& kv_options, const SchedulerConfig& config)
+      : hasher(kv_options.hash_block_size,
+               vllm::BlockHasher(vllm::HashFn::kSha256Cbor,
+                                 vllm::none_hash(vllm::HashFn::kSha256Cbor, "0"))),
+        kv(kv_options),
         scheduler(config, &kv, nullptr) {}
 
   static vllm::KVCacheManagerOptions options(int num_blocks, int block_size, bool caching) {
@@ -160,6 +163,80 @@ TEST(Scheduler, AStepThatPreemptsAdmitsNoWaitingRequest) {
   EXPECT_EQ(out3.total_num_scheduled_tokens, 1);
   EXPECT_EQ(x.scheduler.num_running(), 1u);
   EXPECT_EQ(x.kv.block_pool().get_num_free_blocks(), 2);
+}
+
+// An encoder-decoder rig: 4-token blocks; self-attention group "l" and cross-attention group "c"
+// (vLLM's CrossAttentionManager: ceil(encoder tokens / 4) blocks, allocated with the encoder
+// input), prefix caching off, chunked prefill off; each request has 8 encoder tokens.
+struct EncoderDecoderRig : SchedulerRig {
+  static SchedulerConfig config(int64_t encoder_budget) {
+    SchedulerConfig c;
+    c.max_num_batched_tokens = 64;
+    c.enable_chunked_prefill = false;
+    c.max_model_len = 64;
+    c.block_size = 4;
+    c.encoder_compute_budget = encoder_budget;
+    return c;
+  }
+  static vllm::KVCacheManagerOptions options(int num_blocks) {
+    vllm::KVCacheManagerOptions o = SchedulerRig::options(num_blocks, 4, false);
+    vllm::KVCacheSpec cross = o.kv_cache_config.kv_cache_groups[0].kv_cache_spec;
+    cross.kind = vllm::KVCacheSpecKind::kCrossAttention;
+    o.kv_cache_config.kv_cache_groups.push_back({{"c"}, cross});
+    o.max_model_len = 64;
+    return o;
+  }
+  EncoderDecoderRig(int num_blocks, int64_t encoder_budget)
+      : SchedulerRig(options(num_blocks), config(encoder_budget)) {}
+  EngineRequest* add_encdec(const std::string& id, int prompt, int64_t max_tokens, int start) {
+    EngineRequest* r = add(id, prompt, max_tokens, start);
+    r->num_encoder_tokens = 8;
+    return r;
+  }
+  size_t cross_blocks(const EngineRequest* r) { return kv.get_block_ids(r->id()).at(1).size(); }
+};
+
+// Upstream takes each admitted request's encoder input from one per-step encoder compute budget
+// (max(max_num_encoder_input_tokens, largest input)); encoder tokens do not use the token budget.
+// Budget 20, inputs of 8: two requests per step although 64 decoder tokens would admit all five.
+TEST(Scheduler, EncoderInputsShareOneComputeBudgetPerStep) {
+  EncoderDecoderRig x(/*num_blocks=*/64, /*encoder_budget=*/20);
+  for (int i = 0; i < 5; ++i) x.add_encdec("r" + std::to_string(i), 4, 8, 100 * i);
+  const SchedulerOutput& s1 = x.step();
+  EXPECT_EQ(SchedulerRig::ids(s1), (Ids{"r0", "r1"}));
+  for (const ScheduledRequest& s : s1.scheduled) EXPECT_EQ(s.num_encoder_tokens, 8);
+  EXPECT_EQ(s1.total_num_scheduled_tokens, 8);
+  const SchedulerOutput& s2 = x.step();  // r0, r1 decode (no encoder); r2, r3 admitted
+  EXPECT_EQ(SchedulerRig::ids(s2), (Ids{"r0", "r1", "r2", "r3"}));
+  EXPECT_EQ(s2.scheduled[0].num_encoder_tokens, 0);
+  EXPECT_EQ(SchedulerRig::ids(x.step()), (Ids{"r0", "r1", "r2", "r3", "r4"}));
+}
+
+// A preempted encoder-decoder request loses its cross-attention blocks with the rest and restarts
+// at 0 computed tokens, so upstream runs its encoder again and allocates cross-attention blocks
+// anew. Pool of 7 usable blocks; A and B each take 1 self + 2 cross blocks when admitted.
+//   step 1: both admitted (6 blocks); step 2: A's 5th token takes the last block, B's fails and
+//   B preempts itself (5 tokens now: it will need 2 self + 2 cross blocks);
+//   step 3: A samples its 3rd and last token and is freed; B does not fit yet;
+//   step 4: B is re-admitted with its encoder input and 2 cross blocks again.
+TEST(Scheduler, APreemptedEncoderDecoderRequestRunsItsEncoderAgain) {
+  EncoderDecoderRig x(/*num_blocks=*/8, /*encoder_budget=*/64);
+  EngineRequest* a = x.add_encdec("a", 4, /*max_tokens=*/3, 0);
+  EngineRequest* b = x.add_encdec("b", 4, 16, 100);
+  x.step();
+  EXPECT_EQ(x.cross_blocks(a), 2u);
+  EXPECT_EQ(x.cross_blocks(b), 2u);
+  const SchedulerOutput& s2 = x.step();
+  ASSERT_EQ(SchedulerRig::ids(s2.preempted), (Ids{"b"}));
+  EXPECT_EQ(x.cross_blocks(b), 0u);
+  EXPECT_EQ(SchedulerRig::ids(x.step()), (Ids{"a"}));
+  ASSERT_TRUE(a->finished());
+  const SchedulerOutput& s4 = x.step();
+  ASSERT_EQ(SchedulerRig::ids(s4), (Ids{"b"}));
+  EXPECT_TRUE(s4.scheduled[0].is_new);
+  EXPECT_EQ(s4.scheduled[0].num_new_tokens, 5);
+  EXPECT_EQ(s4.scheduled[0].num_encoder_tokens, 8);
+  EXPECT_EQ(x.cross_blocks(b), 2u);
 }
 
 }  // namespace
