@@ -182,7 +182,7 @@ void Cluster::on_done(EngineRequest* r) {
   if (recorder_) recorder_->on_request_done(r->record);
   if (observer_) observer_(r->record);
   ++done_;
-  if (!r->record.rejected) ++finished_;
+  if (!r->record.rejected && !r->record.load_error) ++finished_;
   live_.erase(r->record.index);
   if (progress_ && done_ % 256 == 0) progress_(done_);
 }

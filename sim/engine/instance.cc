@@ -37,6 +37,7 @@ SchedulerConfig scheduler_config(const scenario::Scenario& s, const KvCacheLayou
   }
   c.max_model_len = s.vllm.max_model_len;
   c.block_size = layout.attention_block_size;
+  c.recompute_kv_load_failures = s.vllm.kv_load_failure_policy == "recompute";
   bool has_mamba = s.model.layer_pattern.find('M') != std::string::npos;
   c.mamba_block_aligned_split = has_mamba && s.vllm.mamba_cache_mode == "align";
   return c;
@@ -139,10 +140,12 @@ void Instance::finish_step(const std::set<EngineRequest*>& failed) {
     }
     r->last_token = now;
   }
-  for (EngineRequest* r : outcome.finished) {
-    r->record.finish = now;
-    r->record.output_tokens = r->req->num_output_tokens();
-    ctx_.on_done(r);
+  for (const auto* done : {&outcome.finished, &outcome.errored}) {
+    for (EngineRequest* r : *done) {
+      r->record.finish = now;
+      r->record.output_tokens = r->req->num_output_tokens();
+      ctx_.on_done(r);
+    }
   }
   busy_ = false;
   try_step();  // replaces step_out_: nothing above may be used after this

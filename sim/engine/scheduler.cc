@@ -82,8 +82,7 @@ void Scheduler::schedule_running(SchedulerOutput* out, int64_t* budget) {
   }
 }
 
-void Scheduler::schedule_waiting(SchedulerOutput* out, int64_t* budget,
-                                 int64_t* encoder_budget) {
+void Scheduler::schedule_waiting(SchedulerOutput* out, int64_t* budget, int64_t* encoder_budget) {
   std::vector<EngineRequest*> skipped;  // in encounter order
   auto skip_head = [&] {
     skipped.push_back(waiting_.front());
@@ -251,11 +250,24 @@ void Scheduler::update_from_output(const SchedulerOutput& out, const TokenFn& to
     running_.erase(std::remove_if(running_.begin(), running_.end(),
                                   [](EngineRequest* r) { return r->finished(); }),
                    running_.end());
+  if (config_.recompute_kv_load_failures || skip.empty()) return;
+  // "fail": finish_requests(failed, FINISHED_ERROR) after the stopped requests left.
+  // Running order (the scheduled order, with unscheduled running requests in place), then
+  // waiting order.
+  std::vector<EngineRequest*> failed;
+  for (EngineRequest* r : running_)
+    if (skip.count(r)) failed.push_back(r);
+  for (EngineRequest* r : waiting_)
+    if (skip.count(r)) failed.push_back(r);
+  for (EngineRequest* r : failed) {
+    finish_with_error(r);
+    outcome.errored.push_back(r);
+  }
 }
 
 std::set<EngineRequest*> Scheduler::update_requests_with_invalid_blocks(
     const std::vector<EngineRequest*>& requests, const std::set<model::vllm::BlockId>& invalid,
-    bool sync) {
+    bool sync, std::set<model::vllm::BlockId>* blocks_to_evict) {
   std::set<EngineRequest*> affected;
   std::set<model::vllm::BlockId> marked;
   const int64_t bs = config_.block_size;
@@ -280,6 +292,8 @@ std::set<EngineRequest*> Scheduler::update_requests_with_invalid_blocks(
       int64_t lost = computed - req.num_computed_tokens;
       r->num_external_computed_tokens -= lost;
       r->record.failed_load_tokens += lost;
+      if (blocks_to_evict)
+        blocks_to_evict->insert(blocks.begin() + static_cast<ptrdiff_t>(i), blocks.end());
     }
     if (is_affected) {
       if (!marked_here) req.num_computed_tokens = r->num_cached_tokens;
@@ -294,11 +308,41 @@ std::set<EngineRequest*> Scheduler::handle_invalid_blocks(
   std::vector<EngineRequest*> async_reqs;
   for (EngineRequest* r : waiting_)
     if (r->status == RequestStatus::kWaitingForRemoteKvs) async_reqs.push_back(r);
-  std::set<EngineRequest*> async_failed = update_requests_with_invalid_blocks(async_reqs, invalid,
-                                                                              /*sync=*/false);
-  failed_recving_.insert(async_failed.begin(), async_failed.end());
-  // Recompute policy: the invalid blocks stay cached and are recomputed in place.
-  return update_requests_with_invalid_blocks(running_, invalid, /*sync=*/true);
+  std::set<EngineRequest*> async_failed =
+      update_requests_with_invalid_blocks(async_reqs, invalid, /*sync=*/false, nullptr);
+  std::set<model::vllm::BlockId> to_evict;
+  std::set<EngineRequest*> sync_failed =
+      update_requests_with_invalid_blocks(running_, invalid, /*sync=*/true, &to_evict);
+  if (config_.recompute_kv_load_failures) {
+    // The invalid blocks stay cached and are recomputed in place.
+    failed_recving_.insert(async_failed.begin(), async_failed.end());
+    return sync_failed;
+  }
+  // "fail": the failed blocks and those after them leave the prefix cache (others may share
+  // them, and their content is wrong); every affected request ends with an error.
+  if (!to_evict.empty()) {
+    std::vector<model::vllm::BlockId> ids(to_evict.begin(), to_evict.end());
+    kv_->evict_blocks(ids);
+  }
+  sync_failed.insert(async_failed.begin(), async_failed.end());
+  return sync_failed;
+}
+
+void Scheduler::finish_with_error(EngineRequest* r) {
+  if (r->status == RequestStatus::kRunning) {
+    running_.erase(std::find(running_.begin(), running_.end(), r));
+  } else {
+    auto it = std::find(waiting_.begin(), waiting_.end(), r);
+    KVTWIN_CHECK(it != waiting_.end())
+        << "request " << r->id() << " is neither running nor waiting";
+    waiting_.erase(it);
+  }
+  if (connector_) connector_->request_finished(*r);
+  kv_->free(*r->req);
+  failed_recving_.erase(r);
+  finished_recving_.erase(r);
+  r->status = RequestStatus::kFinished;
+  r->record.load_error = true;
 }
 
 void Scheduler::abort_waiting(EngineRequest* r) {

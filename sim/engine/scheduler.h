@@ -26,6 +26,10 @@
 // update_from_output() — after the forward pass: every scheduled request that is not still in a
 // prefill chunk samples one token (appended to its vLLM Request, which hashes completed blocks);
 // it stops at max_tokens or max_model_len, and a stopped request is freed (connector first).
+// Requests whose KV connector load failed sample nothing: under kv_load_failure_policy
+// "recompute" they recompute the lost tokens; under "fail" (vLLM v0.17's default) their failed
+// blocks and every later one leave the prefix cache and they end with an error (FINISHED_ERROR)
+// once the step's stopped requests are freed.
 //
 // Not modelled: speculative decoding, LoRA limits, structured output, pipeline parallelism,
 // async scheduling, priorities (FCFS only), streaming input.
@@ -57,6 +61,8 @@ struct SchedulerConfig {
   // max(max_num_encoder_input_tokens = max_num_batched_tokens, largest encoder input). Encoder
   // tokens do not use the token budget.
   int64_t encoder_compute_budget = 0;
+  // kv_load_failure_policy: true = "recompute", false = "fail" (vLLM v0.17's default).
+  bool recompute_kv_load_failures = false;
 };
 
 struct ScheduledRequest {
@@ -99,22 +105,29 @@ class Scheduler {
   struct StepOutcome {
     std::vector<EngineRequest*> sampled;   // produced a token this step
     std::vector<EngineRequest*> finished;  // stopped and freed (a subset of sampled)
+    // Ended with an error by a failed KV load (policy "fail"; record.load_error), freed.
+    std::vector<EngineRequest*> errored;
     // Back to a fresh outcome, keeping the vectors' capacity.
     void clear() {
       sampled.clear();
       finished.clear();
+      errored.clear();
     }
   };
-  // `skip`: requests whose loads failed this step (they sample nothing and recompute).
-  // *outcome is cleared first (its vectors' capacity is reused).
+  // `skip`: requests whose loads failed this step (handle_invalid_blocks' result): they sample
+  // nothing; under "recompute" they recompute, under "fail" they end with an error after the
+  // step's other requests (FINISHED_ERROR: connector told, blocks freed), in running order and
+  // then waiting order (upstream iterates a set of ids). *outcome is cleared first.
   void update_from_output(const SchedulerOutput& out, const TokenFn& token,
                           const std::set<EngineRequest*>& skip, StepOutcome* outcome);
 
   // KV connector feedback (vLLM's finished_recving / invalid block ids).
   void finish_recving(EngineRequest* r) { finished_recving_.insert(r); }
   // Requests whose externally loaded blocks failed: num_computed_tokens drops to the first
-  // failed block (sync loads: running requests; async: waiting ones). Returns the running
-  // requests affected (to skip in update_from_output).
+  // failed block (sync loads: running requests; async: waiting ones). Under "fail" the first
+  // failed block of each sync request and every later block of it are evicted from the prefix
+  // cache, and the async requests affected are returned too. Returns the requests to skip (and,
+  // under "fail", to end) in update_from_output.
   std::set<EngineRequest*> handle_invalid_blocks(const std::set<model::vllm::BlockId>& invalid);
 
   // Removes a waiting request that can never be scheduled (larger than the whole pool) and marks
@@ -140,9 +153,11 @@ class Scheduler {
   void preempt(EngineRequest* r);
   int64_t mamba_block_aligned_split(const EngineRequest& r, int64_t num_new_tokens,
                                     int64_t num_new_local_computed) const;
+  // blocks_to_evict (sync loads): each affected request's first failed block and later ones.
   std::set<EngineRequest*> update_requests_with_invalid_blocks(
       const std::vector<EngineRequest*>& requests, const std::set<model::vllm::BlockId>& invalid,
-      bool sync);
+      bool sync, std::set<model::vllm::BlockId>* blocks_to_evict);
+  void finish_with_error(EngineRequest* r);
 
   SchedulerConfig config_;
   model::vllm::KVCacheManager* kv_;

@@ -78,7 +78,8 @@ RunRecorder::RunRecorder(const scenario::Scenario& s, std::string trace_name, st
   std::fputs(
       "index,instance,arrival_s,first_scheduled_s,first_token_s,finish_s,ttft_ms,tpot_ms,e2e_ms,"
       "prompt_tokens,output_tokens,gpu_hit_tokens,lmcache_hit_tokens,cpu_loaded_tokens,"
-      "disk_loaded_tokens,remote_loaded_tokens,failed_load_tokens,preemptions,rejected\n",
+      "disk_loaded_tokens,remote_loaded_tokens,failed_load_tokens,preemptions,rejected,load_"
+      "error\n",
       requests_csv_);
   timeseries_csv_ = create(out_dir_ + "/timeseries.csv");
   std::fputs(
@@ -108,6 +109,10 @@ void RunRecorder::on_request_done(const RequestRecord& r) {
   double ttft = -1, tpot = -1, e2e = -1;
   if (r.rejected) {
     ++summary_.rejected;
+  } else if (r.load_error) {
+    ++summary_.failed;
+    summary_.failed_load_tokens += static_cast<uint64_t>(r.failed_load_tokens);
+    summary_.preemptions += static_cast<uint64_t>(r.preemptions);
   } else {
     ++summary_.finished;
     last_finish_ = std::max(last_finish_, r.finish);
@@ -130,16 +135,17 @@ void RunRecorder::on_request_done(const RequestRecord& r) {
     if (ttft <= scenario_.slo.ttft_ms && (tpot < 0 || tpot <= scenario_.slo.tpot_ms)) ++slo_ok_;
   }
   if (!requests_csv_) return;
-  std::string row =
-      std::to_string(r.index) + "," + std::to_string(r.instance) + "," + secs(r.arrival) + "," +
-      secs(r.first_scheduled) + "," + secs(r.first_token) + "," + secs(r.finish) + "," +
-      (ttft < 0 ? "" : fixed(ttft, 3)) + "," + (tpot < 0 ? "" : fixed(tpot, 3)) + "," +
-      (e2e < 0 ? "" : fixed(e2e, 3)) + "," + std::to_string(r.prompt_tokens) + "," +
-      std::to_string(r.output_tokens) + "," + std::to_string(r.gpu_hit_tokens) + "," +
-      std::to_string(r.lmcache_hit_tokens) + "," + std::to_string(r.loaded_tokens[kTierCpu]) + "," +
-      std::to_string(r.loaded_tokens[kTierDisk]) + "," +
-      std::to_string(r.loaded_tokens[kTierRemote]) + "," + std::to_string(r.failed_load_tokens) +
-      "," + std::to_string(r.preemptions) + "," + (r.rejected ? "1" : "0") + "\n";
+  std::string row = std::to_string(r.index) + "," + std::to_string(r.instance) + "," +
+                    secs(r.arrival) + "," + secs(r.first_scheduled) + "," + secs(r.first_token) +
+                    "," + secs(r.finish) + "," + (ttft < 0 ? "" : fixed(ttft, 3)) + "," +
+                    (tpot < 0 ? "" : fixed(tpot, 3)) + "," + (e2e < 0 ? "" : fixed(e2e, 3)) + "," +
+                    std::to_string(r.prompt_tokens) + "," + std::to_string(r.output_tokens) + "," +
+                    std::to_string(r.gpu_hit_tokens) + "," + std::to_string(r.lmcache_hit_tokens) +
+                    "," + std::to_string(r.loaded_tokens[kTierCpu]) + "," +
+                    std::to_string(r.loaded_tokens[kTierDisk]) + "," +
+                    std::to_string(r.loaded_tokens[kTierRemote]) + "," +
+                    std::to_string(r.failed_load_tokens) + "," + std::to_string(r.preemptions) +
+                    "," + (r.rejected ? "1" : "0") + "," + (r.load_error ? "1" : "0") + "\n";
   std::fwrite(row.data(), 1, row.size(), requests_csv_);
 }
 
@@ -261,6 +267,7 @@ std::string RunRecorder::summary_json(const Summary& s) {
   j.field("total", s.requests);
   j.field("finished", s.finished);
   j.field("rejected", s.rejected);
+  j.field("failed", s.failed);
   j.end_object();
   j.field("duration_s", s.duration_s);
   j.key("throughput");
@@ -364,9 +371,11 @@ std::string RunRecorder::screen(const Summary& s) {
   line("kvtwin run: %s  (%d instance%s)\n", s.scenario_name.c_str(), s.instances,
        s.instances == 1 ? "" : "s");
   line("trace       %s\n", s.trace.c_str());
-  line("requests    %llu finished, %llu rejected, over %.1f s simulated\n",
-       static_cast<unsigned long long>(s.finished), static_cast<unsigned long long>(s.rejected),
-       s.duration_s);
+  line(
+      "requests    %llu finished, %llu rejected, %llu failed (KV load errors), over %.1f s "
+      "simulated\n",
+      static_cast<unsigned long long>(s.finished), static_cast<unsigned long long>(s.rejected),
+      static_cast<unsigned long long>(s.failed), s.duration_s);
   line("throughput  %.2f req/s, %.0f input tok/s, %.0f output tok/s\n", s.request_throughput,
        s.input_token_throughput, s.output_token_throughput);
   line("goodput     %.2f req/s (%.1f%% meet the SLOs)\n", s.goodput, 100 * s.slo_attainment);

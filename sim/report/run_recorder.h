@@ -54,8 +54,9 @@ struct RequestRecord {
   std::array<int64_t, kNumTiers> loaded_tokens{};  // tokens loaded per tier
   int64_t failed_load_tokens = 0;                  // tokens whose load failed and were recomputed
   int64_t preemptions = 0;
-  bool rejected = false;  // never finished: prompt too long for max_model_len, or its tokens
-                          // need more blocks than the whole GPU pool
+  bool rejected = false;    // never finished: prompt too long for max_model_len, or its tokens
+                            // need more blocks than the whole GPU pool
+  bool load_error = false;  // ended with an error by a failed KV load (policy "fail")
 };
 
 // A snapshot of the cluster at one instant (sums over instances unless noted).
@@ -82,6 +83,7 @@ struct Summary {
   uint64_t requests = 0;
   uint64_t finished = 0;
   uint64_t rejected = 0;
+  uint64_t failed = 0;            // load_error
   double duration_s = 0;          // first arrival to last completion
   double request_throughput = 0;  // finished / duration
   double input_token_throughput = 0;

@@ -88,6 +88,9 @@ struct VllmConfig {
   int64_t max_model_len = 131072;
   std::string prefix_caching_hash_algo = "sha256";
   std::string mamba_cache_mode = "none";  // none | align | all (Mamba state prefix caching)
+  // KV connector loads that fail (kv_transfer_config.kv_load_failure_policy): "fail" (vLLM
+  // v0.17's default) ends the request with an error; "recompute" recomputes the lost tokens.
+  std::string kv_load_failure_policy = "fail";
 };
 
 struct LmcacheConfig {

@@ -216,6 +216,10 @@ std::vector<FieldSpec> make_fields() {
   f.push_back(text("vllm.mamba_cache_mode", &S::vllm, &VllmConfig::mamba_cache_mode,
                    {"none", "align", "all"},
                    "prefix caching of Mamba states: none, align (block-aligned chunks), all"));
+  f.push_back(text("vllm.kv_load_failure_policy", &S::vllm, &VllmConfig::kv_load_failure_policy,
+                   {"fail", "recompute"},
+                   "a failed KV connector load: fail (end the request with an error, vLLM's "
+                   "default) or recompute the lost tokens"));
   // [lmcache]
   f.push_back(
       boolean("lmcache.enabled", &S::lmcache, &LmcacheConfig::enabled, "LMCache connector on"));

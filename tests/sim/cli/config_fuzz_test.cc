@@ -5,7 +5,7 @@
 // MLA and encoder-decoder models with prefix caching, chunked prefill and budgets varied) over the
 // shipped 10-minute Mooncake example trace. Every case must:
 //   finish (exit 0) within 60 s — no hang, no stall, no abort;
-//   account for every request (finished + rejected = total);
+//   account for every request (finished + rejected + failed = total);
 //   with prefix caching off, report no GPU prefix hits;
 //   with LMCache's quirks fixed, load no chunk holding another chunk's KV;
 // and every fourth case runs twice and must write byte-identical outputs.
@@ -61,9 +61,10 @@ void run_case(const std::string& scenario, const Sets& sets, bool twice, const s
   ASSERT_FALSE(summary.empty()) << what;
   const double total = json_number(summary, "requests", "total");
   EXPECT_GT(total, 0) << what;
-  EXPECT_EQ(
-      json_number(summary, "requests", "finished") + json_number(summary, "requests", "rejected"),
-      total)
+  EXPECT_EQ(json_number(summary, "requests", "finished") +
+                json_number(summary, "requests", "rejected") +
+                json_number(summary, "requests", "failed"),
+            total)
       << what << "\n"
       << replay;
   if (value_of(sets, "vllm.enable_prefix_caching") == "false") {

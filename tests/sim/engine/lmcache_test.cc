@@ -85,29 +85,65 @@ TEST(LmcacheEngine, MlaLoadsWaitForRankZerosBroadcast) {
 }
 
 // A's chunks reach the shared remote store from instance 0; C (same prompt) lands on instance 1,
-// where only the remote tier has them. Every remote GET fails: the 1023 external tokens are
-// recomputed and C still completes. (Failures are injected by deleting the remote copy of each
-// pinned chunk before the GET, so LMCache's own partial-retrieve path reports the missing
-// blocks.)
-TEST(LmcacheEngine, FailedRemoteLoadsAreRecomputed) {
+// where only the remote tier has them, and every remote GET fails. (Failures are injected by
+// deleting the remote copy of each pinned chunk before the GET, so LMCache's own partial-retrieve
+// path reports the missing blocks.) B (another prompt) then runs on instance 0 and D (A's prompt
+// again) on instance 1, after C.
+//   recompute: C's 1023 external tokens are recomputed and C completes; its blocks stay cached,
+//              so D hits 63 blocks (1008 tokens) on the GPU.
+//   fail (vLLM's default): C ends with an error after the failed step (no token), and C's blocks
+//              leave the prefix cache: D finds nothing on the GPU (nor in Redis: the injected
+//              faults deleted C's keys) and computes its prompt.
+TEST(LmcacheEngine, FailedRemoteLoadsEndTheRequestOrAreRecomputedByPolicy) {
+  const char* trace =
+      "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
+      "0,1024,2,512,1 2\n"
+      "10,1024,2,512,1 2\n"
+      "20,1024,2,512,3 4\n"
+      "30,1024,2,512,1 2\n";
   std::vector<std::string> base = {"cluster.instances=2", "cluster.router=round_robin",
                                    "lmcache.remote=true"};
   Result ok = run(scenario_with(base), kSharedPrompt);
   EXPECT_EQ(ok.records.at(1).lmcache_hit_tokens, 1023);
   EXPECT_EQ(ok.records.at(1).loaded_tokens[report::kTierRemote], 1024);
   EXPECT_EQ(ok.records.at(1).failed_load_tokens, 0);
+  EXPECT_GT(ok.summary.link_bytes.at("remote_tx"), 0.0);
   base.push_back("links.remote_get_failure_rate=1");
-  Result bad = run(scenario_with(base), kSharedPrompt);
-  const auto& c = bad.records.at(1);
+
+  std::vector<std::string> recompute = base;
+  recompute.push_back("vllm.kv_load_failure_policy=recompute");
+  Result rec = run(scenario_with(recompute), trace);
+  const auto& c = rec.records.at(1);
   EXPECT_EQ(c.lmcache_hit_tokens, 1023);
   EXPECT_EQ(c.loaded_tokens[report::kTierRemote], 0);
   EXPECT_EQ(c.failed_load_tokens, 1023);
   EXPECT_EQ(c.output_tokens, 2);
+  EXPECT_FALSE(c.load_error);
   // The failed step still runs its one scheduled token (1001 µs); the recompute of all 1024
   // tokens follows (2024 µs) before the first token.
   EXPECT_GE(c.first_token - c.arrival, 1'001'000 + 2'024'000);
-  EXPECT_DOUBLE_EQ(bad.summary.link_bytes.at("remote_tx"), 0.0);  // no GET moved bytes
-  EXPECT_GT(ok.summary.link_bytes.at("remote_tx"), 0.0);
+  EXPECT_DOUBLE_EQ(rec.summary.link_bytes.at("remote_tx"), 0.0);  // no GET moved bytes
+  EXPECT_EQ(rec.records.at(3).gpu_hit_tokens, 1008);
+  EXPECT_EQ(rec.records.at(3).output_tokens, 2);
+  EXPECT_EQ(rec.summary.finished, 4u);
+  EXPECT_EQ(rec.summary.failed, 0u);
+
+  Result fail = run(scenario_with(base), trace);  // the default policy
+  const auto& cf = fail.records.at(1);
+  EXPECT_TRUE(cf.load_error);
+  EXPECT_EQ(cf.failed_load_tokens, 1023);
+  EXPECT_EQ(cf.output_tokens, 0);
+  EXPECT_LT(cf.first_token, 0);
+  EXPECT_GE(cf.finish - cf.arrival, 1'001'000);
+  EXPECT_LT(cf.finish - cf.arrival, 1'001'000 + 2'024'000);
+  const auto& d = fail.records.at(3);
+  EXPECT_EQ(d.gpu_hit_tokens, 0);
+  EXPECT_EQ(d.lmcache_hit_tokens, 0);
+  EXPECT_FALSE(d.load_error);
+  EXPECT_EQ(d.output_tokens, 2);
+  EXPECT_EQ(fail.summary.finished, 3u);
+  EXPECT_EQ(fail.summary.failed, 1u);
+  EXPECT_EQ(fail.summary.failed_load_tokens, 1023u);
 }
 
 // LMCache models rank 0 of an instance; every rank fetches its own slice of each chunk, so the

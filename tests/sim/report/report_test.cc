@@ -129,10 +129,19 @@ TEST(RunRecorder, SummaryFollowsTheRecordsAndTheSlos) {
   rejected.prompt_tokens = 100;
   rejected.rejected = true;
   rec.on_request_done(rejected);
+  // Ended by a failed KV load (no token, 64 tokens lost): counted apart, out of every latency.
+  RequestRecord failed = record(3, 0, -1, 1'500'000'000, 0);
+  failed.load_error = true;
+  failed.failed_load_tokens = 64;
+  rec.on_request_done(failed);
   const Summary& sum = rec.finish(2'000'000'000);
-  EXPECT_EQ(sum.requests, 3u);
+  EXPECT_EQ(sum.requests, 4u);
   EXPECT_EQ(sum.finished, 2u);
   EXPECT_EQ(sum.rejected, 1u);
+  EXPECT_EQ(sum.failed, 1u);
+  EXPECT_EQ(sum.failed_load_tokens, 64u);
+  EXPECT_EQ(sum.ttft.count, 2u);
+  EXPECT_EQ(sum.e2e.count, 2u);
   EXPECT_DOUBLE_EQ(sum.duration_s, 1.2);
   EXPECT_DOUBLE_EQ(sum.ttft.p50, 50);
   EXPECT_DOUBLE_EQ(sum.ttft.max, 200);
@@ -140,8 +149,12 @@ TEST(RunRecorder, SummaryFollowsTheRecordsAndTheSlos) {
   EXPECT_DOUBLE_EQ(sum.tpot.mean, 10);
   EXPECT_DOUBLE_EQ(sum.slo_attainment, 0.5);
   EXPECT_DOUBLE_EQ(sum.goodput, 1 / 1.2);
-  EXPECT_DOUBLE_EQ(sum.gpu_hit_rate, 80.0 / 300.0);  // hits of finished / all prompt tokens
+  EXPECT_DOUBLE_EQ(sum.gpu_hit_rate, 80.0 / 400.0);  // hits of finished / all prompt tokens
   std::string csv = slurp(dir + "/requests.csv");
+  EXPECT_NE(csv.find(",preemptions,rejected,load_error\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("\n3,0,0.000000,0.000000,,1.500000,,,,100,0,40,0,0,0,0,64,0,0,1\n"),
+            std::string::npos)
+      << csv;
   EXPECT_NE(csv.find("\n0,0,0.000000,0.000000,0.050000,0.250000,50.000,10.000,250.000,100,21,40,"),
             std::string::npos);
   EXPECT_NE(slurp(dir + "/summary.json").find("\"slo_attainment\": 0.5"), std::string::npos);
