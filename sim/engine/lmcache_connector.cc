@@ -335,9 +335,8 @@ void LmcacheConnector::fail_whole_load(const lm::ReqMeta& m) {
 
 void LmcacheConnector::load_bulk() {
   // One retrieve per request (upstream's loop over the metadata), so the tiers that served each
-  // request can be attributed to it.
-  std::map<int, uint64_t> by_tier;
-  uint64_t to_gpu = 0;
+  // request can be attributed to it, and its stages charged in upstream's order.
+  auto stages = std::make_shared<std::vector<LoadStage>>();
   for (const lm::ReqMeta& m : meta_.requests) {
     if (!m.load_spec) continue;
     lm::ConnectorMetadata one;
@@ -357,15 +356,23 @@ void LmcacheConnector::load_bulk() {
     engine_->end_of_operation();
     auto it = requests_.find(m.req_id);
     EngineRequest* live = it != requests_.end() ? it->second.live : nullptr;
+    uint64_t from_disk = 0, from_remote = 0, to_gpu = 0;
     for (const lm::LoadedChunk& c : log.loaded) {
       int t = tier_of(c.location);
       int64_t tokens = c.end - c.start;
       uint64_t b = object_bytes(tokens);
       stats_.loaded_tokens[t] += static_cast<uint64_t>(tokens);
       if (live != nullptr) live->record.loaded_tokens[t] += tokens;
-      if (t != report::kTierCpu && !c.prefetched) by_tier[t] += b;
+      if (t == report::kTierDisk && !c.prefetched) from_disk += b;
+      if (t == report::kTierRemote && !c.prefetched) from_remote += b;
       if (c.bad) ++stats_.wrong_kv_chunks;
       to_gpu += b;
+    }
+    if (from_disk > 0) stages->push_back({LoadStage::kFetchDisk, from_disk});
+    if (from_remote > 0) stages->push_back({LoadStage::kFetchRemote, from_remote});
+    if (to_gpu > 0) {
+      if (broadcast_ns(to_gpu) > 0) stages->push_back({LoadStage::kBroadcast, to_gpu});
+      stages->push_back({LoadStage::kToGpu, to_gpu});
     }
   }
   auto invalid = worker_adapter_->get_block_ids_with_load_errors();
@@ -374,18 +381,32 @@ void LmcacheConnector::load_bulk() {
     failed_ = instance_->scheduler().handle_invalid_blocks(invalid_);
     invalid_.clear();
   }
-  if (to_gpu == 0) {
+  run_load_stages(std::move(stages), 0);
+}
+
+void LmcacheConnector::run_load_stages(std::shared_ptr<const std::vector<LoadStage>> stages,
+                                       size_t next) {
+  if (next == stages->size()) {
     fire_ready();
     return;
   }
-  start_fetches(by_tier, to_gpu, [this, to_gpu] {
-    const SimDuration b = broadcast_ns(to_gpu);
-    if (b == 0) {
-      fire_ready();
-      return;
-    }
-    ctx_.sim->schedule_after(b, [this] { fire_ready(); });
-  });
+  const LoadStage& st = (*stages)[next];
+  auto then = [this, stages, next] { run_load_stages(stages, next + 1); };
+  if (st.kind == LoadStage::kBroadcast) {
+    ctx_.sim->schedule_after(broadcast_ns(st.bytes), then);
+    return;
+  }
+  Transfer t{Location::kCpu, Location::kGpu, ctx_.instance, "retrieve", {}};
+  if (st.kind == LoadStage::kToGpu) {
+    t.objects.push_back(KvObject{"loaded chunks", st.bytes, -1, {}});
+  } else {
+    t.src = st.kind == LoadStage::kFetchDisk ? Location::kDisk : Location::kRemote;
+    t.dst = Location::kCpu;
+    t.kind = "fetch";
+    t.objects.push_back(
+        KvObject{"fetched chunks", st.bytes * static_cast<uint64_t>(tier_ranks()), -1, {}});
+  }
+  ctx_.mover->start(std::move(t), [then](const TransferResult&) { then(); });
 }
 
 void LmcacheConnector::fire_ready() {
@@ -396,7 +417,8 @@ void LmcacheConnector::fire_done() {
   std::exchange(step_done_, nullptr)(failed_);
 }
 
-// Tier → CPU fetches (disk and remote in parallel), then one CPU → GPU copy of everything.
+// Layerwise loads: tier → CPU fetches (disk and remote in parallel), then one CPU → GPU copy of
+// everything (the per-layer pipeline overlaps them with the layers).
 void LmcacheConnector::start_fetches(const std::map<int, uint64_t>& bytes_by_tier,
                                      uint64_t to_gpu_bytes, std::function<void()> done) {
   auto h2d = [this, to_gpu_bytes, done = std::move(done)] {

@@ -14,11 +14,13 @@
 //
 // Per step, bulk mode (use_layerwise = false), as vLLM's model runner calls the connector:
 //
-//   begin_step   start_load_kv: per request with a LoadSpec, retrieve (chunk-granular) →
-//                  disk/remote chunks: tier → CPU transfers (in parallel), then one CPU → GPU
-//                  transfer of every loaded chunk (then, MLA save_only_first_rank, rank 0's
-//                  broadcast); the forward pass waits for it;
-//                load errors → Scheduler::handle_invalid_blocks (recompute those tokens)
+//   begin_step   start_load_kv: per request with a LoadSpec, in metadata order, retrieve
+//                  (chunk-granular): its disk chunks → CPU, then its remote chunks → CPU (one
+//                  tier after the other, as get_block_mapping orders them), then (MLA
+//                  save_only_first_rank) rank 0's broadcast, then one CPU → GPU transfer of its
+//                  chunks; the next request's retrieve starts after that; the forward pass waits
+//                  for the last;
+//                load errors → Scheduler::handle_invalid_blocks (kv_load_failure_policy)
 //   forward      step model time
 //   end_step     wait_for_save: store → one GPU → CPU transfer of the stored chunks (blocks the
 //                  step, as LMCache's synchronous copy does); the disk / remote writes it queued
@@ -134,6 +136,15 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
                    int64_t num_computed_tokens);
   // Bulk mode: every load of the step, then fire_ready().
   void load_bulk();
+  // One stage of a bulk load. Upstream's start_load_kv retrieves request after request; each
+  // retrieve reads its chunks tier after tier (disk, then remote: get_block_mapping's backend
+  // order; the CPU tier needs no read), then rank 0 broadcasts them (MLA save_only_first_rank),
+  // then they are copied to the GPU — each stage waiting for the one before.
+  struct LoadStage {
+    enum Kind { kFetchDisk, kFetchRemote, kBroadcast, kToGpu } kind;
+    uint64_t bytes;  // per rank that holds tiers (fetches), or per GPU
+  };
+  void run_load_stages(std::shared_ptr<const std::vector<LoadStage>> stages, size_t next);
   void start_fetches(const std::map<int, uint64_t>& bytes_by_tier, uint64_t to_gpu_bytes,
                      std::function<void()> done);
   void start_writes();

@@ -61,6 +61,37 @@ TEST(LmcacheEngine, CpuTierServesWhatTheGpuEvicted) {
   EXPECT_DOUBLE_EQ(r.summary.link_bytes.at("pcie_d2h"), 8 * 33'554'432.0);
 }
 
+// Upstream's start_load_kv retrieves request after request, each retrieve waiting for its own
+// copy to the GPU. C and D (A's prompt again) arrive while B's step runs, so the next step, which
+// starts when B is done, admits both. C hits 35 GPU blocks and loads chunks 2 and 3 (64 MiB) from
+// the CPU tier. vLLM caches C's blocks when it allocates them, loads included, so D, admitted
+// next in the same step, hits 63 blocks (1008 tokens) and loads chunk 3 alone (32 MiB). The two
+// copies run one after the other (one PCIe latency each), then the forward pass of their 2
+// tokens (1002 µs).
+TEST(LmcacheEngine, LoadsOfOneStepRunRequestAfterRequest) {
+  const char* trace =
+      "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
+      "0,1024,1,512,1 2\n"
+      "10,1024,1,512,3 4\n"
+      "10.001,1024,1,512,1 2\n"
+      "10.001,1024,1,512,1 2\n";
+  Result r = run(scenario_with({}), trace);
+  auto copy = [](int64_t bytes) {
+    return (bytes * 1'000'000'000 + 35'000'000'000 - 1) / 35'000'000'000 + 10'000;
+  };
+  const SimTime b_done = r.records.at(1).finish;
+  ASSERT_GT(b_done, r.records.at(2).arrival);
+  const auto& c = r.records.at(2);
+  const auto& d = r.records.at(3);
+  EXPECT_EQ(c.gpu_hit_tokens, 560);
+  EXPECT_EQ(c.loaded_tokens[report::kTierCpu], 512);
+  EXPECT_EQ(d.gpu_hit_tokens, 1008);
+  EXPECT_EQ(d.loaded_tokens[report::kTierCpu], 256);
+  EXPECT_EQ(c.first_token, b_done + copy(67'108'864) + copy(33'554'432) + 1'002'000);
+  EXPECT_EQ(d.first_token, c.first_token);
+  EXPECT_DOUBLE_EQ(r.summary.link_bytes.at("pcie_h2d"), 3 * 33'554'432.0);
+}
+
 // The same with MLA at TP 2 (36 KiB per token: chunks 2 and 3 are 512 × 36,864 = 18,874,368
 // bytes). Under save_only_first_rank rank 0 loads them and broadcasts them to rank 1 before the
 // forward pass: 18,874,368 B / 300 GB/s = 62,914.56 → 62,915 ns, plus the 8 µs latency.
