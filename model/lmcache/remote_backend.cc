@@ -96,6 +96,7 @@ CacheEngineKey RemoteBackend::remote_key(const CacheEngineKey& key) const {
 }
 
 bool RemoteBackend::contains(const CacheEngineKey& key, bool /*pin*/) {
+  ++exists_calls_;
   bool exists = store_->metadata(remote_key(key).to_string()) != nullptr;
   last_result_.reset();  // the EXISTS job's result replaces the executor's last one
   return exists;

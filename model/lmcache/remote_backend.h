@@ -58,6 +58,8 @@ class RemoteBackend final : public StorageBackendInterface {
 
   std::string_view name() const override { return "RemoteBackend"; }
   bool contains(const CacheEngineKey& key, bool pin) override;
+  // EXISTS round trips so far (each contains(): one blocking call to the server).
+  uint64_t exists_calls() const { return exists_calls_; }
   bool exists_in_put_tasks(const CacheEngineKey&) const override { return false; }
   void batched_submit_put_task(std::span<const CacheEngineKey> keys,
                                std::span<const PyRef> objs) override;
@@ -110,6 +112,7 @@ class RemoteBackend final : public StorageBackendInterface {
   bool mla_worker_id_as0_mode_;
   StorageEvents* events_;
   uint64_t* next_job_id_;
+  uint64_t exists_calls_ = 0;
   Quirks quirks_;
   std::deque<PutJob> pending_;  // in id order (first_job_at_or_after)
   PyRef last_result_;

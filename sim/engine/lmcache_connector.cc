@@ -133,11 +133,19 @@ std::optional<KvConnector::Match> LmcacheConnector::get_num_new_matched_tokens(
   const SimTime now = ctx_.sim->now();
   const uint64_t timeouts = lookup_client_->num_timeouts();
   const bool was_pending = lookup_client_->is_pending(r.id());
+  const lm::RemoteBackend* remote = engine_->storage_manager().remote();
+  const uint64_t exists_before = remote ? remote->exists_calls() : 0;
   auto result = scheduler_adapter_->get_num_new_matched_tokens(*st.mirror, num_local_computed, now);
   engine_->end_of_operation();
+  if (sleeps_at_ != now) sleep_ns_ = 0;
+  sleeps_at_ = now;
+  if (!prefetch_ && remote) {
+    // A synchronous lookup blocks the scheduler: each EXISTS is one round trip to the server
+    // (every rank asks its own, in parallel).
+    sleep_ns_ += static_cast<SimDuration>(remote->exists_calls() - exists_before) *
+                 from_seconds(s_.links.network_latency_us * 1e-6);
+  }
   if (prefetch_) {
-    if (sleeps_at_ != now) sleep_ns_ = 0;
-    sleeps_at_ = now;
     sleep_ns_ +=
         lookup_client_->take_backoff_sleeps() * from_seconds(config_.lookup_backoff_time_s);
     stats_.async_lookup_timeouts += lookup_client_->num_timeouts() - timeouts;
@@ -252,10 +260,10 @@ void LmcacheConnector::begin_step(const SchedulerOutput& /*out*/, const hw::Step
   failed_.clear();
   per_layer_ns_ = compute.per_layer_ns;
   inject_remote_faults();
+  // What this step's schedule() spent in lookups (Redis round trips, backoff sleeps) delays it.
+  step_sleep_ = sleeps_at_ == ctx_.sim->now() ? sleep_ns_ : 0;
+  sleep_ns_ = 0;
   if (!config_.use_layerwise) {
-    // The scheduler's backoff sleeps in this step's schedule() delay the step.
-    step_sleep_ = sleeps_at_ == ctx_.sim->now() ? sleep_ns_ : 0;
-    sleep_ns_ = 0;
     step_ready_ = std::move(ready);
     load_bulk();
     return;
@@ -318,7 +326,7 @@ void LmcacheConnector::begin_step(const SchedulerOutput& /*out*/, const hw::Step
       });
     });
   }
-  ready(0);
+  ready(step_sleep_);
 }
 
 // Every vLLM block that the request expected from LMCache becomes invalid (recomputed).

@@ -12,6 +12,11 @@
 // gpu.allreduce_latency_us; NVLink is not a modelled link); Redis gets rank 0's writes only
 // (remote_enable_mla_worker_id_as0: the other ranks read rank 0's keys).
 //
+// Scheduler side: a synchronous lookup (get_num_new_matched_tokens) blocks vLLM's scheduler while
+// every rank asks its tiers; the remote tier answers one EXISTS per chunk (until the first miss),
+// each a round trip of links.network_latency_us. That time, like async loading's backoff sleeps,
+// delays the step the lookups were made for.
+//
 // Per step, bulk mode (use_layerwise = false), as vLLM's model runner calls the connector:
 //
 //   begin_step   start_load_kv: per request with a LoadSpec, in metadata order, retrieve
@@ -187,7 +192,7 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   // here so that the events which fire them capture only `this` (no std::function is wrapped,
   // so none is allocated per step). fire_ready / fire_done take the callback out, then call it.
   std::function<void(SimDuration)> step_ready_;
-  SimDuration step_sleep_ = 0;  // the scheduler's backoff sleeps added to the step
+  SimDuration step_sleep_ = 0;  // the scheduler's lookup time (Redis EXISTS, backoff sleeps)
   std::function<void(const std::set<EngineRequest*>&)> step_done_;
   void fire_ready();
   void fire_done();
@@ -198,7 +203,7 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   std::array<int, 2> writes_in_flight_{};
 
   std::unique_ptr<LmcachePrefetchDriver> prefetch_;  // async loading only
-  SimTime sleeps_at_ = -1;                           // scheduler backoff sleeps taken at this time
+  SimTime sleeps_at_ = -1;  // lookup time (EXISTS round trips, backoff sleeps) spent at this time
   SimDuration sleep_ns_ = 0;
 
   LmcacheTierStats stats_;

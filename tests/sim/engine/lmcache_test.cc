@@ -177,6 +177,29 @@ TEST(LmcacheEngine, FailedRemoteLoadsEndTheRequestOrAreRecomputedByPolicy) {
   EXPECT_EQ(fail.summary.failed_load_tokens, 1023u);
 }
 
+// A synchronous lookup blocks vLLM's scheduler while LMCache asks Redis, one EXISTS round trip per
+// chunk until the first miss, after the CPU and disk tiers: A (nothing stored yet) asks once;
+// C, on the other instance, finds its 4 chunks in Redis only and asks 4 times. Every round trip
+// costs links.network_latency_us, as does C's one remote fetch: with 50 µs instead of 0, A's TTFT
+// grows by 50 µs and C's by 5 × 50 µs.
+TEST(LmcacheEngine, SynchronousLookupsWaitForEachRedisExists) {
+  std::vector<std::string> base = {"cluster.instances=2", "cluster.router=round_robin",
+                                   "lmcache.remote=true"};
+  auto with_latency = [&](const char* us) {
+    std::vector<std::string> sets = base;
+    sets.push_back(std::string("links.network_latency_us=") + us);
+    return run(scenario_with(sets), kSharedPrompt);
+  };
+  Result zero = with_latency("0");
+  Result fifty = with_latency("50");
+  auto ttft = [](const Result& r, uint64_t i) {
+    return r.records.at(i).first_token - r.records.at(i).arrival;
+  };
+  EXPECT_EQ(fifty.records.at(1).loaded_tokens[report::kTierRemote], 1024);
+  EXPECT_EQ(ttft(fifty, 0) - ttft(zero, 0), 50'000);
+  EXPECT_EQ(ttft(fifty, 1) - ttft(zero, 1), 5 * 50'000);
+}
+
 // LMCache models rank 0 of an instance; every rank fetches its own slice of each chunk, so the
 // bytes moved from the remote tier are the whole model's KV whatever the tensor parallelism:
 // C's 4 chunks of 256 tokens × 128 KiB = 4 × 32 MiB over the shared remote link, at TP 1 and 2.
