@@ -125,6 +125,8 @@ class StorageManager {
   // `with_keys` false leaves PendingWrite::keys empty (no allocation per write).
   std::vector<PendingWrite> pending_writes(uint64_t first_id = 0, bool with_keys = true) const;
   bool complete_write(uint64_t id);
+  // The id the next queued job will get: every write queued so far has a smaller one.
+  uint64_t next_write_id() const { return next_job_id_; }
   struct Completed {
     int disk = 0;
     int remote = 0;

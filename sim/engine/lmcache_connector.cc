@@ -468,7 +468,7 @@ void LmcacheConnector::end_step(const SchedulerOutput& /*out*/,
   if (config_.use_layerwise) {
     lm::WorkerLog log;
     save(&log);
-    start_writes();
+    release_writes();
     drain_storage_events();
     // The last layer computes after its load; stores run until they finish.
     auto finish = [this] {
@@ -490,24 +490,53 @@ void LmcacheConnector::end_step(const SchedulerOutput& /*out*/,
     }
     return;
   }
-  lm::WorkerLog log;
-  save(&log);
-  if (prefetch_) prefetch_->memory_changed();  // retrieves and stores released objects
-  uint64_t stored = 0;
-  for (const lm::TokenRange& r : log.stored) stored += object_bytes(r.end - r.start);
-  stats_.stored_chunks += log.stored.size();
-  drain_storage_events();
-  if (stored == 0) {
-    start_writes();
-    ctx_.sim->schedule_after(0, [this] { fire_done(); });
+  store_from(0, /*after_copy=*/false);
+}
+
+// Upstream's wait_for_save stores request after request; each store copies its chunks GPU → CPU
+// (synchronously: the step waits) and only then queues their disk / remote writes, which run
+// off the critical path. An upstream exception (a bug upstream would crash on) drops the step's
+// remaining stores.
+void LmcacheConnector::store_from(size_t i, bool after_copy) {
+  while (i < meta_.requests.size()) {
+    lm::ConnectorMetadata one;
+    one.requests.push_back(meta_.requests[i++]);
+    lm::WorkerLog log;
+    bool failed = false;
+    try {
+      worker_adapter_->wait_for_save(one, &log);
+    } catch (const lm::UpstreamError&) {
+      ++stats_.failed_stores;
+      log.stored.clear();
+      failed = true;
+    }
+    engine_->end_of_operation();
+    if (prefetch_) prefetch_->memory_changed();  // retrieves and stores released objects
+    uint64_t stored = 0;
+    for (const lm::TokenRange& r : log.stored) stored += object_bytes(r.end - r.start);
+    stats_.stored_chunks += log.stored.size();
+    drain_storage_events();
+    if (failed) break;
+    if (stored == 0) continue;
+    Transfer t{Location::kGpu, Location::kCpu, ctx_.instance, "store", {}};
+    t.objects.push_back(KvObject{"stored chunks", stored, -1, {}});
+    ctx_.mover->start(std::move(t), [this, i](const TransferResult&) {
+      release_writes();
+      store_from(i, /*after_copy=*/true);
+    });
     return;
   }
-  Transfer t{Location::kGpu, Location::kCpu, ctx_.instance, "store", {}};
-  t.objects.push_back(KvObject{"stored chunks", stored, -1, {}});
-  ctx_.mover->start(std::move(t), [this](const TransferResult&) {
-    start_writes();  // queued by batched_put; they run after the copy, off the critical path
-    fire_done();
-  });
+  release_writes();
+  if (after_copy) {
+    fire_done();  // in the last copy's completion event
+  } else {
+    ctx_.sim->schedule_after(0, [this] { fire_done(); });
+  }
+}
+
+void LmcacheConnector::release_writes() {
+  write_release_mark_ = engine_->storage_manager().next_write_id();
+  start_writes();
 }
 
 // Queues every disk / remote write the model submitted and not yet seen, then starts queued
@@ -516,16 +545,17 @@ void LmcacheConnector::end_step(const SchedulerOutput& /*out*/,
 // bytes have moved; only then does its key become visible to lookups.
 void LmcacheConnector::start_writes() {
   lm::StorageEvents& events = engine_->storage_manager().events();
-  if (events.disk_writes_submitted + events.remote_writes_submitted > 0) {  // something new
-    events.disk_writes_submitted = 0;
-    events.remote_writes_submitted = 0;
-    // Only writes not seen before: ids are handed out in increasing order, so every pending write
-    // below the mark was queued by an earlier scan (and leaves the pending lists when done).
+  events.disk_writes_submitted = 0;
+  events.remote_writes_submitted = 0;
+  if (next_unseen_write_ < write_release_mark_) {  // released writes not queued yet
+    // Ids are handed out in increasing order: every pending write below next_unseen_write_ was
+    // queued by an earlier scan (and leaves the pending lists when done).
     for (lm::PendingWrite& w :
          engine_->storage_manager().pending_writes(next_unseen_write_, /*with_keys=*/false)) {
-      next_unseen_write_ = std::max(next_unseen_write_, w.id + 1);
+      if (w.id >= write_release_mark_) continue;
       write_queue_[w.tier == lm::Tier::kDisk ? 0 : 1].push_back(std::move(w));
     }
+    next_unseen_write_ = write_release_mark_;
   }
   for (int q = 0; q < 2; ++q) {
     while (writes_in_flight_[q] < kWriteWorkers && !write_queue_[q].empty()) {

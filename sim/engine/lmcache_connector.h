@@ -152,7 +152,14 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   void run_load_stages(std::shared_ptr<const std::vector<LoadStage>> stages, size_t next);
   void start_fetches(const std::map<int, uint64_t>& bytes_by_tier, uint64_t to_gpu_bytes,
                      std::function<void()> done);
+  // Starts queued writes while fewer than kWriteWorkers per tier are in flight; only writes below
+  // the release mark (whose bytes reached CPU memory) start.
   void start_writes();
+  // Everything queued so far may start: the copies that fill its objects are done.
+  void release_writes();
+  // Bulk mode: the step's stores from meta_.requests[i] on, one after the other (after_copy: called
+  // from the previous store's copy completion).
+  void store_from(size_t i, bool after_copy);
   SimDuration broadcast_ns(uint64_t bytes) const;  // rank 0's loads to the other ranks (MLA)
   void finish_write(uint64_t id_and_queue);        // a disk / remote write completed
   void drain_storage_events();
@@ -198,7 +205,8 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   void fire_done();
 
   static constexpr int kWriteWorkers = 4;
-  uint64_t next_unseen_write_ = 0;  // pending writes with a smaller id are queued or in flight
+  uint64_t next_unseen_write_ = 0;   // pending writes with a smaller id are queued or in flight
+  uint64_t write_release_mark_ = 0;  // pending writes with a smaller id may start
   std::array<std::deque<model::lmcache::PendingWrite>, 2> write_queue_;  // disk, remote
   std::array<int, 2> writes_in_flight_{};
 

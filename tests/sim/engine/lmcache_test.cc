@@ -92,6 +92,28 @@ TEST(LmcacheEngine, LoadsOfOneStepRunRequestAfterRequest) {
   EXPECT_DOUBLE_EQ(r.summary.link_bytes.at("pcie_h2d"), 3 * 33'554'432.0);
 }
 
+// wait_for_save stores request after request, each store copying its chunks GPU → CPU before the
+// next (and only then queueing their disk / remote writes). W runs alone; A and B arrive during
+// W's step and prefill together in the next one (2048 tokens: 3048 µs), then each copies its 4
+// chunks (128 MiB at 50 GB/s plus the 10-µs latency) in turn before the step ends.
+TEST(LmcacheEngine, StoresOfOneStepCopyRequestAfterRequest) {
+  const char* trace =
+      "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
+      "0,1024,1,512,1 2\n"
+      "0.001,1024,1,512,3 4\n"
+      "0.001,1024,1,512,5 6\n";
+  Result r = run(scenario_with({"vllm.num_gpu_blocks=300"}), trace);
+  const SimTime copy =
+      (134'217'728LL * 1'000'000'000 + 50'000'000'000 - 1) / 50'000'000'000 + 10'000;
+  const SimTime w_done = r.records.at(0).finish;
+  ASSERT_GT(w_done, r.records.at(1).arrival);
+  for (uint64_t i : {1, 2}) {
+    EXPECT_EQ(r.records.at(i).first_scheduled, w_done) << i;
+    EXPECT_EQ(r.records.at(i).finish, w_done + 3'048'000 + 2 * copy) << i;
+  }
+  EXPECT_DOUBLE_EQ(r.summary.link_bytes.at("pcie_d2h"), 3 * 134'217'728.0);
+}
+
 // The same with MLA at TP 2 (36 KiB per token: chunks 2 and 3 are 512 × 36,864 = 18,874,368
 // bytes). Under save_only_first_rank rank 0 loads them and broadcasts them to rank 1 before the
 // forward pass: 18,874,368 B / 300 GB/s = 62,914.56 → 62,915 ns, plus the 8 µs latency.
