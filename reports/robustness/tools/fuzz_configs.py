@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Random valid configurations through `kvtwin run`, as run for the stop-17 report.
+"""Random valid configurations through `kvtwin run` (stop-17 and stop-18 reports; stop 18 added
+vllm.kv_load_failure_policy and counts requests ended by a KV load error: finished + rejected +
+failed = total).
 
 usage: fuzz_configs.py KVTWIN REPO {lmcache|vllm} CASES SEED LOG
 
@@ -9,7 +11,7 @@ instances, routers; vLLM: hybrid, Mamba, MLA, encoder-decoder models with prefix
 prefill, budgets and block sizes varied) and runs it on the 10-minute example trace under a 90-s
 timeout and a 2-GB file-size limit. A case is bad when the run crashes, exits non-zero (exit 2 with
 a one-line error is a refusal, counted apart), times out (SLOW), loses a request (finished +
-rejected != total), reports GPU prefix hits with prefix caching off, or — every fifth case, run
+rejected + failed != total), reports GPU prefix hits with prefix caching off, or — every fifth case, run
 twice — writes different bytes. One JSON line per case goes to LOG.
 """
 import json
@@ -20,13 +22,11 @@ import sys
 import tempfile
 import time
 
-kvtwin, repo, mode, cases, seed, log_path = sys.argv[1:7]
-rnd = random.Random(int(seed))
-trace = f'{repo}/traces/examples/mooncake_conversation_10min.jsonl'
-work = tempfile.mkdtemp(prefix='kvtwin-fuzz-')
+TRACE = 'traces/examples/mooncake_conversation_10min.jsonl'
 
 
-def draw():
+def draw(rnd, mode):
+    """One case: (scenario name, {key: value}) for `kvtwin run --set`."""
     if mode == 'lmcache':
         sc = rnd.choice(['llama31_8b_h100_cpu', 'llama31_70b_tp4_cpu_disk_redis',
                          'deepseek_v3_mla_h200', 'default'])
@@ -46,6 +46,7 @@ def draw():
             'cluster.instances': rnd.choice([1, 2, 4]),
             'cluster.router': rnd.choice(['round_robin', 'least_loaded', 'prefix_aware']),
             'links.remote_get_failure_rate': rnd.choice([0, 0, 0.1, 0.5]),
+            'vllm.kv_load_failure_policy': rnd.choice(['fail', 'recompute']),
         }
         if sets['lmcache.enable_async_loading'] == 'true':
             sets['lmcache.use_layerwise'] = 'false'
@@ -76,55 +77,64 @@ def draw():
     return sc, sets
 
 
-def command(sc, sets, out):
+def command(kvtwin, repo, sc, sets, out):
     args = [kvtwin, 'run', '-q', '--out', out]
     if sc != 'default':
         args += ['--scenario', f'{repo}/scenarios/{sc}.toml']
     if sc != 'whisper_large_v3_encdec':
-        args += ['--trace', trace]
+        args += ['--trace', f'{repo}/{TRACE}']
     for k, v in sets.items():
         args += ['--set', f'{k}={v}']
     return args
 
 
-bad = 0
-with open(log_path, 'w') as log:
-    for i in range(int(cases)):
-        sc, sets = draw()
-        out_a, out_b = f'{work}/a', f'{work}/b'
-        shutil.rmtree(out_a, ignore_errors=True)
-        t0 = time.time()
-        try:
-            p = subprocess.run(['bash', '-c', 'ulimit -f 2000000; exec "$@"', 'x'] +
-                               command(sc, sets, out_a), capture_output=True, text=True, timeout=90)
-            rc, err = p.returncode, p.stderr.strip()
-        except subprocess.TimeoutExpired:
-            rc, err = 'TIMEOUT', ''
-        if rc == 0 and i % 5 == 0:
-            shutil.rmtree(out_b, ignore_errors=True)
-            subprocess.run(command(sc, sets, out_b), capture_output=True, timeout=200)
-            for f in ['summary.json', 'requests.csv', 'timeseries.csv', 'trace.json']:
-                if open(f'{out_a}/{f}', 'rb').read() != open(f'{out_b}/{f}', 'rb').read():
-                    rc, err = 'NONDET', f
-        status = 'ok'
-        if rc == 'TIMEOUT':
-            status = 'SLOW'
-        elif rc == 2 and err.count('\n') == 0 and err.startswith('kvtwin:'):
-            status = 'refused'
-        elif rc != 0:
-            status = 'BAD'
-        else:
-            s = json.load(open(f'{out_a}/summary.json'))
-            r = s['requests']
-            if r['finished'] + r['rejected'] != r['total']:
-                status = 'BAD-count'
-            if sets.get('vllm.enable_prefix_caching') == 'false' and \
-                    s['gpu_prefix_cache']['hit_tokens'] != 0:
-                status = 'BAD-hits'
-        bad += status not in ('ok', 'refused')
-        log.write(json.dumps({'i': i, 'scenario': sc, 'status': status, 'rc': rc,
-                              'wall_s': round(time.time() - t0, 2), 'err': err[-300:],
-                              'sets': sets}) + '\n')
-        log.flush()
-shutil.rmtree(work, ignore_errors=True)
-print(f'{cases} cases, {bad} bad')
+
+def main():
+    kvtwin, repo, mode, cases, seed, log_path = sys.argv[1:7]
+    rnd = random.Random(int(seed))
+    work = tempfile.mkdtemp(prefix='kvtwin-fuzz-')
+    bad = 0
+    with open(log_path, 'w') as log:
+        for i in range(int(cases)):
+            sc, sets = draw(rnd, mode)
+            out_a, out_b = f'{work}/a', f'{work}/b'
+            shutil.rmtree(out_a, ignore_errors=True)
+            t0 = time.time()
+            try:
+                p = subprocess.run(['bash', '-c', 'ulimit -f 2000000; exec "$@"', 'x'] +
+                                   command(kvtwin, repo, sc, sets, out_a), capture_output=True, text=True, timeout=90)
+                rc, err = p.returncode, p.stderr.strip()
+            except subprocess.TimeoutExpired:
+                rc, err = 'TIMEOUT', ''
+            if rc == 0 and i % 5 == 0:
+                shutil.rmtree(out_b, ignore_errors=True)
+                subprocess.run(command(kvtwin, repo, sc, sets, out_b), capture_output=True, timeout=200)
+                for f in ['summary.json', 'requests.csv', 'timeseries.csv', 'trace.json']:
+                    if open(f'{out_a}/{f}', 'rb').read() != open(f'{out_b}/{f}', 'rb').read():
+                        rc, err = 'NONDET', f
+            status = 'ok'
+            if rc == 'TIMEOUT':
+                status = 'SLOW'
+            elif rc == 2 and err.count('\n') == 0 and err.startswith('kvtwin:'):
+                status = 'refused'
+            elif rc != 0:
+                status = 'BAD'
+            else:
+                s = json.load(open(f'{out_a}/summary.json'))
+                r = s['requests']
+                if r['finished'] + r['rejected'] != r['total']:
+                    status = 'BAD-count'
+                if sets.get('vllm.enable_prefix_caching') == 'false' and \
+                        s['gpu_prefix_cache']['hit_tokens'] != 0:
+                    status = 'BAD-hits'
+            bad += status not in ('ok', 'refused')
+            log.write(json.dumps({'i': i, 'scenario': sc, 'status': status, 'rc': rc,
+                                  'wall_s': round(time.time() - t0, 2), 'err': err[-300:],
+                                  'sets': sets}) + '\n')
+            log.flush()
+    shutil.rmtree(work, ignore_errors=True)
+    print(f'{cases} cases, {bad} bad')
+
+
+if __name__ == '__main__':
+    main()
