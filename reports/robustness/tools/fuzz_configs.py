@@ -122,7 +122,7 @@ def main():
             else:
                 s = json.load(open(f'{out_a}/summary.json'))
                 r = s['requests']
-                if r['finished'] + r['rejected'] != r['total']:
+                if r['finished'] + r['rejected'] + r.get('failed', 0) != r['total']:
                     status = 'BAD-count'
                 if sets.get('vllm.enable_prefix_caching') == 'false' and \
                         s['gpu_prefix_cache']['hit_tokens'] != 0:
