@@ -41,6 +41,12 @@ Result run(const scenario::Scenario& s, const std::string& trace) {
   return harness::run_cluster(s, trace);
 }
 
+// One modelled PCIe copy of `bytes` in this file's scenario: the bytes at `gbps` (GB/s = bytes
+// per ns), rounded up to the ns, plus the 10-µs latency.
+SimTime pcie_copy_ns(int64_t bytes, int64_t gbps) {
+  return (bytes * 1'000'000'000 + gbps * 1'000'000'000 - 1) / (gbps * 1'000'000'000) + 10'000;
+}
+
 // A and C share a 1024-token prompt; B in between evicts A's last 29 GPU blocks (the pool has
 // 99 usable blocks: B takes the 35 never-used ones, then A's blocks tail first).
 //   C: GPU hit 35 blocks = 560 tokens; LMCache holds A's 4 chunks (1024 tokens): the whole prompt
@@ -53,9 +59,7 @@ TEST(LmcacheEngine, CpuTierServesWhatTheGpuEvicted) {
   EXPECT_EQ(c.gpu_hit_tokens, 560);
   EXPECT_EQ(c.lmcache_hit_tokens, 463);
   EXPECT_EQ(c.loaded_tokens[report::kTierCpu], 512);
-  const SimTime load =
-      (67'108'864LL * 1'000'000'000 + 35'000'000'000 - 1) / 35'000'000'000 + 10'000;
-  EXPECT_EQ(c.first_token - c.arrival, load + 1'001'000);
+  EXPECT_EQ(c.first_token - c.arrival, pcie_copy_ns(67'108'864, 35) + 1'001'000);
   EXPECT_DOUBLE_EQ(r.summary.link_bytes.at("pcie_h2d"), 67'108'864.0);
   // A and B each stored their 4 full chunks (C's prompt was already saved: nothing to store).
   EXPECT_DOUBLE_EQ(r.summary.link_bytes.at("pcie_d2h"), 8 * 33'554'432.0);
@@ -76,9 +80,6 @@ TEST(LmcacheEngine, LoadsOfOneStepRunRequestAfterRequest) {
       "10.001,1024,1,512,1 2\n"
       "10.001,1024,1,512,1 2\n";
   Result r = run(scenario_with({}), trace);
-  auto copy = [](int64_t bytes) {
-    return (bytes * 1'000'000'000 + 35'000'000'000 - 1) / 35'000'000'000 + 10'000;
-  };
   const SimTime b_done = r.records.at(1).finish;
   ASSERT_GT(b_done, r.records.at(2).arrival);
   const auto& c = r.records.at(2);
@@ -87,7 +88,8 @@ TEST(LmcacheEngine, LoadsOfOneStepRunRequestAfterRequest) {
   EXPECT_EQ(c.loaded_tokens[report::kTierCpu], 512);
   EXPECT_EQ(d.gpu_hit_tokens, 1008);
   EXPECT_EQ(d.loaded_tokens[report::kTierCpu], 256);
-  EXPECT_EQ(c.first_token, b_done + copy(67'108'864) + copy(33'554'432) + 1'002'000);
+  EXPECT_EQ(c.first_token,
+            b_done + pcie_copy_ns(67'108'864, 35) + pcie_copy_ns(33'554'432, 35) + 1'002'000);
   EXPECT_EQ(d.first_token, c.first_token);
   EXPECT_DOUBLE_EQ(r.summary.link_bytes.at("pcie_h2d"), 3 * 33'554'432.0);
 }
@@ -103,8 +105,7 @@ TEST(LmcacheEngine, StoresOfOneStepCopyRequestAfterRequest) {
       "0.001,1024,1,512,3 4\n"
       "0.001,1024,1,512,5 6\n";
   Result r = run(scenario_with({"vllm.num_gpu_blocks=300"}), trace);
-  const SimTime copy =
-      (134'217'728LL * 1'000'000'000 + 50'000'000'000 - 1) / 50'000'000'000 + 10'000;
+  const SimTime copy = pcie_copy_ns(134'217'728, 50);
   const SimTime w_done = r.records.at(0).finish;
   ASSERT_GT(w_done, r.records.at(1).arrival);
   for (uint64_t i : {1, 2}) {
@@ -122,8 +123,7 @@ TEST(LmcacheEngine, MlaLoadsWaitForRankZerosBroadcast) {
   const std::vector<std::string> mla = {"gpu.tensor_parallel=2",  "model.attention=mla",
                                         "model.kv_lora_rank=512", "model.qk_rope_head_dim=64",
                                         "gpu.allreduce_gbps=300", "gpu.allreduce_latency_us=8"};
-  const SimTime load =
-      (18'874'368LL * 1'000'000'000 + 35'000'000'000 - 1) / 35'000'000'000 + 10'000;
+  const SimTime load = pcie_copy_ns(18'874'368, 35);
   for (bool first_rank_only : {true, false}) {
     std::vector<std::string> sets = mla;
     sets.push_back(std::string("lmcache.save_only_first_rank=") +
