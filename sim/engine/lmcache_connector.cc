@@ -137,14 +137,14 @@ std::optional<KvConnector::Match> LmcacheConnector::get_num_new_matched_tokens(
   const uint64_t exists_before = remote ? remote->exists_calls() : 0;
   auto result = scheduler_adapter_->get_num_new_matched_tokens(*st.mirror, num_local_computed, now);
   engine_->end_of_operation();
-  if (sleeps_at_ != now) sleep_ns_ = 0;
-  sleeps_at_ = now;
-  if (!prefetch_ && remote) {
-    // A synchronous lookup blocks the scheduler: each EXISTS is one round trip to the server
-    // (every rank asks its own, in parallel).
-    sleep_ns_ += static_cast<SimDuration>(remote->exists_calls() - exists_before) *
-                 from_seconds(s_.links.network_latency_us * 1e-6);
+  if (sleeps_at_ != now) {
+    sleep_ns_ = 0;
+    lookup_exists_ = 0;
   }
+  sleeps_at_ = now;
+  // A synchronous lookup blocks the scheduler while the remote tier answers its EXISTS calls
+  // (every rank asks its own, in parallel): begin_step runs them through the Redis workers.
+  if (!prefetch_ && remote) lookup_exists_ += remote->exists_calls() - exists_before;
   if (prefetch_) {
     sleep_ns_ +=
         lookup_client_->take_backoff_sleeps() * from_seconds(config_.lookup_backoff_time_s);
@@ -260,14 +260,47 @@ void LmcacheConnector::begin_step(const SchedulerOutput& /*out*/, const hw::Step
   failed_.clear();
   per_layer_ns_ = compute.per_layer_ns;
   inject_remote_faults();
-  // What this step's schedule() spent in lookups (Redis round trips, backoff sleeps) delays it.
-  step_sleep_ = sleeps_at_ == ctx_.sim->now() ? sleep_ns_ : 0;
+  // What this step's schedule() spent in lookups delays it: async loading's backoff sleeps are
+  // added to the step; the EXISTS calls of synchronous lookups run first, one after the other,
+  // each on a Redis worker.
+  const bool fresh = sleeps_at_ == ctx_.sim->now();
+  step_sleep_ = fresh ? sleep_ns_ : 0;
+  const uint64_t exists = fresh ? lookup_exists_ : 0;
   sleep_ns_ = 0;
+  lookup_exists_ = 0;
+  step_ready_ = std::move(ready);
+  run_exists(exists);
+}
+
+// Upstream's RedisConnector runs EXISTS, GET and PUT jobs on one executor of kWriteWorkers
+// workers, by priority (EXISTS first), FIFO within one. The scheduler submits a lookup's EXISTS
+// calls one after the other, so each needs a free worker: with every worker busy on a put it
+// waits for the first put to end (and takes that worker before the queued puts); between two
+// EXISTS calls the queued puts take the worker it frees.
+void LmcacheConnector::run_exists(uint64_t remaining) {
+  if (remaining == 0) {
+    start_step_transfers();
+    return;
+  }
+  if (writes_in_flight_[1] >= kWriteWorkers) {
+    exists_waiting_ = remaining;  // finish_write hands it the next free worker
+    return;
+  }
+  ++writes_in_flight_[1];  // the EXISTS holds a worker for one round trip
+  ctx_.sim->schedule_after(from_seconds(s_.links.network_latency_us * 1e-6), [this, remaining] {
+    --writes_in_flight_[1];
+    start_writes();
+    run_exists(remaining - 1);
+  });
+}
+
+void LmcacheConnector::start_step_transfers() {
+  std::function<void(SimDuration)> ready;
   if (!config_.use_layerwise) {
-    step_ready_ = std::move(ready);
     load_bulk();
     return;
   }
+  ready = std::exchange(step_ready_, nullptr);
   // Layerwise: run the generators' logic for the whole step now; charge time as transfers that
   // overlap with the forward pass.
   lm::WorkerLog log;
@@ -591,6 +624,9 @@ void LmcacheConnector::finish_write(uint64_t id_and_queue) {
   --writes_in_flight_[id_and_queue & 1];
   if (prefetch_) prefetch_->memory_changed();
   drain_storage_events();
+  if ((id_and_queue & 1) == 1 && exists_waiting_ > 0) {
+    run_exists(std::exchange(exists_waiting_, 0));  // takes the freed worker first
+  }
   start_writes();
 }
 

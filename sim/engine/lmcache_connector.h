@@ -14,8 +14,10 @@
 //
 // Scheduler side: a synchronous lookup (get_num_new_matched_tokens) blocks vLLM's scheduler while
 // every rank asks its tiers; the remote tier answers one EXISTS per chunk (until the first miss),
-// each a round trip of links.network_latency_us. That time, like async loading's backoff sleeps,
-// delays the step the lookups were made for.
+// each a round trip of links.network_latency_us on one of the Redis connector's kWriteWorkers
+// workers, which its puts share (an EXISTS waits for a free one; between two EXISTS calls a queued
+// put takes the worker). begin_step runs them before the step's transfers; async loading's
+// backoff sleeps are added to the step instead.
 //
 // Per step, bulk mode (use_layerwise = false), as vLLM's model runner calls the connector:
 //
@@ -139,6 +141,10 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   model::lmcache::VllmRequest& mirror(const EngineRequest& r) { return *state_of(r).mirror; }
   static void sync(model::lmcache::VllmRequest& m, const EngineRequest& r,
                    int64_t num_computed_tokens);
+  // The step's synchronous-lookup EXISTS calls on the Redis workers, then start_step_transfers().
+  void run_exists(uint64_t remaining);
+  // The rest of begin_step: loads (bulk) or the layerwise pipeline; step_ready_ holds `ready`.
+  void start_step_transfers();
   // Bulk mode: every load of the step, then fire_ready().
   void load_bulk();
   // One stage of a bulk load. Upstream's start_load_kv retrieves request after request; each
@@ -213,6 +219,8 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   std::unique_ptr<LmcachePrefetchDriver> prefetch_;  // async loading only
   SimTime sleeps_at_ = -1;  // lookup time (EXISTS round trips, backoff sleeps) spent at this time
   SimDuration sleep_ns_ = 0;
+  uint64_t lookup_exists_ = 0;   // EXISTS calls of the synchronous lookups made at sleeps_at_
+  uint64_t exists_waiting_ = 0;  // EXISTS calls left, waiting for a Redis worker
 
   LmcacheTierStats stats_;
   Rng faults_;

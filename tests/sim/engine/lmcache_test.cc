@@ -222,6 +222,37 @@ TEST(LmcacheEngine, SynchronousLookupsWaitForEachRedisExists) {
   EXPECT_EQ(ttft(fifty, 1) - ttft(zero, 1), 5 * 50'000);
 }
 
+// The Redis connector runs EXISTS and PUT jobs on the same 4 workers. W stores alone; A, B, C
+// and D arrive during W's step and store together in the next one: W's, A's, B's and C's puts
+// hold the 4 workers (D's waits). E (a new prompt) arrives 1 s later; its lookup misses the CPU
+// tier and asks Redis once. With 100-GB/s links every put is long done: E's TTFT is that round
+// trip (50 µs), its step (2024 µs) and its own store copy (128 MiB over the 50-GB/s PCIe link).
+// With 0.1-GB/s links the puts (128 MiB each) still run, and E's EXISTS waits for the first to
+// end: seconds, not microseconds.
+TEST(LmcacheEngine, ALookupWaitsForARedisWorkerWhilePutsHoldThemAll) {
+  const char* trace =
+      "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
+      "0,1024,1,512,1 2\n"
+      "0.001,1024,1,512,3 4\n"
+      "0.001,1024,1,512,5 6\n"
+      "0.001,1024,1,512,7 8\n"
+      "0.001,1024,1,512,9 10\n"
+      "1,1024,1,512,11 12\n";
+  auto run_with = [&](const char* gbps) {
+    return run(
+        scenario_with({"lmcache.remote=true", "vllm.num_gpu_blocks=400",
+                       "lmcache.max_local_cpu_size_gb=2", std::string("links.network_gbps=") + gbps,
+                       std::string("links.remote_server_gbps=") + gbps}),
+        trace);
+  };
+  Result fast = run_with("100");
+  const auto& e = fast.records.at(5);
+  EXPECT_EQ(e.first_token - e.arrival, 50'000 + 2'024'000 + pcie_copy_ns(134'217'728, 50));
+  Result slow = run_with("0.1");
+  const auto& es = slow.records.at(5);
+  EXPECT_GT(es.first_token - es.arrival, 1'000'000'000);
+}
+
 // LMCache models rank 0 of an instance; every rank fetches its own slice of each chunk, so the
 // bytes moved from the remote tier are the whole model's KV whatever the tensor parallelism:
 // C's 4 chunks of 256 tokens × 128 KiB = 4 × 32 MiB over the shared remote link, at TP 1 and 2.
