@@ -398,6 +398,7 @@ void LmcacheConnector::load_bulk() {
     auto it = requests_.find(m.req_id);
     EngineRequest* live = it != requests_.end() ? it->second.live : nullptr;
     uint64_t from_disk = 0, from_remote = 0, to_gpu = 0;
+    std::vector<uint64_t> remote_chunks;
     for (const lm::LoadedChunk& c : log.loaded) {
       int t = tier_of(c.location);
       int64_t tokens = c.end - c.start;
@@ -405,12 +406,16 @@ void LmcacheConnector::load_bulk() {
       stats_.loaded_tokens[t] += static_cast<uint64_t>(tokens);
       if (live != nullptr) live->record.loaded_tokens[t] += tokens;
       if (t == report::kTierDisk && !c.prefetched) from_disk += b;
-      if (t == report::kTierRemote && !c.prefetched) from_remote += b;
+      if (t == report::kTierRemote && !c.prefetched) {
+        from_remote += b;
+        remote_chunks.push_back(b);
+      }
       if (c.bad) ++stats_.wrong_kv_chunks;
       to_gpu += b;
     }
     if (from_disk > 0) stages->push_back({LoadStage::kFetchDisk, from_disk});
-    if (from_remote > 0) stages->push_back({LoadStage::kFetchRemote, from_remote});
+    if (from_remote > 0)
+      stages->push_back({LoadStage::kFetchRemote, from_remote, std::move(remote_chunks)});
     if (to_gpu > 0) {
       if (broadcast_ns(to_gpu) > 0) stages->push_back({LoadStage::kBroadcast, to_gpu});
       stages->push_back({LoadStage::kToGpu, to_gpu});
@@ -435,6 +440,15 @@ void LmcacheConnector::run_load_stages(std::shared_ptr<const std::vector<LoadSta
   auto then = [this, stages, next] { run_load_stages(stages, next + 1); };
   if (st.kind == LoadStage::kBroadcast) {
     ctx_.sim->schedule_after(broadcast_ns(st.bytes), then);
+    return;
+  }
+  if (st.kind == LoadStage::kFetchRemote) {
+    // RemoteBackend.batched_get_blocking: one GET job per key, all submitted at once; each runs
+    // on a Redis worker (GET of the metadata, then of the bytes) as workers come free.
+    get_queue_.assign(st.chunks.begin(), st.chunks.end());
+    gets_left_ = st.chunks.size();
+    gets_done_ = then;
+    dispatch_remote();
     return;
   }
   Transfer t{Location::kCpu, Location::kGpu, ctx_.instance, "retrieve", {}};
@@ -590,32 +604,20 @@ void LmcacheConnector::start_writes() {
     }
     next_unseen_write_ = write_release_mark_;
   }
-  for (int q = 0; q < 2; ++q) {
-    while (writes_in_flight_[q] < kWriteWorkers && !write_queue_[q].empty()) {
-      lm::PendingWrite w = std::move(write_queue_[q].front());
-      write_queue_[q].pop_front();
-      ++writes_in_flight_[q];
-      // The write id and the queue in one word, so that the callback (this + 8 bytes) is stored
-      // inline in its std::function instead of allocated.
-      const uint64_t id_and_queue = w.id << 1 | static_cast<uint64_t>(q);
-      if (w.bytes == 0) {
-        // Every object fails to serialize (a remote write of layerwise objects under
-        // Quirks::remote_metadata_requires_4d_shapes): the job fails before sending anything.
-        ctx_.sim->schedule_after(0, [this, id_and_queue] { finish_write(id_and_queue); });
-        continue;
-      }
-      Location dst = q == 0 ? Location::kDisk : Location::kRemote;
-      Transfer t{Location::kCpu, dst, ctx_.instance, "write", {}};
-      t.objects.push_back(
-          KvObject{"write",
-                   w.bytes * static_cast<uint64_t>(q == 0 ? tier_ranks() : remote_writer_ranks()),
-                   -1,
-                   {}});
-      ctx_.mover->start(std::move(t), [this, id_and_queue](const TransferResult&) {
-        finish_write(id_and_queue);
-      });
-    }
+  constexpr int q = 0;  // disk; the Redis workers are dispatch_remote's
+  while (writes_in_flight_[q] < kWriteWorkers && !write_queue_[q].empty()) {
+    lm::PendingWrite w = std::move(write_queue_[q].front());
+    write_queue_[q].pop_front();
+    ++writes_in_flight_[q];
+    // The write id and the queue in one word, so that the callback (this + 8 bytes) is stored
+    // inline in its std::function instead of allocated.
+    const uint64_t id_and_queue = w.id << 1 | static_cast<uint64_t>(q);
+    Transfer t{Location::kCpu, Location::kDisk, ctx_.instance, "write", {}};
+    t.objects.push_back(KvObject{"write", w.bytes * static_cast<uint64_t>(tier_ranks()), -1, {}});
+    ctx_.mover->start(std::move(t),
+                      [this, id_and_queue](const TransferResult&) { finish_write(id_and_queue); });
   }
+  dispatch_remote();
 }
 
 void LmcacheConnector::finish_write(uint64_t id_and_queue) {
@@ -624,10 +626,51 @@ void LmcacheConnector::finish_write(uint64_t id_and_queue) {
   --writes_in_flight_[id_and_queue & 1];
   if (prefetch_) prefetch_->memory_changed();
   drain_storage_events();
-  if ((id_and_queue & 1) == 1 && exists_waiting_ > 0) {
-    run_exists(std::exchange(exists_waiting_, 0));  // takes the freed worker first
+  start_writes();  // a freed Redis worker goes to a waiting EXISTS or GET before a queued put
+}
+
+void LmcacheConnector::dispatch_remote() {
+  constexpr int q = 1;
+  while (writes_in_flight_[q] < kWriteWorkers) {
+    if (exists_waiting_ > 0) {
+      run_exists(std::exchange(exists_waiting_, 0));  // takes a worker
+      continue;
+    }
+    if (!get_queue_.empty()) {
+      const uint64_t bytes = get_queue_.front();
+      get_queue_.pop_front();
+      ++writes_in_flight_[q];
+      // GET "<key>metadata" (one round trip), then GET "<key>kv_bytes" (a transfer: its round
+      // trip and the bytes).
+      ctx_.sim->schedule_after(from_seconds(s_.links.network_latency_us * 1e-6), [this, bytes] {
+        Transfer t{Location::kRemote, Location::kCpu, ctx_.instance, "fetch", {}};
+        t.objects.push_back(
+            KvObject{"fetched chunk", bytes * static_cast<uint64_t>(tier_ranks()), -1, {}});
+        ctx_.mover->start(std::move(t), [this](const TransferResult&) {
+          --writes_in_flight_[1];
+          if (--gets_left_ == 0) std::exchange(gets_done_, nullptr)();
+          start_writes();
+        });
+      });
+      continue;
+    }
+    if (write_queue_[q].empty()) break;
+    lm::PendingWrite w = std::move(write_queue_[q].front());
+    write_queue_[q].pop_front();
+    ++writes_in_flight_[q];
+    const uint64_t id_and_queue = w.id << 1 | static_cast<uint64_t>(q);
+    if (w.bytes == 0) {
+      // Every object fails to serialize (a remote write of layerwise objects under
+      // Quirks::remote_metadata_requires_4d_shapes): the job fails before sending anything.
+      ctx_.sim->schedule_after(0, [this, id_and_queue] { finish_write(id_and_queue); });
+      continue;
+    }
+    Transfer t{Location::kCpu, Location::kRemote, ctx_.instance, "write", {}};
+    t.objects.push_back(
+        KvObject{"write", w.bytes * static_cast<uint64_t>(remote_writer_ranks()), -1, {}});
+    ctx_.mover->start(std::move(t),
+                      [this, id_and_queue](const TransferResult&) { finish_write(id_and_queue); });
   }
-  start_writes();
 }
 
 void LmcacheConnector::drain_storage_events() {

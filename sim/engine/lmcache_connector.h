@@ -143,6 +143,9 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
                    int64_t num_computed_tokens);
   // The step's synchronous-lookup EXISTS calls on the Redis workers, then start_step_transfers().
   void run_exists(uint64_t remaining);
+  // Hands free Redis workers to waiting jobs by upstream's priorities: the lookup's EXISTS, then
+  // the retrieve's GETs, then queued puts.
+  void dispatch_remote();
   // The rest of begin_step: loads (bulk) or the layerwise pipeline; step_ready_ holds `ready`.
   void start_step_transfers();
   // Bulk mode: every load of the step, then fire_ready().
@@ -153,7 +156,8 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   // then they are copied to the GPU — each stage waiting for the one before.
   struct LoadStage {
     enum Kind { kFetchDisk, kFetchRemote, kBroadcast, kToGpu } kind;
-    uint64_t bytes;  // per rank that holds tiers (fetches), or per GPU
+    uint64_t bytes;                     // per rank that holds tiers (fetches), or per GPU
+    std::vector<uint64_t> chunks = {};  // kFetchRemote: each chunk's bytes (one GET job each)
   };
   void run_load_stages(std::shared_ptr<const std::vector<LoadStage>> stages, size_t next);
   void start_fetches(const std::map<int, uint64_t>& bytes_by_tier, uint64_t to_gpu_bytes,
@@ -219,8 +223,11 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   std::unique_ptr<LmcachePrefetchDriver> prefetch_;  // async loading only
   SimTime sleeps_at_ = -1;  // lookup time (EXISTS round trips, backoff sleeps) spent at this time
   SimDuration sleep_ns_ = 0;
-  uint64_t lookup_exists_ = 0;   // EXISTS calls of the synchronous lookups made at sleeps_at_
-  uint64_t exists_waiting_ = 0;  // EXISTS calls left, waiting for a Redis worker
+  uint64_t lookup_exists_ = 0;       // EXISTS calls of the synchronous lookups made at sleeps_at_
+  uint64_t exists_waiting_ = 0;      // EXISTS calls left, waiting for a Redis worker
+  std::deque<uint64_t> get_queue_;   // GET jobs (chunk bytes) waiting for a Redis worker
+  size_t gets_left_ = 0;             // GET jobs of the current fetch not finished
+  std::function<void()> gets_done_;  // continues the bulk load after the last GET
 
   LmcacheTierStats stats_;
   Rng faults_;
