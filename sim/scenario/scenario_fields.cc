@@ -277,9 +277,9 @@ std::vector<FieldSpec> make_fields() {
                       1e7, "us", "fixed cost per remote transfer (round trip)"));
   f.push_back(numeric("links.remote_server_gbps", &S::links, &LinksConfig::remote_server_gbps,
                       0.001, 1e5, "GB/s", "the remote store's NIC per direction, shared"));
-  f.push_back(numeric("links.remote_get_failure_rate", &S::links,
-                      &LinksConfig::remote_get_failure_rate, 0, 1, "fraction",
-                      "share of remote reads that fail (turned into misses and recompute)"));
+  f.push_back(numeric(
+      "links.remote_get_failure_rate", &S::links, &LinksConfig::remote_get_failure_rate, 0, 1,
+      "fraction", "share of remote reads that fail (a failed load: vllm.kv_load_failure_policy)"));
   // [hardware]
   f.push_back(text("hardware.profile", &S::hardware, &HardwareConfig::profile, {},
                    "hardware profile TOML of kvtwin calibrate (relative to the scenario file); its "
