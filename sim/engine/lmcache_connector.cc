@@ -282,13 +282,13 @@ void LmcacheConnector::run_exists(uint64_t remaining) {
     start_step_transfers();
     return;
   }
-  if (writes_in_flight_[1] >= kWriteWorkers) {
-    exists_waiting_ = remaining;  // finish_write hands it the next free worker
+  if (workers_busy_[1] >= kWriteWorkers) {
+    exists_waiting_ = remaining;  // dispatch_remote hands it the next free worker
     return;
   }
-  ++writes_in_flight_[1];  // the EXISTS holds a worker for one round trip
+  ++workers_busy_[1];  // the EXISTS holds a worker for one round trip
   ctx_.sim->schedule_after(from_seconds(s_.links.network_latency_us * 1e-6), [this, remaining] {
-    --writes_in_flight_[1];
+    --workers_busy_[1];
     start_writes();
     run_exists(remaining - 1);
   });
@@ -586,10 +586,10 @@ void LmcacheConnector::release_writes() {
   start_writes();
 }
 
-// Queues every disk / remote write the model submitted and not yet seen, then starts queued
-// writes while fewer than kWriteWorkers per tier are in flight (LMCache's disk writer and Redis
-// connector each run 4 workers, FIFO within a priority). A write completes in the model when its
-// bytes have moved; only then does its key become visible to lookups.
+// Queues every released disk / remote write the model submitted and not yet seen, then starts
+// queued disk writes while a disk writer worker is free (LMCache's disk writer runs 4, FIFO) and
+// hands free Redis workers out (dispatch_remote). A write completes in the model when its bytes
+// have moved; only then does its key become visible to lookups.
 void LmcacheConnector::start_writes() {
   lm::StorageEvents& events = engine_->storage_manager().events();
   events.disk_writes_submitted = 0;
@@ -605,10 +605,10 @@ void LmcacheConnector::start_writes() {
     next_unseen_write_ = write_release_mark_;
   }
   constexpr int q = 0;  // disk; the Redis workers are dispatch_remote's
-  while (writes_in_flight_[q] < kWriteWorkers && !write_queue_[q].empty()) {
+  while (workers_busy_[q] < kWriteWorkers && !write_queue_[q].empty()) {
     lm::PendingWrite w = std::move(write_queue_[q].front());
     write_queue_[q].pop_front();
-    ++writes_in_flight_[q];
+    ++workers_busy_[q];
     // The write id and the queue in one word, so that the callback (this + 8 bytes) is stored
     // inline in its std::function instead of allocated.
     const uint64_t id_and_queue = w.id << 1 | static_cast<uint64_t>(q);
@@ -623,7 +623,7 @@ void LmcacheConnector::start_writes() {
 void LmcacheConnector::finish_write(uint64_t id_and_queue) {
   engine_->storage_manager().complete_write(id_and_queue >> 1);
   engine_->end_of_operation();
-  --writes_in_flight_[id_and_queue & 1];
+  --workers_busy_[id_and_queue & 1];
   if (prefetch_) prefetch_->memory_changed();
   drain_storage_events();
   start_writes();  // a freed Redis worker goes to a waiting EXISTS or GET before a queued put
@@ -631,7 +631,7 @@ void LmcacheConnector::finish_write(uint64_t id_and_queue) {
 
 void LmcacheConnector::dispatch_remote() {
   constexpr int q = 1;
-  while (writes_in_flight_[q] < kWriteWorkers) {
+  while (workers_busy_[q] < kWriteWorkers) {
     if (exists_waiting_ > 0) {
       run_exists(std::exchange(exists_waiting_, 0));  // takes a worker
       continue;
@@ -639,7 +639,7 @@ void LmcacheConnector::dispatch_remote() {
     if (!get_queue_.empty()) {
       const uint64_t bytes = get_queue_.front();
       get_queue_.pop_front();
-      ++writes_in_flight_[q];
+      ++workers_busy_[q];
       // GET "<key>metadata" (one round trip), then GET "<key>kv_bytes" (a transfer: its round
       // trip and the bytes).
       ctx_.sim->schedule_after(from_seconds(s_.links.network_latency_us * 1e-6), [this, bytes] {
@@ -647,7 +647,7 @@ void LmcacheConnector::dispatch_remote() {
         t.objects.push_back(
             KvObject{"fetched chunk", bytes * static_cast<uint64_t>(tier_ranks()), -1, {}});
         ctx_.mover->start(std::move(t), [this](const TransferResult&) {
-          --writes_in_flight_[1];
+          --workers_busy_[1];
           if (--gets_left_ == 0) std::exchange(gets_done_, nullptr)();
           start_writes();
         });
@@ -657,7 +657,7 @@ void LmcacheConnector::dispatch_remote() {
     if (write_queue_[q].empty()) break;
     lm::PendingWrite w = std::move(write_queue_[q].front());
     write_queue_[q].pop_front();
-    ++writes_in_flight_[q];
+    ++workers_busy_[q];
     const uint64_t id_and_queue = w.id << 1 | static_cast<uint64_t>(q);
     if (w.bytes == 0) {
       // Every object fails to serialize (a remote write of layerwise objects under

@@ -218,7 +218,9 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   uint64_t next_unseen_write_ = 0;   // pending writes with a smaller id are queued or in flight
   uint64_t write_release_mark_ = 0;  // pending writes with a smaller id may start
   std::array<std::deque<model::lmcache::PendingWrite>, 2> write_queue_;  // disk, remote
-  std::array<int, 2> writes_in_flight_{};
+  // Workers in use: [0] the disk writer's (writes), [1] the Redis connector's (puts, lookups'
+  // EXISTS, retrieves' GETs); kWriteWorkers each.
+  std::array<int, 2> workers_busy_{};
 
   std::unique_ptr<LmcachePrefetchDriver> prefetch_;  // async loading only
   SimTime sleeps_at_ = -1;  // lookup time (EXISTS round trips, backoff sleeps) spent at this time
