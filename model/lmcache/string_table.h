@@ -32,12 +32,11 @@ namespace kvtwin::model::lmcache {
 template <typename V>
 class StringTable {
  public:
-  // The value of `key`, value-initialised when absent (inserted: whether it was).
-  V& upsert(std::string key, bool* inserted = nullptr) {
+  // The value of `key`, value-initialised when absent.
+  V& upsert(std::string key) {
     if ((live_ + 1) * 2 > slots_.size()) grow();
     const uint64_t h = hash_of(key);
     Slot& s = slots_[probe(key, h)];
-    if (inserted) *inserted = s.entry == kEmpty;
     if (s.entry == kEmpty) {
       uint32_t e;
       if (free_.empty()) {

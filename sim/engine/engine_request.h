@@ -23,7 +23,6 @@ struct EngineRequest {
   int64_t num_cached_tokens = -1;  // tokens computed at first schedule (local + external hits)
   int64_t num_external_computed_tokens = 0;
   int64_t num_encoder_tokens = 0;  // encoder input (encoder-decoder models)
-  bool encoder_done = false;       // encoder ran (cross-attention KV exists)
   SimTime last_token = -1;
   report::RequestRecord record;
   // The instance's connector may keep its per-request state here (it sets and clears it) to spare

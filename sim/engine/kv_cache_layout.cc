@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <map>
 
+#include "model/vllm/math_utils.h"
 #include "sim/io/input_error.h"
 #include "sim/scenario/scenario_loader.h"
 
@@ -88,58 +89,52 @@ std::vector<LayerSpec> layer_specs(const scenario::Scenario& s, const hw::ModelG
   return out;
 }
 
-int64_t cdiv(int64_t a, int64_t b) {
-  return (a + b - 1) / b;
-}
-
-// KVCacheSpec.max_memory_usage_bytes of one layer whose page holds `page` bytes, for a model length
-// of max_model_len tokens: the most KV one request can hold in that layer.
-//   full / MLA / sink   cdiv(max_model_len, block_size) pages
+// KVCacheSpec.max_memory_usage_bytes of one layer, in pages (every page has page_bytes after
+// unification, so upstream's cdiv(bytes, page_size) is this count): the most KV one request of
+// max_model_len tokens can hold in that layer.
+//   full / MLA / sink   cdiv(max_model_len, block_size)
 //   sliding window      cdiv(min(window - 1 + max_num_batched_tokens, max_model_len), bs) + 1
 //   chunked local       cdiv(min(chunk + max_num_batched_tokens, max_model_len), bs)
 //   Mamba               all: cdiv(max_model_len, bs); align: 2; none: 1 (+ speculative blocks)
 //   cross attention     cdiv(encoder input tokens, bs)
-int64_t max_memory_usage_bytes(const KVCacheSpec& spec, int64_t page, int64_t max_model_len,
-                               const scenario::Scenario& s) {
+int64_t max_pages_per_request(const KVCacheSpec& spec, int64_t max_model_len,
+                              const scenario::Scenario& s) {
+  using model::vllm::cdiv;
   const int64_t bs = spec.block_size;
   const int64_t batched = s.vllm.max_num_batched_tokens;
   switch (spec.kind) {
     case KVCacheSpecKind::kFullAttention:
     case KVCacheSpecKind::kMLAAttention:
     case KVCacheSpecKind::kSinkFullAttention:
-      return cdiv(max_model_len, bs) * page;
+      return cdiv(max_model_len, bs);
     case KVCacheSpecKind::kSlidingWindow:
-      return (cdiv(std::min(spec.sliding_window - 1 + batched, max_model_len), bs) + 1) * page;
+      return cdiv(std::min(spec.sliding_window - 1 + batched, max_model_len), bs) + 1;
     case KVCacheSpecKind::kChunkedLocalAttention:
-      return cdiv(std::min(spec.attention_chunk_size + batched, max_model_len), bs) * page;
+      return cdiv(std::min(spec.attention_chunk_size + batched, max_model_len), bs);
     case KVCacheSpecKind::kMamba:
       switch (spec.mamba_cache_mode) {
         case model::vllm::MambaCacheMode::kAll:
-          return cdiv(max_model_len, bs) * page;
+          return cdiv(max_model_len, bs);
         case model::vllm::MambaCacheMode::kAlign:
-          return page * (2 + spec.num_speculative_blocks);
+          return 2 + spec.num_speculative_blocks;
         case model::vllm::MambaCacheMode::kNone:
-          return page * (1 + spec.num_speculative_blocks);
+          return 1 + spec.num_speculative_blocks;
       }
       break;
     case KVCacheSpecKind::kCrossAttention:
-      return cdiv(s.model.encoder_tokens, bs) * page;
+      return cdiv(s.model.encoder_tokens, bs);
   }
   return 0;
 }
 
 // _max_memory_usage_bytes_from_groups: group_size · page · the pages the FIRST group's spec needs
-// (upstream sizes every group by groups[0], whatever the other groups' kinds).
+// (upstream sizes every group by groups[0], whatever the other groups' kinds). group_size · page
+// is one block id's memory, layout.block_bytes.
 int64_t needed_kv_bytes(const KvCacheLayout& layout, int64_t max_model_len,
                         const scenario::Scenario& s) {
   const auto& groups = layout.config.kv_cache_groups;
   if (groups.empty()) return 0;
-  size_t group_size = 0;
-  for (const KVCacheGroupSpec& g : groups) group_size = std::max(group_size, g.layer_names.size());
-  const int64_t page = layout.page_bytes;
-  const int64_t pages =
-      cdiv(max_memory_usage_bytes(groups.front().kv_cache_spec, page, max_model_len, s), page);
-  return static_cast<int64_t>(group_size) * page * pages;
+  return layout.block_bytes * max_pages_per_request(groups.front().kv_cache_spec, max_model_len, s);
 }
 
 // vLLM's start-up check (_check_enough_kv_cache_memory, run on the memory left for KV whether or

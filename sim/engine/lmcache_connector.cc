@@ -376,8 +376,9 @@ void LmcacheConnector::fail_whole_load(const lm::ReqMeta& m) {
 
 void LmcacheConnector::load_bulk() {
   // One retrieve per request (upstream's loop over the metadata), so the tiers that served each
-  // request can be attributed to it, and its stages charged in upstream's order.
-  auto stages = std::make_shared<std::vector<LoadStage>>();
+  // request can be attributed to it, and its stages charged in upstream's order. Allocated only for
+  // a step that loads (most steps do not).
+  std::shared_ptr<std::vector<LoadStage>> stages;
   for (const lm::ReqMeta& m : meta_.requests) {
     if (!m.load_spec) continue;
     lm::ConnectorMetadata one;
@@ -397,8 +398,8 @@ void LmcacheConnector::load_bulk() {
     engine_->end_of_operation();
     auto it = requests_.find(m.req_id);
     EngineRequest* live = it != requests_.end() ? it->second.live : nullptr;
-    uint64_t from_disk = 0, from_remote = 0, to_gpu = 0;
-    std::vector<uint64_t> remote_chunks;
+    uint64_t from_disk = 0, to_gpu = 0;
+    std::vector<uint64_t> remote_chunks;  // one GET job each
     for (const lm::LoadedChunk& c : log.loaded) {
       int t = tier_of(c.location);
       int64_t tokens = c.end - c.start;
@@ -406,26 +407,27 @@ void LmcacheConnector::load_bulk() {
       stats_.loaded_tokens[t] += static_cast<uint64_t>(tokens);
       if (live != nullptr) live->record.loaded_tokens[t] += tokens;
       if (t == report::kTierDisk && !c.prefetched) from_disk += b;
-      if (t == report::kTierRemote && !c.prefetched) {
-        from_remote += b;
-        remote_chunks.push_back(b);
-      }
+      if (t == report::kTierRemote && !c.prefetched) remote_chunks.push_back(b);
       if (c.bad) ++stats_.wrong_kv_chunks;
       to_gpu += b;
     }
+    if (to_gpu == 0) continue;
+    if (!stages) stages = std::make_shared<std::vector<LoadStage>>();
     if (from_disk > 0) stages->push_back({LoadStage::kFetchDisk, from_disk});
-    if (from_remote > 0)
-      stages->push_back({LoadStage::kFetchRemote, from_remote, std::move(remote_chunks)});
-    if (to_gpu > 0) {
-      if (broadcast_ns(to_gpu) > 0) stages->push_back({LoadStage::kBroadcast, to_gpu});
-      stages->push_back({LoadStage::kToGpu, to_gpu});
-    }
+    if (!remote_chunks.empty())
+      stages->push_back({LoadStage::kFetchRemote, 0, std::move(remote_chunks)});
+    if (broadcast_ns(to_gpu) > 0) stages->push_back({LoadStage::kBroadcast, to_gpu});
+    stages->push_back({LoadStage::kToGpu, to_gpu});
   }
   auto invalid = worker_adapter_->get_block_ids_with_load_errors();
   invalid_.insert(invalid.begin(), invalid.end());
   if (!invalid_.empty()) {
     failed_ = instance_->scheduler().handle_invalid_blocks(invalid_);
     invalid_.clear();
+  }
+  if (!stages) {
+    fire_ready();
+    return;
   }
   run_load_stages(std::move(stages), 0);
 }
@@ -451,17 +453,22 @@ void LmcacheConnector::run_load_stages(std::shared_ptr<const std::vector<LoadSta
     dispatch_remote();
     return;
   }
+  ctx_.mover->start(st.kind == LoadStage::kToGpu ? to_gpu_transfer(st.bytes)
+                                                 : fetch_transfer(Location::kDisk, st.bytes),
+                    [then](const TransferResult&) { then(); });
+}
+
+Transfer LmcacheConnector::fetch_transfer(Location src, uint64_t bytes) const {
+  Transfer t{src, Location::kCpu, ctx_.instance, "fetch", {}};
+  t.objects.push_back(
+      KvObject{"fetched chunks", bytes * static_cast<uint64_t>(tier_ranks()), -1, {}});
+  return t;
+}
+
+Transfer LmcacheConnector::to_gpu_transfer(uint64_t bytes) const {
   Transfer t{Location::kCpu, Location::kGpu, ctx_.instance, "retrieve", {}};
-  if (st.kind == LoadStage::kToGpu) {
-    t.objects.push_back(KvObject{"loaded chunks", st.bytes, -1, {}});
-  } else {
-    t.src = st.kind == LoadStage::kFetchDisk ? Location::kDisk : Location::kRemote;
-    t.dst = Location::kCpu;
-    t.kind = "fetch";
-    t.objects.push_back(
-        KvObject{"fetched chunks", st.bytes * static_cast<uint64_t>(tier_ranks()), -1, {}});
-  }
-  ctx_.mover->start(std::move(t), [then](const TransferResult&) { then(); });
+  t.objects.push_back(KvObject{"loaded chunks", bytes, -1, {}});
+  return t;
 }
 
 void LmcacheConnector::fire_ready() {
@@ -477,9 +484,7 @@ void LmcacheConnector::fire_done() {
 void LmcacheConnector::start_fetches(const std::map<int, uint64_t>& bytes_by_tier,
                                      uint64_t to_gpu_bytes, std::function<void()> done) {
   auto h2d = [this, to_gpu_bytes, done = std::move(done)] {
-    Transfer t{Location::kCpu, Location::kGpu, ctx_.instance, "retrieve", {}};
-    t.objects.push_back(KvObject{"loaded chunks", to_gpu_bytes, -1, {}});
-    ctx_.mover->start(std::move(t), [done](const TransferResult&) { done(); });
+    ctx_.mover->start(to_gpu_transfer(to_gpu_bytes), [done](const TransferResult&) { done(); });
   };
   if (bytes_by_tier.empty()) {
     h2d();
@@ -489,10 +494,7 @@ void LmcacheConnector::start_fetches(const std::map<int, uint64_t>& bytes_by_tie
   auto after = std::make_shared<std::function<void()>>(std::move(h2d));
   for (const auto& [tier, bytes] : bytes_by_tier) {
     Location src = tier == report::kTierDisk ? Location::kDisk : Location::kRemote;
-    Transfer t{src, Location::kCpu, ctx_.instance, "fetch", {}};
-    t.objects.push_back(
-        KvObject{"fetched chunks", bytes * static_cast<uint64_t>(tier_ranks()), -1, {}});
-    ctx_.mover->start(std::move(t), [remaining, after](const TransferResult&) {
+    ctx_.mover->start(fetch_transfer(src, bytes), [remaining, after](const TransferResult&) {
       if (--*remaining == 0) (*after)();
     });
   }
@@ -643,10 +645,7 @@ void LmcacheConnector::dispatch_remote() {
       // GET "<key>metadata" (one round trip), then GET "<key>kv_bytes" (a transfer: its round
       // trip and the bytes).
       ctx_.sim->schedule_after(from_seconds(s_.links.network_latency_us * 1e-6), [this, bytes] {
-        Transfer t{Location::kRemote, Location::kCpu, ctx_.instance, "fetch", {}};
-        t.objects.push_back(
-            KvObject{"fetched chunk", bytes * static_cast<uint64_t>(tier_ranks()), -1, {}});
-        ctx_.mover->start(std::move(t), [this](const TransferResult&) {
+        ctx_.mover->start(fetch_transfer(Location::kRemote, bytes), [this](const TransferResult&) {
           --workers_busy_[1];
           if (--gets_left_ == 0) std::exchange(gets_done_, nullptr)();
           start_writes();

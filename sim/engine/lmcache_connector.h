@@ -156,10 +156,14 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   // then they are copied to the GPU — each stage waiting for the one before.
   struct LoadStage {
     enum Kind { kFetchDisk, kFetchRemote, kBroadcast, kToGpu } kind;
-    uint64_t bytes;                     // per rank that holds tiers (fetches), or per GPU
+    uint64_t bytes;  // per rank that holds tiers (disk fetch), or per GPU; kFetchRemote: unused
     std::vector<uint64_t> chunks = {};  // kFetchRemote: each chunk's bytes (one GET job each)
   };
   void run_load_stages(std::shared_ptr<const std::vector<LoadStage>> stages, size_t next);
+  // A disk / Redis → CPU read of `bytes` per rank that holds tiers (node-wide links carry every
+  // such rank's bytes), and the CPU → GPU copy of loaded chunks (PCIe: one GPU's bytes).
+  Transfer fetch_transfer(Location src, uint64_t bytes) const;
+  Transfer to_gpu_transfer(uint64_t bytes) const;
   void start_fetches(const std::map<int, uint64_t>& bytes_by_tier, uint64_t to_gpu_bytes,
                      std::function<void()> done);
   // Starts queued writes while fewer than kWriteWorkers per tier are in flight; only writes below

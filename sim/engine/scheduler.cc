@@ -24,19 +24,16 @@ void Scheduler::schedule(SchedulerOutput* out_ptr) {
   int64_t budget = config_.max_num_batched_tokens;
   stalled_ = nullptr;
   kv_->new_step_starts();
-  int64_t encoder_budget = config_.encoder_compute_budget;
   schedule_running(&out, &budget);
-  if (out.preempted.empty()) schedule_waiting(&out, &budget, &encoder_budget);
+  if (out.preempted.empty()) schedule_waiting(&out, &budget);
   KVTWIN_CHECK_GE(budget, 0);
   KVTWIN_CHECK_LE(static_cast<int64_t>(running_.size()), config_.max_num_seqs);
   for (const ScheduledRequest& s : out.scheduled)
     out.total_num_scheduled_tokens += s.num_new_tokens;
   // As upstream: the connector's metadata sees the counts before _update_after_schedule.
   if (connector_) connector_->build_connector_meta(out);
-  for (ScheduledRequest& s : out.scheduled) {
+  for (ScheduledRequest& s : out.scheduled)
     s.request->req->num_computed_tokens += s.num_new_tokens;  // _update_after_schedule
-    if (s.num_encoder_tokens > 0) s.request->encoder_done = true;
-  }
 }
 
 void Scheduler::schedule_running(SchedulerOutput* out, int64_t* budget) {
@@ -82,7 +79,8 @@ void Scheduler::schedule_running(SchedulerOutput* out, int64_t* budget) {
   }
 }
 
-void Scheduler::schedule_waiting(SchedulerOutput* out, int64_t* budget, int64_t* encoder_budget) {
+void Scheduler::schedule_waiting(SchedulerOutput* out, int64_t* budget) {
+  int64_t encoder_budget = config_.encoder_compute_budget;
   std::vector<EngineRequest*> skipped;  // in encounter order
   auto skip_head = [&] {
     skipped.push_back(waiting_.front());
@@ -135,10 +133,11 @@ void Scheduler::schedule_waiting(SchedulerOutput* out, int64_t* budget, int64_t*
       if (!config_.enable_chunked_prefill && n > *budget) break;
       n = std::min(n, *budget);
       KVTWIN_CHECK(n > 0) << "nothing to compute for a waiting request";
-      // Encoder input runs with the first chunk, from the encoder compute budget; when it does
-      // not fit, upstream schedules 0 tokens and the loop ends.
-      if (r->num_encoder_tokens > 0 && !r->encoder_done) {
-        if (r->num_encoder_tokens > *encoder_budget) break;
+      // An encoder-decoder request runs its encoder input with its first chunk (upstream: only
+      // while num_computed_tokens is 0, so again after a preemption), from the step's encoder
+      // compute budget; when it does not fit, upstream schedules 0 tokens and the loop ends.
+      if (r->num_encoder_tokens > 0 && num_computed == 0) {
+        if (r->num_encoder_tokens > encoder_budget) break;
         num_encoder = r->num_encoder_tokens;
       }
     }
@@ -167,7 +166,7 @@ void Scheduler::schedule_waiting(SchedulerOutput* out, int64_t* budget, int64_t*
     bool is_new = true;
     out->scheduled.push_back(ScheduledRequest{r, n, num_computed, num_encoder, is_new, {}});
     *budget -= n;
-    *encoder_budget -= num_encoder;
+    encoder_budget -= num_encoder;
     r->status = RequestStatus::kRunning;
     req.num_computed_tokens = num_computed;
     if (r->num_cached_tokens < 0) r->num_cached_tokens = num_computed;
@@ -203,8 +202,7 @@ void Scheduler::preempt(EngineRequest* r) {
   KVTWIN_CHECK(r->status == RequestStatus::kRunning) << "only running requests are preempted";
   kv_->free(*r->req);
   r->status = RequestStatus::kPreempted;
-  r->req->num_computed_tokens = 0;
-  r->encoder_done = false;  // upstream frees its encoder input and runs the encoder again
+  r->req->num_computed_tokens = 0;  // an encoder-decoder request runs its encoder again
   r->req->num_preemptions += 1;
   r->record.preemptions += 1;
   ++num_preemptions_;
@@ -240,9 +238,7 @@ void Scheduler::update_from_output(const SchedulerOutput& out, const TokenFn& to
     req.append_output_token_ids(std::span<const model::vllm::TokenId>(&t, 1));
     outcome.sampled.push_back(r);
     if (req.num_tokens() >= config_.max_model_len || req.num_output_tokens() >= req.max_tokens()) {
-      if (connector_) connector_->request_finished(*r);
-      kv_->free(req);
-      r->status = RequestStatus::kFinished;
+      free_request(r);
       outcome.finished.push_back(r);
     }
   }
@@ -328,31 +324,33 @@ std::set<EngineRequest*> Scheduler::handle_invalid_blocks(
   return sync_failed;
 }
 
-void Scheduler::finish_with_error(EngineRequest* r) {
-  if (r->status == RequestStatus::kRunning) {
-    running_.erase(std::find(running_.begin(), running_.end(), r));
-  } else {
-    auto it = std::find(waiting_.begin(), waiting_.end(), r);
-    KVTWIN_CHECK(it != waiting_.end())
-        << "request " << r->id() << " is neither running nor waiting";
-    waiting_.erase(it);
-  }
+void Scheduler::free_request(EngineRequest* r) {
   if (connector_) connector_->request_finished(*r);
   kv_->free(*r->req);
-  failed_recving_.erase(r);
-  finished_recving_.erase(r);
   r->status = RequestStatus::kFinished;
-  r->record.load_error = true;
 }
 
-void Scheduler::abort_waiting(EngineRequest* r) {
+void Scheduler::remove_waiting(EngineRequest* r) {
   auto it = std::find(waiting_.begin(), waiting_.end(), r);
   KVTWIN_CHECK(it != waiting_.end()) << "request " << r->id() << " is not waiting";
   waiting_.erase(it);
   if (stalled_ == r) stalled_ = nullptr;
-  if (connector_) connector_->request_finished(*r);
-  kv_->free(*r->req);
-  r->status = RequestStatus::kFinished;
+}
+
+void Scheduler::finish_with_error(EngineRequest* r) {
+  if (r->status == RequestStatus::kRunning)
+    running_.erase(std::find(running_.begin(), running_.end(), r));
+  else
+    remove_waiting(r);
+  failed_recving_.erase(r);
+  finished_recving_.erase(r);
+  free_request(r);
+  r->record.load_error = true;
+}
+
+void Scheduler::abort_waiting(EngineRequest* r) {
+  remove_waiting(r);
+  free_request(r);
   r->record.rejected = true;
 }
 

@@ -148,7 +148,7 @@ class Scheduler {
 
  private:
   void schedule_running(SchedulerOutput* out, int64_t* budget);
-  void schedule_waiting(SchedulerOutput* out, int64_t* budget, int64_t* encoder_budget);
+  void schedule_waiting(SchedulerOutput* out, int64_t* budget);
   bool update_waiting_for_remote_kv(EngineRequest* r);
   void preempt(EngineRequest* r);
   int64_t mamba_block_aligned_split(const EngineRequest& r, int64_t num_new_tokens,
@@ -157,6 +157,10 @@ class Scheduler {
   std::set<EngineRequest*> update_requests_with_invalid_blocks(
       const std::vector<EngineRequest*>& requests, const std::set<model::vllm::BlockId>& invalid,
       bool sync, std::set<model::vllm::BlockId>* blocks_to_evict);
+  // A request leaving the engine: the connector told first (upstream's _free_request), then its
+  // blocks freed; status finished.
+  void free_request(EngineRequest* r);
+  void remove_waiting(EngineRequest* r);  // REQUIRES: r is in the waiting queue
   void finish_with_error(EngineRequest* r);
 
   SchedulerConfig config_;

@@ -78,8 +78,8 @@ RunRecorder::RunRecorder(const scenario::Scenario& s, std::string trace_name, st
   std::fputs(
       "index,instance,arrival_s,first_scheduled_s,first_token_s,finish_s,ttft_ms,tpot_ms,e2e_ms,"
       "prompt_tokens,output_tokens,gpu_hit_tokens,lmcache_hit_tokens,cpu_loaded_tokens,"
-      "disk_loaded_tokens,remote_loaded_tokens,failed_load_tokens,preemptions,rejected,load_"
-      "error\n",
+      "disk_loaded_tokens,remote_loaded_tokens,failed_load_tokens,preemptions,rejected,"
+      "load_error\n",
       requests_csv_);
   timeseries_csv_ = create(out_dir_ + "/timeseries.csv");
   std::fputs(

@@ -52,7 +52,7 @@ struct RequestRecord {
   int64_t gpu_hit_tokens = 0;      // vLLM prefix-cache hit at first schedule
   int64_t lmcache_hit_tokens = 0;  // LMCache lookup hit beyond vLLM's at first schedule
   std::array<int64_t, kNumTiers> loaded_tokens{};  // tokens loaded per tier
-  int64_t failed_load_tokens = 0;                  // tokens whose load failed and were recomputed
+  int64_t failed_load_tokens = 0;                  // tokens whose load failed (recomputed or lost)
   int64_t preemptions = 0;
   bool rejected = false;    // never finished: prompt too long for max_model_len, or its tokens
                             // need more blocks than the whole GPU pool

@@ -89,52 +89,65 @@ def command(kvtwin, repo, sc, sets, out):
 
 
 
-def main():
+def run_kvtwin(kvtwin, repo, sc, sets, out, timeout):
+    """One `kvtwin run` of the case into `out` (emptied first) under a 2-GB file-size limit:
+    (exit code, stderr), the code 'TIMEOUT' past `timeout` seconds."""
+    shutil.rmtree(out, ignore_errors=True)
+    try:
+        p = subprocess.run(['bash', '-c', 'ulimit -f 2000000; exec "$@"', 'x'] +
+                           command(kvtwin, repo, sc, sets, out),
+                           capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return 'TIMEOUT', ''
+    return p.returncode, p.stderr.strip()
+
+
+def case_loop(prefix, one_case):
+    """The driver of this script and causality.py: argv KVTWIN REPO {lmcache|vllm} CASES SEED LOG;
+    per case one drawn configuration, one_case(kvtwin, repo, rnd, sc, sets, work) -> (record,
+    bad), one JSON line per case in LOG (with i, scenario, wall_s, sets); prints the bad count."""
     kvtwin, repo, mode, cases, seed, log_path = sys.argv[1:7]
     rnd = random.Random(int(seed))
-    work = tempfile.mkdtemp(prefix='kvtwin-fuzz-')
+    work = tempfile.mkdtemp(prefix=prefix)
     bad = 0
     with open(log_path, 'w') as log:
         for i in range(int(cases)):
             sc, sets = draw(rnd, mode)
-            out_a, out_b = f'{work}/a', f'{work}/b'
-            shutil.rmtree(out_a, ignore_errors=True)
             t0 = time.time()
-            try:
-                p = subprocess.run(['bash', '-c', 'ulimit -f 2000000; exec "$@"', 'x'] +
-                                   command(kvtwin, repo, sc, sets, out_a), capture_output=True, text=True, timeout=90)
-                rc, err = p.returncode, p.stderr.strip()
-            except subprocess.TimeoutExpired:
-                rc, err = 'TIMEOUT', ''
-            if rc == 0 and i % 5 == 0:
-                shutil.rmtree(out_b, ignore_errors=True)
-                subprocess.run(command(kvtwin, repo, sc, sets, out_b), capture_output=True, timeout=200)
-                for f in ['summary.json', 'requests.csv', 'timeseries.csv', 'trace.json']:
-                    if open(f'{out_a}/{f}', 'rb').read() != open(f'{out_b}/{f}', 'rb').read():
-                        rc, err = 'NONDET', f
-            status = 'ok'
-            if rc == 'TIMEOUT':
-                status = 'SLOW'
-            elif rc == 2 and err.count('\n') == 0 and err.startswith('kvtwin:'):
-                status = 'refused'
-            elif rc != 0:
-                status = 'BAD'
-            else:
-                s = json.load(open(f'{out_a}/summary.json'))
-                r = s['requests']
-                if r['finished'] + r['rejected'] + r.get('failed', 0) != r['total']:
-                    status = 'BAD-count'
-                if sets.get('vllm.enable_prefix_caching') == 'false' and \
-                        s['gpu_prefix_cache']['hit_tokens'] != 0:
-                    status = 'BAD-hits'
-            bad += status not in ('ok', 'refused')
-            log.write(json.dumps({'i': i, 'scenario': sc, 'status': status, 'rc': rc,
-                                  'wall_s': round(time.time() - t0, 2), 'err': err[-300:],
-                                  'sets': sets}) + '\n')
+            record, is_bad = one_case(kvtwin, repo, rnd, i, sc, sets, work)
+            bad += is_bad
+            log.write(json.dumps(dict({'i': i, 'scenario': sc}, **record,
+                                      wall_s=round(time.time() - t0, 2), sets=sets)) + '\n')
             log.flush()
     shutil.rmtree(work, ignore_errors=True)
     print(f'{cases} cases, {bad} bad')
 
 
+def fuzz_case(kvtwin, repo, rnd, i, sc, sets, work):
+    out_a, out_b = f'{work}/a', f'{work}/b'
+    rc, err = run_kvtwin(kvtwin, repo, sc, sets, out_a, 90)
+    if rc == 0 and i % 5 == 0:
+        run_kvtwin(kvtwin, repo, sc, sets, out_b, 200)
+        for f in ['summary.json', 'requests.csv', 'timeseries.csv', 'trace.json']:
+            if open(f'{out_a}/{f}', 'rb').read() != open(f'{out_b}/{f}', 'rb').read():
+                rc, err = 'NONDET', f
+    status = 'ok'
+    if rc == 'TIMEOUT':
+        status = 'SLOW'
+    elif rc == 2 and err.count('\n') == 0 and err.startswith('kvtwin:'):
+        status = 'refused'
+    elif rc != 0:
+        status = 'BAD'
+    else:
+        s = json.load(open(f'{out_a}/summary.json'))
+        r = s['requests']
+        if r['finished'] + r['rejected'] + r.get('failed', 0) != r['total']:
+            status = 'BAD-count'
+        if sets.get('vllm.enable_prefix_caching') == 'false' and \
+                s['gpu_prefix_cache']['hit_tokens'] != 0:
+            status = 'BAD-hits'
+    return {'status': status, 'rc': rc, 'err': err[-300:]}, status not in ('ok', 'refused')
+
+
 if __name__ == '__main__':
-    main()
+    case_loop('kvtwin-fuzz-', fuzz_case)

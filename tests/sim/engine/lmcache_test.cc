@@ -25,20 +25,22 @@ scenario::Scenario scenario_with(const std::vector<std::string>& sets) {
       "lm.toml", sets);
 }
 
-// A and C share a 1024-token prompt (ids 1 2); B (ids 3 4) comes between them.
+// Trace rows (see run()). A and C share a 1024-token prompt (ids 1 2); B (ids 3 4) comes between
+// them.
 const char* kEvictedPrefix =
-    "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
     "0,1024,1,512,1 2\n"
     "10,1024,1,512,3 4\n"
     "20,1024,1,512,1 2\n";
 // Two requests with the same 1024-token prompt, 10 s apart (on two instances: round robin).
 const char* kSharedPrompt =
-    "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
     "0,1024,2,512,1 2\n"
     "10,1024,2,512,1 2\n";
 
-Result run(const scenario::Scenario& s, const std::string& trace) {
-  return harness::run_cluster(s, trace);
+// Runs `rows` of a native CSV trace (arrival_s, prompt_tokens, output_tokens, block_size,
+// block_ids; no header).
+Result run(const scenario::Scenario& s, const std::string& rows) {
+  return harness::run_cluster(
+      s, "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n" + rows);
 }
 
 // One modelled PCIe copy of `bytes` in this file's scenario: the bytes at `gbps` (GB/s = bytes
@@ -74,7 +76,6 @@ TEST(LmcacheEngine, CpuTierServesWhatTheGpuEvicted) {
 // tokens (1002 µs).
 TEST(LmcacheEngine, LoadsOfOneStepRunRequestAfterRequest) {
   const char* trace =
-      "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
       "0,1024,1,512,1 2\n"
       "10,1024,1,512,3 4\n"
       "10.001,1024,1,512,1 2\n"
@@ -100,7 +101,6 @@ TEST(LmcacheEngine, LoadsOfOneStepRunRequestAfterRequest) {
 // chunks (128 MiB at 50 GB/s plus the 10-µs latency) in turn before the step ends.
 TEST(LmcacheEngine, StoresOfOneStepCopyRequestAfterRequest) {
   const char* trace =
-      "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
       "0,1024,1,512,1 2\n"
       "0.001,1024,1,512,3 4\n"
       "0.001,1024,1,512,5 6\n";
@@ -149,7 +149,6 @@ TEST(LmcacheEngine, MlaLoadsWaitForRankZerosBroadcast) {
 //              faults deleted C's keys) and computes its prompt.
 TEST(LmcacheEngine, FailedRemoteLoadsEndTheRequestOrAreRecomputedByPolicy) {
   const char* trace =
-      "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
       "0,1024,2,512,1 2\n"
       "10,1024,2,512,1 2\n"
       "20,1024,2,512,3 4\n"
@@ -232,7 +231,6 @@ TEST(LmcacheEngine, SynchronousLookupsWaitForEachRedisExists) {
 // end: seconds, not microseconds.
 TEST(LmcacheEngine, ALookupWaitsForARedisWorkerWhilePutsHoldThemAll) {
   const char* trace =
-      "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
       "0,1024,1,512,1 2\n"
       "0.001,1024,1,512,3 4\n"
       "0.001,1024,1,512,5 6\n"
