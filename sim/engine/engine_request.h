@@ -23,6 +23,12 @@ struct EngineRequest {
   int64_t num_cached_tokens = -1;  // tokens computed at first schedule (local + external hits)
   int64_t num_external_computed_tokens = 0;
   int64_t num_encoder_tokens = 0;  // encoder input (encoder-decoder models)
+  // Async scheduling: tokens scheduled but not yet sampled (upstream's num_output_placeholders).
+  int64_t num_output_placeholders = 0;
+  // Async scheduling: batches in flight that hold this request. A request that leaves while one
+  // does (a failed load's error, a rejection) is reported done only after the last has ended.
+  int in_flight_batches = 0;
+  bool done_deferred = false;
   SimTime last_token = -1;
   report::RequestRecord record;
   // The instance's connector may keep its per-request state here (it sets and clears it) to spare

@@ -38,6 +38,7 @@ SchedulerConfig scheduler_config(const scenario::Scenario& s, const KvCacheLayou
   c.max_model_len = s.vllm.max_model_len;
   c.block_size = layout.attention_block_size;
   c.recompute_kv_load_failures = s.vllm.kv_load_failure_policy == "recompute";
+  c.async_scheduling = s.vllm.async_scheduling;
   bool has_mamba = s.model.layer_pattern.find('M') != std::string::npos;
   c.mamba_block_aligned_split = has_mamba && s.vllm.mamba_cache_mode == "align";
   return c;
@@ -50,7 +51,9 @@ Instance::Instance(int id, const scenario::Scenario& s, const KvCacheLayout& lay
     : id_(id),
       ctx_(ctx),
       kv_(kv_cache_manager_options(s, layout, /*events=*/ctx.track_prefix_index)),
-      scheduler_(scheduler_config(s, layout), &kv_, connector) {}
+      scheduler_(scheduler_config(s, layout), &kv_, connector),
+      async_(s.vllm.async_scheduling),
+      max_in_flight_(s.vllm.async_scheduling ? 2 : 1) {}
 
 void Instance::add_request(EngineRequest* r) {
   r->instance = id_;
@@ -60,7 +63,7 @@ void Instance::add_request(EngineRequest* r) {
 }
 
 void Instance::kick() {
-  if (!busy_) try_step();
+  if (engine_ == EngineState::kIdle) engine_loop();
 }
 
 int64_t Instance::queued_tokens() const {
@@ -72,59 +75,133 @@ int64_t Instance::queued_tokens() const {
   return n;
 }
 
-void Instance::try_step() {
-  KVTWIN_CHECK(!busy_);
-  SchedulerOutput& out = step_out_;
+void Instance::engine_loop() {
+  engine_ = EngineState::kFree;
   while (true) {
-    // A schedule whose only effect was preemption schedules again at once (vLLM would run an
-    // empty step); bounded by the number of running requests.
-    size_t attempts = scheduler_.num_running() + 2;
-    for (size_t a = 0; a < attempts; ++a) {
-      scheduler_.schedule(&out);
-      drain_events();
-      for (EngineRequest* r : out.rejected) done_rejected(r);
-      out.rejected.clear();
-      if (!out.empty() || out.preempted.empty()) break;
+    if (count_ < max_in_flight_) {
+      Batch& b = batch(count_);
+      schedule_into(&b);
+      if (!b.out.empty()) {
+        ++count_;
+        b.started = -1;
+        b.done = false;
+        b.invalid.clear();
+        const SimTime now = ctx_.sim->now();
+        slices_.clear();
+        for (const ScheduledRequest& s : b.out.scheduled) {
+          slices_.push_back(hw::StepSlice{s.num_new_tokens, s.num_computed_before, s.samples,
+                                          s.num_encoder_tokens});
+          s.request->in_flight_batches += 1;
+          if (s.request->record.first_scheduled < 0) s.request->record.first_scheduled = now;
+        }
+        b.compute = ctx_.step_model->step_time(slices_);
+        b.lookups_done = !(async_ && hooks_);
+        if (!b.lookups_done) {
+          engine_ = EngineState::kWaitLookups;
+          in_run_lookups_ = true;
+          hooks_->run_lookups([this] { lookups_done(); });
+          in_run_lookups_ = false;
+          if (!b.lookups_done) return;  // lookups_done() resumes the loop
+          engine_ = EngineState::kFree;
+        }
+        start_worker();
+        continue;
+      }
+      if (count_ == 0) {
+        if (reject_stuck_head()) continue;
+        engine_ = EngineState::kIdle;  // until an arrival or a finished KV load
+        return;
+      }
     }
-    if (!out.empty()) break;
-    if (!reject_stuck_head()) return;  // idle until an arrival or a finished KV load
+    // Wait for the oldest batch, then process its output.
+    if (!batch(0).done) {
+      engine_ = EngineState::kWaitBatch;
+      return;  // worker_done() resumes
+    }
+    process_output(&batch(0));
   }
-  busy_ = true;
-  step_start_ = ctx_.sim->now();
-  slices_.clear();
-  for (const ScheduledRequest& s : out.scheduled) {
-    const model::vllm::Request& req = *s.request->req;
-    slices_.push_back(hw::StepSlice{s.num_new_tokens, s.num_computed_before,
-                                    req.num_computed_tokens >= req.num_tokens(),
-                                    s.num_encoder_tokens});
-    if (s.request->record.first_scheduled < 0) s.request->record.first_scheduled = step_start_;
+}
+
+void Instance::schedule_into(Batch* b) {
+  SchedulerOutput& out = b->out;
+  // A schedule whose only effect was preemption schedules again at once when nothing runs
+  // (vLLM would run an empty step); bounded by the number of running requests.
+  const size_t attempts = count_ == 0 ? scheduler_.num_running() + 2 : 1;
+  for (size_t a = 0; a < attempts; ++a) {
+    scheduler_.schedule(&out);
+    drain_events();
+    for (EngineRequest* r : out.rejected) {
+      r->record.finish = ctx_.sim->now();
+      leave(r);
+    }
+    out.rejected.clear();
+    if (!out.empty() || out.preempted.empty()) break;
   }
-  step_compute_ = ctx_.step_model->step_time(slices_);
-  if (hooks_) {
-    hooks_->begin_step(out, step_compute_, [this](SimDuration extra) { run_forward(extra); });
-  } else {
-    run_forward(0);
+}
+
+void Instance::lookups_done() {
+  // The newest batch's lookups: engine_loop() added it last and waits for them (unless they
+  // ended within run_lookups, where engine_loop() goes on by itself).
+  Batch& b = batch(count_ - 1);
+  KVTWIN_CHECK(engine_ == EngineState::kWaitLookups && !b.lookups_done);
+  b.lookups_done = true;
+  if (!in_run_lookups_) {
+    start_worker();
+    engine_loop();
+  }
+}
+
+void Instance::start_worker() {
+  if (worker_ >= 0) return;
+  for (int i = 0; i < count_; ++i) {
+    Batch& b = batch(i);
+    if (b.started >= 0) continue;
+    if (!b.lookups_done) return;
+    worker_ = i;
+    b.started = ctx_.sim->now();
+    if (hooks_) {
+      hooks_->begin_step(b.out, b.compute, [this](SimDuration extra) { run_forward(extra); });
+    } else {
+      run_forward(0);
+    }
+    return;
   }
 }
 
 void Instance::run_forward(SimDuration extra) {
-  ctx_.sim->schedule_after(step_compute_.total_ns + extra, [this] {
+  ctx_.sim->schedule_after(batch(worker_).compute.total_ns + extra, [this] {
     if (hooks_) {
-      hooks_->end_step(step_out_,
-                       [this](const std::set<EngineRequest*>& failed) { finish_step(failed); });
+      hooks_->end_step(batch(worker_).out, [this](const std::set<model::vllm::BlockId>& invalid) {
+        worker_done(invalid);
+      });
     } else {
-      finish_step({});
+      worker_done({});
     }
   });
 }
 
-void Instance::finish_step(const std::set<EngineRequest*>& failed) {
-  const SchedulerOutput& out = step_out_;
-  SimTime now = ctx_.sim->now();
-  computed_tokens_ += static_cast<uint64_t>(out.total_num_scheduled_tokens);
+void Instance::worker_done(const std::set<model::vllm::BlockId>& invalid) {
+  Batch& b = batch(worker_);
+  worker_ = -1;
+  b.done = true;
+  b.invalid = invalid;
+  const SimTime now = ctx_.sim->now();
+  computed_tokens_ += static_cast<uint64_t>(b.out.total_num_scheduled_tokens);
   if (ctx_.recorder)
-    ctx_.recorder->on_step(id_, step_start_, now - step_start_, out.total_num_scheduled_tokens,
-                           static_cast<int64_t>(out.scheduled.size()));
+    ctx_.recorder->on_step(id_, b.started, now - b.started, b.out.total_num_scheduled_tokens,
+                           static_cast<int64_t>(b.out.scheduled.size()));
+  // The worker goes on with the next batch at once; the engine core processes this one's output
+  // when it waits for it.
+  start_worker();
+  if (engine_ == EngineState::kWaitBatch) engine_loop();
+}
+
+void Instance::process_output(Batch* b) {
+  KVTWIN_CHECK(b == &batch(0) && b->done);
+  const SchedulerOutput& out = b->out;
+  SimTime now = ctx_.sim->now();
+  std::set<EngineRequest*> failed;
+  if (!b->invalid.empty()) failed = scheduler_.handle_invalid_blocks(b->invalid);
   const workload::TokenSynthesizer* synth = ctx_.tokens;
   Scheduler::StepOutcome& outcome = step_outcome_;
   scheduler_.update_from_output(
@@ -140,15 +217,23 @@ void Instance::finish_step(const std::set<EngineRequest*>& failed) {
     }
     r->last_token = now;
   }
+  // This batch no longer holds its requests: those that left while it was in flight go now.
+  released_.clear();
+  for (const ScheduledRequest& s : out.scheduled) {
+    EngineRequest* r = s.request;
+    if (--r->in_flight_batches == 0 && r->done_deferred) released_.push_back(r);
+  }
   for (const auto* done : {&outcome.finished, &outcome.errored}) {
     for (EngineRequest* r : *done) {
       r->record.finish = now;
       r->record.output_tokens = r->req->num_output_tokens();
-      ctx_.on_done(r);
+      leave(r);
     }
   }
-  busy_ = false;
-  try_step();  // replaces step_out_: nothing above may be used after this
+  head_ = (head_ + 1) % kMaxBatches;
+  --count_;
+  if (worker_ >= 0) --worker_;
+  for (EngineRequest* r : released_) ctx_.on_done(r);
 }
 
 bool Instance::reject_stuck_head() {
@@ -164,12 +249,16 @@ bool Instance::reject_stuck_head() {
   if (stuck == nullptr) return false;
   scheduler_.abort_waiting(stuck);
   drain_events();
-  done_rejected(stuck);
+  stuck->record.finish = ctx_.sim->now();
+  leave(stuck);
   return true;
 }
 
-void Instance::done_rejected(EngineRequest* r) {
-  r->record.finish = ctx_.sim->now();
+void Instance::leave(EngineRequest* r) {
+  if (r->in_flight_batches > 0) {
+    r->done_deferred = true;
+    return;
+  }
   ctx_.on_done(r);
 }
 

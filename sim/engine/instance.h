@@ -1,21 +1,36 @@
 // Instance: one simulated vLLM engine (one tensor-parallel group of GPUs) in virtual time.
 //
-// The engine loop, as vLLM's EngineCore runs it, one step at a time:
+// Two threads of upstream's engine are modelled: the engine core (schedule, process output) and
+// the worker (KV loads, forward pass, KV stores), which runs the batches it is given in order.
+//
+// Synchronous loop (vllm.async_scheduling = false; EngineCore.step):
 //
 //   idle ──(request arrives / a KV load finishes)──▶ schedule()
 //     schedule() empty → idle (a waiting request that can never fit while nothing runs is
 //                         rejected, so the loop cannot stall)
-//     else  step:  [worker: KV loads before the forward pass]
-//                  forward pass  (StepModel: roofline or profile)
-//                  [worker: KV stores after the forward pass]
-//           ──(step time later)──▶ update_from_output() → tokens, finished requests → schedule()
+//     else  batch:  [worker: KV loads before the forward pass]
+//                   forward pass  (StepModel: roofline or profile)
+//                   [worker: KV stores after the forward pass]
+//           ──(its end)──▶ update_from_output() → tokens, finished requests → schedule()
+//
+// Asynchronous scheduling (vllm.async_scheduling = true, vLLM v0.17's default;
+// EngineCore.step_with_batch_queue with a batch queue of 2): the engine core schedules until two
+// batches are in flight or a schedule comes back empty, then waits for the oldest batch, processes
+// its output, and schedules again. So step N+1 is scheduled while step N runs (its requests' next
+// tokens as placeholders), a request that arrives during step N is first scheduled in step N+2,
+// and step N's finished requests keep their blocks and seats until step N+1 is scheduled. The
+// worker starts a batch when the one before it ended and the lookups of the schedule that built
+// it (Redis EXISTS round trips, backoff sleeps: StepHooks::run_lookups) are done; the engine core
+// is busy for those lookups too. Upstream's empty batches (a schedule that found nothing while a
+// batch runs) only order the queue; they are not materialised: the result is the same.
 //
 // The KV connector's worker side (LMCache loads/stores) plugs in through StepHooks; without one,
-// a step costs exactly the step model's time.
+// a batch costs exactly the step model's time.
 //
 // Threading: the simulation thread only.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <memory>
 #include <unordered_set>
@@ -32,18 +47,24 @@
 
 namespace kvtwin::sim::engine {
 
-// The worker side of a KV connector: work around each forward pass. begin_step() may start
-// transfers and calls `ready(extra_ns)` (asynchronously, through the Simulator) when the forward
-// pass may start; `extra_ns` is added to the step's duration (layerwise transfers not hidden by
-// compute). end_step() runs after the forward pass and calls `done(failed)` when the step is
-// over; `failed` are requests whose loads failed (they recompute instead of sampling).
+// The worker side of a KV connector: work around each forward pass, one batch at a time, in the
+// order the batches were scheduled. begin_step() may start transfers and calls `ready(extra_ns)`
+// (asynchronously, through the Simulator) when the forward pass may start; `extra_ns` is added to
+// the step's duration (layerwise transfers not hidden by compute). end_step() runs after the
+// forward pass and calls `done(invalid)` when the step is over; `invalid` are the blocks whose
+// loads failed (the engine hands them to Scheduler::handle_invalid_blocks when it processes the
+// step's output). Async scheduling only: run_lookups() runs, right after a schedule that built a
+// batch, the time that schedule's connector lookups block the engine core (the synchronous
+// loop charges it in begin_step instead), and calls `done` when it is over.
 class StepHooks {
  public:
   virtual ~StepHooks() = default;
   virtual void begin_step(const SchedulerOutput& out, const hw::StepTime& compute,
                           std::function<void(SimDuration extra_ns)> ready) = 0;
-  virtual void end_step(const SchedulerOutput& out,
-                        std::function<void(const std::set<EngineRequest*>& failed)> done) = 0;
+  virtual void end_step(
+      const SchedulerOutput& out,
+      std::function<void(const std::set<model::vllm::BlockId>& invalid)> done) = 0;
+  virtual void run_lookups(std::function<void()> done) = 0;
 };
 
 struct InstanceContext {
@@ -69,7 +90,6 @@ class Instance {
   void kick();
   void set_hooks(StepHooks* hooks) { hooks_ = hooks; }
 
-  bool idle() const { return !busy_; }
   bool has_unfinished() const { return scheduler_.has_unfinished(); }
   size_t num_running() const { return scheduler_.num_running(); }
   size_t num_waiting() const { return scheduler_.num_waiting(); }
@@ -87,27 +107,55 @@ class Instance {
   Scheduler& scheduler() { return scheduler_; }
 
  private:
-  void try_step();
+  // A scheduled batch, from its schedule to the processing of its output.
+  struct Batch {
+    SchedulerOutput out;
+    hw::StepTime compute;
+    SimTime started = -1;                    // the worker began it
+    bool lookups_done = true;                // its schedule's lookups no longer block it (async)
+    bool done = false;                       // the worker finished it
+    std::set<model::vllm::BlockId> invalid;  // blocks whose loads failed (from the hooks)
+  };
+  // The engine core, free now: schedules while batches may be added, else processes the oldest
+  // batch's output once it is done; returns when it must wait (a batch, lookups, an arrival).
+  void engine_loop();
+  // One schedule into `b` (cleared); rejected requests leave. When nothing is in flight, a
+  // schedule whose only effect was preemption is repeated at once (vLLM runs an empty step).
+  void schedule_into(Batch* b);
+  void start_worker();  // begins the next batch if the worker is free and the batch may start
   void run_forward(SimDuration extra);
-  void finish_step(const std::set<EngineRequest*>& failed);
-  void drain_events();
+  void worker_done(const std::set<model::vllm::BlockId>& invalid);
+  void lookups_done();
+  void process_output(Batch* b);  // update_from_output and what follows; frees b's slot
   bool reject_stuck_head();
-  // A request the scheduler aborted (record.rejected set): it leaves now.
-  void done_rejected(EngineRequest* r);
+  // A request leaves the instance (finished, failed or rejected; record set): reported done now,
+  // or once the last batch in flight that holds it has been processed.
+  void leave(EngineRequest* r);
+  void drain_events();
+
+  Batch& batch(int i) { return ring_[static_cast<size_t>((head_ + i) % kMaxBatches)]; }
 
   int id_;
   InstanceContext ctx_;
   model::vllm::KVCacheManager kv_;
   Scheduler scheduler_;
   StepHooks* hooks_ = nullptr;
-  bool busy_ = false;
-  SimTime step_start_ = 0;
-  // The step in flight (busy_): its batch and compute time, kept here until finish_step so that
-  // the event callbacks capture only `this`.
-  SchedulerOutput step_out_;
-  Scheduler::StepOutcome step_outcome_;  // finish_step's, kept for its capacity
-  hw::StepTime step_compute_;
-  std::vector<hw::StepSlice> slices_;  // scratch
+  bool async_ = false;
+  int max_in_flight_ = 1;  // 2 under async scheduling (upstream's batch queue)
+  bool in_run_lookups_ = false;
+  // The engine core: kFree while engine_loop runs, kIdle waiting for an arrival or a KV load,
+  // kWaitBatch waiting for the oldest batch, kWaitLookups for its schedule's lookups.
+  enum class EngineState { kIdle, kFree, kWaitBatch, kWaitLookups } engine_ = EngineState::kIdle;
+  // Batches scheduled and not yet processed, oldest first (ring, reused step after step so that
+  // their vectors keep their capacity).
+  static constexpr int kMaxBatches = 2;
+  std::array<Batch, kMaxBatches> ring_;
+  int head_ = 0;
+  int count_ = 0;
+  int worker_ = -1;  // the batch (index from the oldest) the worker runs, -1: none
+  Scheduler::StepOutcome step_outcome_;   // process_output's, kept for its capacity
+  std::vector<hw::StepSlice> slices_;     // scratch
+  std::vector<EngineRequest*> released_;  // scratch
   uint64_t computed_tokens_ = 0;
   U64Set cached_hashes_;                               // low 64 bits of cached block hashes
   std::vector<model::vllm::KvHashEvent> hash_events_;  // drain_events' buffer, kept for capacity

@@ -207,7 +207,18 @@ void LmcacheConnector::build_connector_meta(const SchedulerOutput& output) {
   }
   o.scheduled_cached_reqs.resize(num_cached);
   try {
-    meta_ = scheduler_adapter_->build_connector_meta(o, new_requests_);
+    lm::ConnectorMetadata meta = scheduler_adapter_->build_connector_meta(o, new_requests_);
+    if (!output.empty()) {
+      // Only a batch that runs takes the metadata and its schedule's lookups (the synchronous
+      // loop charges an empty schedule's lookups to the batch built next at the same time).
+      BuiltMeta b{std::move(meta), 0, 0};
+      if (s_.vllm.async_scheduling && sleeps_at_ == ctx_.sim->now()) {
+        b.sleep_ns = std::exchange(sleep_ns_, 0);
+        b.exists = std::exchange(lookup_exists_, 0);
+      }
+      built_.push_back(std::move(b));
+      ++metas_built_;
+    }
   } catch (const lm::UpstreamError& e) {
     // An exception in the scheduler-side connector ends upstream's engine; the run ends here.
     char when[64];
@@ -220,14 +231,24 @@ void LmcacheConnector::build_connector_meta(const SchedulerOutput& output) {
 }
 
 void LmcacheConnector::request_finished(EngineRequest& r) {
-  finished_since_meta_.push_back(r.id());
-  requests_.erase(r.id());
   r.connector_state = nullptr;
+  if (metas_ended_ < metas_built_) {
+    // A batch built before it finished may still hold its metadata (async scheduling: a failed
+    // request ended while its next step is in flight); its state stays until that batch ends.
+    retiring_.emplace_back(metas_built_, r.id());
+  } else {
+    retire(r.id());
+  }
   if (prefetch_ && r.record.first_scheduled < 0 && lookup_client_->is_pending(r.id())) {
     lookup_client_->cancel_lookup(r.id());  // aborted while its lookup runs (FINISHED_ABORTED)
     return;
   }
   lookup_client_->clear_lookup_status(r.id());
+}
+
+void LmcacheConnector::retire(const std::string& id) {
+  finished_since_meta_.push_back(id);
+  requests_.erase(id);
 }
 
 // Deletes, with probability links.remote_get_failure_rate, the remote copy of each chunk a
@@ -257,9 +278,18 @@ void LmcacheConnector::inject_remote_faults() {
 
 void LmcacheConnector::begin_step(const SchedulerOutput& /*out*/, const hw::StepTime& compute,
                                   std::function<void(SimDuration)> ready) {
-  failed_.clear();
+  KVTWIN_CHECK(!built_.empty()) << "a step began without its connector metadata";
+  meta_ = std::move(built_.front().meta);
+  built_.pop_front();
   per_layer_ns_ = compute.per_layer_ns;
   inject_remote_faults();
+  step_ready_ = std::move(ready);
+  exists_done_ = [this] { start_step_transfers(); };
+  if (s_.vllm.async_scheduling) {  // run_lookups charged them while the previous step ran
+    step_sleep_ = 0;
+    run_exists(0);
+    return;
+  }
   // What this step's schedule() spent in lookups delays it: async loading's backoff sleeps are
   // added to the step; the EXISTS calls of synchronous lookups run first, one after the other,
   // each on a Redis worker.
@@ -268,8 +298,22 @@ void LmcacheConnector::begin_step(const SchedulerOutput& /*out*/, const hw::Step
   const uint64_t exists = fresh ? lookup_exists_ : 0;
   sleep_ns_ = 0;
   lookup_exists_ = 0;
-  step_ready_ = std::move(ready);
   run_exists(exists);
+}
+
+// Async scheduling: the schedule that built the newest batch blocks the engine core for its
+// lookups (backoff sleeps, then EXISTS round trips) while the previous batch runs.
+void LmcacheConnector::run_lookups(std::function<void()> done) {
+  KVTWIN_CHECK(!built_.empty());
+  const BuiltMeta& b = built_.back();
+  lookups_done_ = std::move(done);
+  exists_done_ = [this] { std::exchange(lookups_done_, nullptr)(); };
+  const uint64_t exists = b.exists;
+  if (b.sleep_ns > 0) {
+    ctx_.sim->schedule_after(b.sleep_ns, [this, exists] { run_exists(exists); });
+  } else {
+    run_exists(exists);
+  }
 }
 
 // Upstream's RedisConnector runs EXISTS, GET and PUT jobs on one executor of kWriteWorkers
@@ -279,7 +323,7 @@ void LmcacheConnector::begin_step(const SchedulerOutput& /*out*/, const hw::Step
 // EXISTS calls the queued puts take the worker it frees.
 void LmcacheConnector::run_exists(uint64_t remaining) {
   if (remaining == 0) {
-    start_step_transfers();
+    std::exchange(exists_done_, nullptr)();
     return;
   }
   if (workers_busy_[1] >= kWriteWorkers) {
@@ -334,10 +378,6 @@ void LmcacheConnector::start_step_transfers() {
   stats_.stored_chunks += log.stored.size();
   auto invalid = worker_adapter_->get_block_ids_with_load_errors();
   invalid_.insert(invalid.begin(), invalid.end());
-  if (!invalid_.empty()) {
-    failed_ = instance_->scheduler().handle_invalid_blocks(invalid_);
-    invalid_.clear();
-  }
   loads_done_ = -1;
   pending_ = 0;
   if (to_gpu > 0) {
@@ -421,10 +461,6 @@ void LmcacheConnector::load_bulk() {
   }
   auto invalid = worker_adapter_->get_block_ids_with_load_errors();
   invalid_.insert(invalid.begin(), invalid.end());
-  if (!invalid_.empty()) {
-    failed_ = instance_->scheduler().handle_invalid_blocks(invalid_);
-    invalid_.clear();
-  }
   if (!stages) {
     fire_ready();
     return;
@@ -476,7 +512,14 @@ void LmcacheConnector::fire_ready() {
 }
 
 void LmcacheConnector::fire_done() {
-  std::exchange(step_done_, nullptr)(failed_);
+  ++metas_ended_;
+  while (!retiring_.empty() && retiring_.front().first <= metas_ended_) {
+    retire(retiring_.front().second);
+    retiring_.pop_front();
+  }
+  std::set<model::vllm::BlockId> invalid;
+  invalid.swap(invalid_);
+  std::exchange(step_done_, nullptr)(invalid);
 }
 
 // Layerwise loads: tier → CPU fetches (disk and remote in parallel), then one CPU → GPU copy of
@@ -512,7 +555,7 @@ void LmcacheConnector::save(lm::WorkerLog* log) {
 }
 
 void LmcacheConnector::end_step(const SchedulerOutput& /*out*/,
-                                std::function<void(const std::set<EngineRequest*>&)> done) {
+                                std::function<void(const std::set<model::vllm::BlockId>&)> done) {
   step_done_ = std::move(done);
   if (config_.use_layerwise) {
     lm::WorkerLog log;

@@ -112,7 +112,8 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   void begin_step(const SchedulerOutput& out, const hw::StepTime& compute,
                   std::function<void(SimDuration)> ready) override;
   void end_step(const SchedulerOutput& out,
-                std::function<void(const std::set<EngineRequest*>&)> done) override;
+                std::function<void(const std::set<model::vllm::BlockId>&)> done) override;
+  void run_lookups(std::function<void()> done) override;
 
   // Occupancy in bytes of the modelled rank (the cluster multiplies CPU and disk by tier_ranks(),
   // Redis by remote_writer_ranks()), and counters.
@@ -141,7 +142,8 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   model::lmcache::VllmRequest& mirror(const EngineRequest& r) { return *state_of(r).mirror; }
   static void sync(model::lmcache::VllmRequest& m, const EngineRequest& r,
                    int64_t num_computed_tokens);
-  // The step's synchronous-lookup EXISTS calls on the Redis workers, then start_step_transfers().
+  // The synchronous lookups' EXISTS calls on the Redis workers, one after the other, then
+  // exists_done_.
   void run_exists(uint64_t remaining);
   // Hands free Redis workers to waiting jobs by upstream's priorities: the lookup's EXISTS, then
   // the retrieve's GETs, then queued puts.
@@ -197,13 +199,27 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   // Per unfinished request, by request id (one look-up per scheduled request and step).
   std::unordered_map<std::string, RequestState> requests_;
   std::vector<std::string> finished_since_meta_;
-  model::lmcache::ConnectorMetadata meta_;
+  // A batch's metadata from its build_connector_meta to its end_step, with the time its
+  // schedule's lookups took (EXISTS calls, backoff sleeps; async scheduling runs them in
+  // run_lookups, the synchronous loop in begin_step).
+  struct BuiltMeta {
+    model::lmcache::ConnectorMetadata meta;
+    SimDuration sleep_ns = 0;
+    uint64_t exists = 0;
+  };
+  std::deque<BuiltMeta> built_;             // built, not begun (at most one per batch in flight)
+  model::lmcache::ConnectorMetadata meta_;  // the batch the worker runs
+  uint64_t metas_built_ = 0;                // batches built so far (non-empty schedules)
+  uint64_t metas_ended_ = 0;                // batches whose end_step finished
+  // Requests that finished while a batch holding their metadata was in flight (async
+  // scheduling): their state stays until the batch numbered `first` has ended.
+  std::deque<std::pair<uint64_t, std::string>> retiring_;
+  void retire(const std::string& id);
   // build_connector_meta's input, kept between steps so its buffers are reused.
   model::lmcache::SchedulerOutput sched_out_;
   std::unordered_map<std::string, const model::lmcache::VllmRequest*> new_requests_;
 
   // The step in flight.
-  std::set<EngineRequest*> failed_;
   std::set<model::vllm::BlockId> invalid_;  // blocks whose load failed in this step
   SimTime loads_done_ = -1;                 // layerwise: when the loads finished
   int pending_ = 0;                         // layerwise: transfers still running
@@ -214,7 +230,9 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   // so none is allocated per step). fire_ready / fire_done take the callback out, then call it.
   std::function<void(SimDuration)> step_ready_;
   SimDuration step_sleep_ = 0;  // the scheduler's lookup time (Redis EXISTS, backoff sleeps)
-  std::function<void(const std::set<EngineRequest*>&)> step_done_;
+  std::function<void(const std::set<model::vllm::BlockId>&)> step_done_;
+  std::function<void()> exists_done_;   // run_exists' continuation
+  std::function<void()> lookups_done_;  // run_lookups' callback
   void fire_ready();
   void fire_done();
 

@@ -32,8 +32,13 @@ void Scheduler::schedule(SchedulerOutput* out_ptr) {
     out.total_num_scheduled_tokens += s.num_new_tokens;
   // As upstream: the connector's metadata sees the counts before _update_after_schedule.
   if (connector_) connector_->build_connector_meta(out);
-  for (ScheduledRequest& s : out.scheduled)
-    s.request->req->num_computed_tokens += s.num_new_tokens;  // _update_after_schedule
+  for (ScheduledRequest& s : out.scheduled) {  // _update_after_schedule
+    EngineRequest& r = *s.request;
+    model::vllm::Request& req = *r.req;
+    req.num_computed_tokens += s.num_new_tokens;
+    s.samples = req.num_computed_tokens >= req.num_tokens() + r.num_output_placeholders;
+    if (config_.async_scheduling && s.samples) r.num_output_placeholders += 1;
+  }
 }
 
 void Scheduler::schedule_running(SchedulerOutput* out, int64_t* budget) {
@@ -41,7 +46,14 @@ void Scheduler::schedule_running(SchedulerOutput* out, int64_t* budget) {
   while (index < running_.size() && *budget > 0) {
     EngineRequest* r = running_[index];
     model::vllm::Request& req = *r->req;
-    int64_t n = req.num_tokens() - req.num_computed_tokens;
+    // Async: the step in flight already samples this request's last token (max_tokens).
+    if (r->num_output_placeholders > 0 &&
+        req.num_computed_tokens + 2 - r->num_output_placeholders >=
+            req.num_prompt_tokens() + req.max_tokens()) {
+      ++index;
+      continue;
+    }
+    int64_t n = req.num_tokens() + r->num_output_placeholders - req.num_computed_tokens;
     if (config_.long_prefill_token_threshold > 0 && n > config_.long_prefill_token_threshold)
       n = config_.long_prefill_token_threshold;
     n = std::min(n, *budget);
@@ -232,12 +244,22 @@ void Scheduler::update_from_output(const SchedulerOutput& out, const TokenFn& to
   for (const ScheduledRequest& s : out.scheduled) {
     EngineRequest* r = s.request;
     if (r->finished() || skip.count(r)) continue;
+    if (!s.samples) continue;  // a prefill chunk: its sampled token is discarded
     model::vllm::Request& req = *r->req;
-    if (req.num_computed_tokens < req.num_tokens()) continue;  // still in a prefill chunk
+    const bool was_running = r->status == RequestStatus::kRunning;
     model::vllm::TokenId t = token(*r, req.num_output_tokens());
     req.append_output_token_ids(std::span<const model::vllm::TokenId>(&t, 1));
+    if (config_.async_scheduling) {
+      // AsyncScheduler._update_request_with_output: the placeholder is filled, and the blocks the
+      // new token completes are cached (not for a request preempted since it was scheduled).
+      KVTWIN_CHECK(r->num_output_placeholders > 0);
+      r->num_output_placeholders -= 1;
+      if (was_running) kv_->cache_blocks(req, req.num_computed_tokens - r->num_output_placeholders);
+    }
     outcome.sampled.push_back(r);
     if (req.num_tokens() >= config_.max_model_len || req.num_output_tokens() >= req.max_tokens()) {
+      // Async: a request preempted after it was scheduled may stop here (from the waiting queue).
+      if (!was_running) remove_waiting(r);
       free_request(r);
       outcome.finished.push_back(r);
     }

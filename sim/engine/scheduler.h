@@ -21,7 +21,18 @@
 //        the loop ends;
 //        allocate_slots(n, local hits, external tokens, encoder tokens); failure ends the loop.
 //      Skipped requests go back to the front of the queue in their original order.
-//   3. num_computed_tokens += scheduled tokens for every scheduled request.
+//   3. num_computed_tokens += scheduled tokens for every scheduled request; it samples in this
+//      step unless it is still in a prefill chunk (is_prefill_chunk).
+//
+// Async scheduling (vLLM's AsyncScheduler; the Instance runs the batch queue): each request that
+// samples in a step holds one output placeholder until the step's output arrives; a running
+// request is scheduled for num_tokens + placeholders − num_computed_tokens tokens, and not at all
+// once the tokens in flight reach max_tokens (num_computed + 2 − placeholders ≥ prompt +
+// max_tokens). An output fills a placeholder and caches the blocks it completes
+// (num_computed − placeholders tokens) unless the request was preempted since; a preempted request
+// whose last token was in flight stops from the waiting queue. As upstream, a request whose load
+// failed keeps the failed step's placeholder (its output is skipped), and a step scheduled before
+// the failure was known still samples for it.
 //
 // update_from_output() — after the forward pass: every scheduled request that is not still in a
 // prefill chunk samples one token (appended to its vLLM Request, which hashes completed blocks);
@@ -32,7 +43,7 @@
 // once the step's stopped requests are freed.
 //
 // Not modelled: speculative decoding, LoRA limits, structured output, pipeline parallelism,
-// async scheduling, priorities (FCFS only), streaming input.
+// priorities (FCFS only), streaming input.
 //
 // Threading: single-threaded, owned by one Instance.
 #pragma once
@@ -63,6 +74,9 @@ struct SchedulerConfig {
   int64_t encoder_compute_budget = 0;
   // kv_load_failure_policy: true = "recompute", false = "fail" (vLLM v0.17's default).
   bool recompute_kv_load_failures = false;
+  // vLLM's AsyncScheduler: a step is scheduled before the previous step's output is processed;
+  // each sampling request holds one output placeholder per token in flight.
+  bool async_scheduling = false;
 };
 
 struct ScheduledRequest {
@@ -72,6 +86,9 @@ struct ScheduledRequest {
   int64_t num_encoder_tokens = 0;   // encoder input run in this step
   bool is_new = false;              // first schedule or resumed after preemption
   std::vector<model::vllm::BlockId> new_block_ids;  // running requests: blocks added (group 0)
+  // Samples a token in this step: its computed tokens reach its tokens (with placeholders) once
+  // the step's tokens are counted (not is_prefill_chunk).
+  bool samples = false;
 };
 
 struct SchedulerOutput {

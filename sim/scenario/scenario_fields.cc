@@ -220,6 +220,8 @@ std::vector<FieldSpec> make_fields() {
                    {"fail", "recompute"},
                    "a failed KV connector load: fail (end the request with an error, vLLM's "
                    "default) or recompute the lost tokens"));
+  f.push_back(boolean("vllm.async_scheduling", &S::vllm, &VllmConfig::async_scheduling,
+                      "schedule the next step while one runs (vLLM v0.17's default)"));
   // [lmcache]
   f.push_back(
       boolean("lmcache.enabled", &S::lmcache, &LmcacheConfig::enabled, "LMCache connector on"));

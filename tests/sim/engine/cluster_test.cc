@@ -38,20 +38,22 @@ scenario::Scenario tiny(const std::string& dir, const std::vector<std::string>& 
 
 constexpr SimTime kUs = 1000;
 
-// Hand-computed (step = 1000 µs + 1 µs per scheduled token):
+// The synchronous loop (vllm.async_scheduling = false), hand-computed (step = 1000 µs + 1 µs per
+// scheduled token):
 //   step 1 [0, 1064]      r0 prefill 64                        → r0 token 1 at 1064 µs
 //   step 2 [1064, 2081]   r0 decode 1 + r1 prefill 16 (48 hit) → r0 done, r1 token 1 at 2081 µs
 //                         r2 waits: two requests already run (max_num_seqs = 2)
 //   step 3 [2081, 3145]   r1 decode 1 + r2 chunk 63 (budget)   → r1 done at 3145 µs
 //   step 4 [3145, 4146]   r2 last prompt token                 → r2 token 1, done at 4146 µs
+const char* const kSmallTrace =
+    "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
+    "0,64,2,16,1 2 3 4\n"
+    "0,64,2,16,1 2 3 5\n"
+    "0,64,1,16,9 8 7 6\n";
+
 TEST(Cluster, SmallTraceMatchesAHandComputedSchedule) {
   std::string dir = kvtwin::testing::scratch_dir();
-  std::string trace =
-      "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
-      "0,64,2,16,1 2 3 4\n"
-      "0,64,2,16,1 2 3 5\n"
-      "0,64,1,16,9 8 7 6\n";
-  Result r = run(tiny(dir), trace);
+  Result r = run(tiny(dir, {"vllm.async_scheduling=false"}), kSmallTrace);
   ASSERT_EQ(r.records.size(), 3u);
   const auto& r0 = r.records.at(0);
   const auto& r1 = r.records.at(1);
@@ -68,6 +70,48 @@ TEST(Cluster, SmallTraceMatchesAHandComputedSchedule) {
   EXPECT_EQ(r2.finish, 4146 * kUs);
   EXPECT_EQ(r2.output_tokens, 1);
   EXPECT_EQ(r.summary.steps, 4u);
+  EXPECT_EQ(r.summary.preemptions, 0u);
+  EXPECT_DOUBLE_EQ(r.summary.gpu_hit_rate, 48.0 / 192.0);
+}
+
+// The same trace under asynchronous scheduling (vLLM v0.17's default: the next step is scheduled
+// while one runs, with a placeholder for each token in flight; the oldest step's output is
+// processed when it ends, before the next schedule). The three requests arrive one after the
+// other at t = 0; the first wakes the engine, which schedules steps 1 and 2 at once.
+//   t=0     schedule 1: r0 prefill 64 (r0 holds 1 placeholder)
+//           schedule 2: r0 decode 1 (2 placeholders: 64 + 2 - 2 < 64 + 2 outputs);
+//                       r1 and r2 arrive after it and wait for the engine
+//   step 1 [0, 1064]    → r0 token 1 at 1064
+//   t=1064  schedule 3: r0 skipped (its last token is in flight: 65 + 2 - 1 ≥ 66);
+//                       r1 prefill 16 (48 hit); r2 waits (max_num_seqs = 2: r0 still runs)
+//   step 2 [1064, 2065] r0 decode → r0 token 2, done at 2065 (its seat is free only now)
+//   t=2065  schedule 4: r1 decode 1; r2 chunk 63 (budget) — a chunk samples nothing
+//   step 3 [2065, 3081] r1 prefill → r1 token 1 at 3081
+//   t=3081  schedule 5: r1 skipped (last token in flight); r2 its last prompt token
+//   step 4 [3081, 4145] r1 decode + r2 chunk → r1 done at 4145
+//   t=4145  schedule 6: r2 skipped (its only token is in flight): empty, the engine waits
+//   step 5 [4145, 5146] r2 → token 1, done at 5146
+TEST(Cluster, SmallTraceMatchesAHandComputedAsyncSchedule) {
+  std::string dir = kvtwin::testing::scratch_dir();
+  Result r = run(tiny(dir), kSmallTrace);  // async_scheduling defaults to true
+  ASSERT_EQ(r.records.size(), 3u);
+  const auto& r0 = r.records.at(0);
+  const auto& r1 = r.records.at(1);
+  const auto& r2 = r.records.at(2);
+  EXPECT_EQ(r0.first_scheduled, 0);
+  EXPECT_EQ(r0.first_token, 1064 * kUs);
+  EXPECT_EQ(r0.finish, 2065 * kUs);
+  EXPECT_EQ(r0.output_tokens, 2);
+  EXPECT_EQ(r1.first_scheduled, 1064 * kUs);
+  EXPECT_EQ(r1.gpu_hit_tokens, 48);
+  EXPECT_EQ(r1.first_token, 3081 * kUs);
+  EXPECT_EQ(r1.finish, 4145 * kUs);
+  EXPECT_EQ(r1.output_tokens, 2);
+  EXPECT_EQ(r2.first_scheduled, 2065 * kUs);
+  EXPECT_EQ(r2.first_token, 5146 * kUs);
+  EXPECT_EQ(r2.finish, 5146 * kUs);
+  EXPECT_EQ(r2.output_tokens, 1);
+  EXPECT_EQ(r.summary.steps, 5u);
   EXPECT_EQ(r.summary.preemptions, 0u);
   EXPECT_DOUBLE_EQ(r.summary.gpu_hit_rate, 48.0 / 192.0);
 }

@@ -164,6 +164,24 @@ TEST(LmcacheEngine, FailedRemoteLoadsEndTheRequestOrAreRecomputedByPolicy) {
 
   std::vector<std::string> recompute = base;
   recompute.push_back("vllm.kv_load_failure_policy=recompute");
+  // Under async scheduling (the default) C's second step, a decode scheduled while the failed
+  // step ran, still runs and samples C's first token (from the KV that failed to load: upstream
+  // skips only the failed step's output); C's failed step also keeps its placeholder, so the
+  // recompute step schedules C's 1024 tokens plus 2 placeholders (1000 + 1026 µs), stores its
+  // 4 chunks (128 MiB over 50 GB/s + 10 µs: 2694.355 µs) and samples C's last token: the
+  // placeholder test holds C back meanwhile (1026 + 2 − 2 ≥ 1024 + 2).
+  Result rec_async = run(scenario_with(recompute), trace);
+  const auto& ca = rec_async.records.at(1);
+  EXPECT_EQ(ca.failed_load_tokens, 1023);
+  EXPECT_EQ(ca.output_tokens, 2);
+  EXPECT_FALSE(ca.load_error);
+  EXPECT_GE(ca.first_token - ca.arrival, 2 * 1'001'000);
+  EXPECT_LT(ca.first_token - ca.arrival, 1'001'000 + 2'024'000);
+  EXPECT_EQ(ca.finish - ca.first_token, 2'026'000 + 2'694'355);
+  EXPECT_EQ(rec_async.summary.finished, 4u);
+  EXPECT_EQ(rec_async.summary.failed, 0u);
+
+  recompute.push_back("vllm.async_scheduling=false");
   Result rec = run(scenario_with(recompute), trace);
   const auto& c = rec.records.at(1);
   EXPECT_EQ(c.lmcache_hit_tokens, 1023);
@@ -220,6 +238,37 @@ TEST(LmcacheEngine, SynchronousLookupsWaitForEachRedisExists) {
   EXPECT_EQ(fifty.records.at(1).loaded_tokens[report::kTierRemote], 1024);
   EXPECT_EQ(ttft(fifty, 0) - ttft(zero, 0), 50'000);
   EXPECT_EQ(ttft(fifty, 1) - ttft(zero, 1), 6 * 50'000);
+}
+
+// Under async scheduling the scheduler looks up while the previous step runs. R0 stores prompt P
+// (4 chunks) on instance 0; R1 decodes 200 tokens on instance 1 (1-token steps); R3 (prompt P)
+// arrives on instance 1 in the middle of one of R1's steps, finds P in Redis only (4 EXISTS
+// round trips, then 2 per GET job) and loads it. Raising links.network_latency_us from 0 to 50
+// shifts R1's steps by its own lookup's round trip (50 µs) and adds the GETs' 2 × 50 µs to R3's
+// load; R3's 4 EXISTS calls (200 µs) block the engine core while R1's 1001-µs step runs, so they
+// cost R3 nothing. The synchronous loop waits for them before the step: 50 + 200 + 100 µs.
+TEST(LmcacheEngine, AsyncSchedulingOverlapsALookupsRedisRoundTripsWithTheRunningStep) {
+  const char* trace =
+      "0,1024,1,512,1 2\n"
+      "0.5,512,200,512,7\n"
+      "0.505,16,1,512,8\n"
+      "0.5105,1024,1,512,1 2\n";
+  for (bool async : {true, false}) {
+    auto ttft = [&](const char* us) {
+      Result r = run(
+          scenario_with({"cluster.instances=2", "cluster.router=round_robin", "lmcache.remote=true",
+                         std::string("vllm.async_scheduling=") + (async ? "true" : "false"),
+                         std::string("links.network_latency_us=") + us}),
+          trace);
+      const auto& r3 = r.records.at(3);
+      EXPECT_EQ(r3.instance, 1);
+      EXPECT_EQ(r3.loaded_tokens[report::kTierRemote], 1024);
+      EXPECT_EQ(r.records.at(1).output_tokens, 200);
+      EXPECT_GT(r.records.at(1).finish, r3.first_token);  // R1 still decodes
+      return r3.first_token - r3.arrival;
+    };
+    EXPECT_EQ(ttft("50") - ttft("0"), async ? 150'000 : 350'000) << async;
+  }
 }
 
 // The Redis connector runs EXISTS and PUT jobs on the same 4 workers. W stores alone; A, B, C

@@ -15,7 +15,9 @@ scenario::Scenario two_instances(const std::string& router) {
       "[step]\nmodel = \"profile\"\nprofile = \"profile.csv\"\n"
       "[vllm]\nblock_size = 16\nnum_gpu_blocks = 40\nmax_num_batched_tokens = 64\n"
       "[cluster]\ninstances = 2\n",
-      "router.toml", {"cluster.router=" + router});
+      // The synchronous loop: the queues below are those after one schedule per arrival (async
+      // scheduling would schedule r0's second chunk at once as well).
+      "router.toml", {"cluster.router=" + router, "vllm.async_scheduling=false"});
 }
 
 // r0: 96 tokens (blocks 1-6); r1: 16 tokens (block 7); r2: 96 tokens sharing r0's first 4 blocks.

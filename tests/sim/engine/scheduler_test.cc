@@ -239,5 +239,129 @@ TEST(Scheduler, APreemptedEncoderDecoderRequestRunsItsEncoderAgain) {
   EXPECT_EQ(x.cross_blocks(b), 2u);
 }
 
+// Asynchronous scheduling (vLLM's AsyncScheduler): the engine schedules step N+1 before step N's
+// output is processed. An async rig drives the batch queue by hand: schedule() fills a batch,
+// update() processes one (sampling token 7 for each request that samples in it).
+struct AsyncRig : SchedulerRig {
+  static SchedulerConfig config(int block_size) {
+    SchedulerConfig c;
+    c.max_num_batched_tokens = 64;
+    c.max_model_len = 1024;
+    c.block_size = block_size;
+    c.async_scheduling = true;
+    return c;
+  }
+  AsyncRig(int num_blocks, int block_size, bool caching = false)
+      : SchedulerRig(num_blocks, block_size, config(block_size), caching) {}
+  void update(const SchedulerOutput& batch) {
+    scheduler.update_from_output(
+        batch, [](const EngineRequest&, int64_t) { return vllm::TokenId{7}; }, {}, &outcome);
+  }
+};
+
+// A 8-token prompt with max_tokens 3. Each sampling step adds a placeholder; a running request
+// is scheduled for num_tokens + placeholders − num_computed_tokens, and not at all once the
+// tokens in flight reach max_tokens (num_computed + 2 − placeholders ≥ prompt + max_tokens).
+//   S1: prefill 8 (1 placeholder)          S2: decode 1 (computed 9, 2 placeholders)
+//   update S1: token 1 (1 placeholder)     S3: decode 1 (computed 10; 9 + 2 − 1 = 10 < 11)
+//   update S2: token 2                     S4: nothing (10 + 2 − 1 = 11 ≥ 11)
+//   update S3: token 3, finished
+TEST(Scheduler, AsyncSchedulingSchedulesWithPlaceholdersAndNoStepPastMaxTokens) {
+  AsyncRig x(/*num_blocks=*/10, /*block_size=*/4);
+  EngineRequest* a = x.add("a", 8, /*max_tokens=*/3, 0);
+  SchedulerOutput s1, s2, s3, s4;
+  x.scheduler.schedule(&s1);
+  ASSERT_EQ(s1.scheduled.size(), 1u);
+  EXPECT_EQ(s1.scheduled[0].num_new_tokens, 8);
+  EXPECT_TRUE(s1.scheduled[0].samples);
+  EXPECT_EQ(a->num_output_placeholders, 1);
+  x.scheduler.schedule(&s2);
+  ASSERT_EQ(s2.scheduled.size(), 1u);
+  EXPECT_EQ(s2.scheduled[0].num_new_tokens, 1);
+  EXPECT_EQ(a->req->num_computed_tokens, 9);
+  EXPECT_EQ(a->num_output_placeholders, 2);
+  x.update(s1);
+  EXPECT_EQ(a->req->num_output_tokens(), 1);
+  EXPECT_EQ(a->num_output_placeholders, 1);
+  x.scheduler.schedule(&s3);
+  ASSERT_EQ(s3.scheduled.size(), 1u);
+  EXPECT_EQ(s3.scheduled[0].num_new_tokens, 1);
+  x.update(s2);
+  x.scheduler.schedule(&s4);
+  EXPECT_TRUE(s4.empty());
+  EXPECT_FALSE(a->finished());
+  x.update(s3);
+  EXPECT_TRUE(a->finished());
+  EXPECT_EQ(a->req->num_output_tokens(), 3);
+  EXPECT_EQ(a->num_output_placeholders, 0);
+  EXPECT_EQ(x.outcome.finished.size(), 1u);
+}
+
+// A block is cached once its tokens' KV is computed. A prompt of 0..6 with 2 outputs (token 7,
+// then 7) and 4-token blocks: the first decode computes token 7's KV and fills block 2. The
+// synchronous scheduler caches block 2 when it allocates that decode (token 7 is known then);
+// under async scheduling the decode is scheduled before token 7 exists (allocate_slots caches up
+// to num_tokens only), and AsyncScheduler caches block 2 when the decode's output arrives. Either
+// way B (prompt 0..11) then finds 8 tokens in the prefix cache.
+//   async: S1 prefill 7; S2 decode (1 placeholder left after S1's output); S3 nothing (its last
+//          token is in flight); S2's output: cache_blocks(8 − 0) → block 2.
+TEST(Scheduler, AsyncSchedulingCachesTheBlockADecodeFillsWhenItsOutputArrives) {
+  for (bool async : {true, false}) {
+    SchedulerConfig c = AsyncRig::config(4);
+    c.async_scheduling = async;
+    SchedulerRig x(/*num_blocks=*/10, /*block_size=*/4, c, /*caching=*/true);
+    EngineRequest* a = x.add("a", 7, /*max_tokens=*/2, 0);
+    auto update = [&](const SchedulerOutput& batch) {
+      x.scheduler.update_from_output(
+          batch, [](const EngineRequest&, int64_t) { return vllm::TokenId{7}; }, {}, &x.outcome);
+    };
+    SchedulerOutput s1, s2, s3;
+    x.scheduler.schedule(&s1);
+    if (async) {
+      x.scheduler.schedule(&s2);
+      update(s1);
+      x.scheduler.schedule(&s3);
+      EXPECT_TRUE(s3.empty());
+      update(s2);
+    } else {
+      update(s1);
+      x.scheduler.schedule(&s2);
+      update(s2);
+    }
+    ASSERT_TRUE(a->finished()) << async;
+    EXPECT_EQ(a->req->num_tokens(), 9);
+    EngineRequest* b = x.add("b", 12, /*max_tokens=*/1, 0);
+    x.scheduler.schedule(&x.out);
+    ASSERT_EQ(x.out.scheduled.size(), 1u);
+    EXPECT_EQ(x.out.scheduled[0].request, b);
+    EXPECT_EQ(x.out.scheduled[0].num_computed_before, 8) << async;
+  }
+}
+
+// A request can be preempted after the step that samples its last token was scheduled: A (4
+// tokens, max 10) and B (4 tokens, max 1) prefill in S1 and fill the pool (2 usable blocks). In
+// S2, B is skipped (its only token is in flight) and A's decode needs a new block: A preempts the
+// last running request, B. When S1's output arrives, B samples its token from the waiting queue,
+// stops, and leaves it (upstream's stopped_preempted_reqs).
+TEST(Scheduler, AsyncSchedulingAPreemptedRequestStopsFromTheWaitingQueue) {
+  AsyncRig x(/*num_blocks=*/3, /*block_size=*/4);
+  EngineRequest* a = x.add("a", 4, /*max_tokens=*/10, 0);
+  EngineRequest* b = x.add("b", 4, /*max_tokens=*/1, 100);
+  SchedulerOutput s1, s2;
+  x.scheduler.schedule(&s1);
+  ASSERT_EQ(SchedulerRig::ids(s1), (Ids{"a", "b"}));
+  x.scheduler.schedule(&s2);
+  EXPECT_EQ(SchedulerRig::ids(s2), (Ids{"a"}));
+  ASSERT_EQ(SchedulerRig::ids(s2.preempted), (Ids{"b"}));
+  EXPECT_EQ(x.waiting(), (Ids{"b"}));
+  x.update(s1);
+  EXPECT_TRUE(b->finished());
+  EXPECT_EQ(b->req->num_output_tokens(), 1);
+  EXPECT_EQ(SchedulerRig::ids(x.outcome.finished), (Ids{"b"}));
+  EXPECT_TRUE(x.waiting().empty());
+  EXPECT_EQ(x.scheduler.num_running(), 1u);
+  EXPECT_EQ(a->req->num_output_tokens(), 1);
+}
+
 }  // namespace
 }  // namespace kvtwin::sim::engine
