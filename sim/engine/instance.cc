@@ -58,16 +58,44 @@ Instance::Instance(int id, const scenario::Scenario& s, const KvCacheLayout& lay
 void Instance::add_request(EngineRequest* r) {
   r->instance = id_;
   r->record.instance = id_;
-  scheduler_.add_request(r);
+  // Upstream's input queue: the engine core adds it to the scheduler when it next looks.
+  inbox_.push_back(r);
   kick();
 }
 
 void Instance::kick() {
-  if (engine_ == EngineState::kIdle) engine_loop();
+  kicked_ = true;
+  if (engine_ == EngineState::kIdle) {
+    engine_loop();
+  } else if (engine_ == EngineState::kPolling) {
+    // The engine notices at its next poll: polls repeat the one that found nothing (its
+    // lookups, then the 1-ms sleep) until one begins after the event.
+    const SimTime now = ctx_.sim->now();
+    const SimDuration polls =
+        std::max<SimDuration>(1, (now - poll_origin_ + poll_period_ - 1) / poll_period_);
+    const SimTime next = poll_origin_ + polls * poll_period_;
+    // The repeated polls' lookups block the engine until the next one starts (their pending
+    // checks only sleep): it schedules then.
+    sleep_until(next);
+  }
+}
+
+void Instance::sleep_until(SimTime t) {
+  engine_ = EngineState::kSleeping;
+  ctx_.sim->schedule_at(t, [this] {
+    woke_ = true;
+    engine_loop();
+  });
+}
+
+void Instance::drain_inbox() {
+  for (EngineRequest* r : inbox_) scheduler_.add_request(r);
+  inbox_.clear();
 }
 
 int64_t Instance::queued_tokens() const {
   int64_t n = 0;
+  for (const EngineRequest* r : inbox_) n += r->req->num_tokens();
   for (const EngineRequest* r : scheduler_.waiting())
     n += r->req->num_tokens() - r->req->num_computed_tokens;
   for (const EngineRequest* r : scheduler_.running())
@@ -78,77 +106,109 @@ int64_t Instance::queued_tokens() const {
 void Instance::engine_loop() {
   engine_ = EngineState::kFree;
   while (true) {
-    if (count_ < max_in_flight_) {
-      Batch& b = batch(count_);
-      schedule_into(&b);
-      if (!b.out.empty()) {
-        ++count_;
-        b.started = -1;
-        b.done = false;
-        b.invalid.clear();
-        const SimTime now = ctx_.sim->now();
-        slices_.clear();
-        for (const ScheduledRequest& s : b.out.scheduled) {
-          slices_.push_back(hw::StepSlice{s.num_new_tokens, s.num_computed_before, s.samples,
-                                          s.num_encoder_tokens});
-          s.request->in_flight_batches += 1;
-          if (s.request->record.first_scheduled < 0) s.request->record.first_scheduled = now;
-        }
-        b.compute = ctx_.step_model->step_time(slices_);
-        b.lookups_done = !(async_ && hooks_);
-        if (!b.lookups_done) {
-          engine_ = EngineState::kWaitLookups;
-          in_run_lookups_ = true;
-          hooks_->run_lookups([this] { lookups_done(); });
-          in_run_lookups_ = false;
-          if (!b.lookups_done) return;  // lookups_done() resumes the loop
-          engine_ = EngineState::kFree;
-        }
-        start_worker();
+    if (!after_schedule_) {
+      if (waiting_oldest_ || count_ == max_in_flight_) {
+        if (!process_oldest()) return;
         continue;
       }
-      if (count_ == 0) {
-        if (reject_stuck_head()) continue;
-        engine_ = EngineState::kIdle;  // until an arrival or a finished KV load
-        return;
+      drain_inbox();
+      kicked_ = false;
+      schedule_began_ = ctx_.sim->now();
+      schedule_into(&batch(count_));
+      after_schedule_ = true;
+      if (hooks_) {
+        // The schedule's connector lookups block the engine core (and its batch) first.
+        lookups_pending_ = true;
+        engine_ = EngineState::kWaitLookups;
+        in_run_lookups_ = true;
+        hooks_->run_lookups([this] { lookups_done(); });
+        in_run_lookups_ = false;
+        if (lookups_pending_) return;  // lookups_done() resumes here
+        engine_ = EngineState::kFree;
       }
     }
-    // Wait for the oldest batch, then process its output.
-    if (!batch(0).done) {
-      engine_ = EngineState::kWaitBatch;
-      return;  // worker_done() resumes
+    after_schedule_ = false;
+    Batch& b = batch(count_);
+    if (!b.out.empty()) {
+      woke_ = false;
+      ++count_;
+      start_worker();
+      continue;
     }
-    process_output(&batch(0));
+    if (count_ > 0) {
+      // Upstream queues an empty batch, waits for the oldest, processes it, then sleeps.
+      ran_none_ = true;
+      waiting_oldest_ = true;
+      if (!process_oldest()) return;
+      continue;
+    }
+    if (reject_stuck_head()) continue;
+    if (!scheduler_.has_unfinished()) {
+      engine_ = EngineState::kIdle;  // blocks on its input queue: an arrival wakes it at once
+      return;
+    }
+    if (std::exchange(woke_, false) && !kicked_) {
+      // A poll found nothing either and nothing happened since it began: only an event (an
+      // arrival, a KV load, a lookup answer) can change that, and the engine sees it at the next
+      // poll after it (kick()).
+      engine_ = EngineState::kPolling;
+      poll_origin_ = schedule_began_;
+      poll_period_ = ctx_.sim->now() - schedule_began_ + kPollNs;
+      return;
+    }
+    sleep_until(ctx_.sim->now() + kPollNs);
+    return;
   }
+}
+
+bool Instance::process_oldest() {
+  if (!batch(0).done) {
+    waiting_oldest_ = true;
+    engine_ = EngineState::kWaitBatch;
+    return false;  // worker_done() resumes
+  }
+  waiting_oldest_ = false;
+  process_output(&batch(0));
+  // An engine iteration that scheduled nothing sleeps 1 ms when requests remain in the
+  // scheduler (those still in the input queue do not count).
+  if (std::exchange(ran_none_, false) && scheduler_.has_unfinished()) {
+    sleep_until(ctx_.sim->now() + kPollNs);
+    return false;
+  }
+  return true;
 }
 
 void Instance::schedule_into(Batch* b) {
   SchedulerOutput& out = b->out;
-  // A schedule whose only effect was preemption schedules again at once when nothing runs
-  // (vLLM would run an empty step); bounded by the number of running requests.
-  const size_t attempts = count_ == 0 ? scheduler_.num_running() + 2 : 1;
-  for (size_t a = 0; a < attempts; ++a) {
-    scheduler_.schedule(&out);
-    drain_events();
-    for (EngineRequest* r : out.rejected) {
-      r->record.finish = ctx_.sim->now();
-      leave(r);
-    }
-    out.rejected.clear();
-    if (!out.empty() || out.preempted.empty()) break;
+  scheduler_.schedule(&out);
+  drain_events();
+  const SimTime now = ctx_.sim->now();
+  for (EngineRequest* r : out.rejected) {
+    r->record.finish = now;
+    leave(r);
   }
+  out.rejected.clear();
+  if (out.empty()) return;
+  b->started = -1;
+  b->done = false;
+  b->lookups_done = !hooks_;
+  b->invalid.clear();
+  slices_.clear();
+  for (const ScheduledRequest& s : out.scheduled) {
+    slices_.push_back(
+        hw::StepSlice{s.num_new_tokens, s.num_computed_before, s.samples, s.num_encoder_tokens});
+    s.request->in_flight_batches += 1;
+    if (s.request->record.first_scheduled < 0) s.request->record.first_scheduled = now;
+  }
+  b->compute = ctx_.step_model->step_time(slices_);
 }
 
 void Instance::lookups_done() {
-  // The newest batch's lookups: engine_loop() added it last and waits for them (unless they
-  // ended within run_lookups, where engine_loop() goes on by itself).
-  Batch& b = batch(count_ - 1);
-  KVTWIN_CHECK(engine_ == EngineState::kWaitLookups && !b.lookups_done);
+  KVTWIN_CHECK(engine_ == EngineState::kWaitLookups && lookups_pending_);
+  lookups_pending_ = false;
+  Batch& b = batch(count_);  // the schedule's batch (empty or not), not yet counted
   b.lookups_done = true;
-  if (!in_run_lookups_) {
-    start_worker();
-    engine_loop();
-  }
+  if (!in_run_lookups_) engine_loop();  // else engine_loop() goes on by itself
 }
 
 void Instance::start_worker() {

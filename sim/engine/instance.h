@@ -90,9 +90,9 @@ class Instance {
   void kick();
   void set_hooks(StepHooks* hooks) { hooks_ = hooks; }
 
-  bool has_unfinished() const { return scheduler_.has_unfinished(); }
+  bool has_unfinished() const { return !inbox_.empty() || scheduler_.has_unfinished(); }
   size_t num_running() const { return scheduler_.num_running(); }
-  size_t num_waiting() const { return scheduler_.num_waiting(); }
+  size_t num_waiting() const { return scheduler_.num_waiting() + inbox_.size(); }
   // Prompt tokens still to compute over all unfinished requests (router load signal).
   int64_t queued_tokens() const;
   double kv_usage() const { return kv_.usage(); }
@@ -119,9 +119,13 @@ class Instance {
   // The engine core, free now: schedules while batches may be added, else processes the oldest
   // batch's output once it is done; returns when it must wait (a batch, lookups, an arrival).
   void engine_loop();
-  // One schedule into `b` (cleared); rejected requests leave. When nothing is in flight, a
-  // schedule whose only effect was preemption is repeated at once (vLLM runs an empty step).
+  // Waits for the oldest batch and processes it; false when the engine must wait (for the batch,
+  // or in its 1-ms sleep after an iteration that scheduled nothing).
+  bool process_oldest();
+  void drain_inbox();
+  // One schedule into `b` (cleared); rejected requests leave.
   void schedule_into(Batch* b);
+  void sleep_until(SimTime t);  // the engine sleeps, then polls (engine_loop) at t
   void start_worker();  // begins the next batch if the worker is free and the batch may start
   void run_forward(SimDuration extra);
   void worker_done(const std::set<model::vllm::BlockId>& invalid);
@@ -143,9 +147,29 @@ class Instance {
   bool async_ = false;
   int max_in_flight_ = 1;  // 2 under async scheduling (upstream's batch queue)
   bool in_run_lookups_ = false;
-  // The engine core: kFree while engine_loop runs, kIdle waiting for an arrival or a KV load,
-  // kWaitBatch waiting for the oldest batch, kWaitLookups for its schedule's lookups.
-  enum class EngineState { kIdle, kFree, kWaitBatch, kWaitLookups } engine_ = EngineState::kIdle;
+  bool lookups_pending_ = false;
+  bool after_schedule_ = false;        // engine_loop() resumes after a schedule's lookups
+  bool ran_none_ = false;              // this engine iteration scheduled nothing
+  bool waiting_oldest_ = false;        // engine_loop() resumes by processing the oldest batch
+  bool kicked_ = false;                // kick() since the last schedule began
+  std::vector<EngineRequest*> inbox_;  // arrived, not yet seen by the engine core
+  // The engine core: kFree while engine_loop runs, kIdle with no unfinished request (an arrival
+  // wakes it at once), kWaitBatch waiting for the oldest batch, kWaitLookups for its schedule's
+  // lookups, kSleeping in the 1-ms sleep before a poll, kPolling between polls that find
+  // nothing (it sleeps until the poll after the next kick()).
+  enum class EngineState {
+    kIdle,
+    kFree,
+    kWaitBatch,
+    kWaitLookups,
+    kSleeping,
+    kPolling
+  } engine_ = EngineState::kIdle;
+  static constexpr SimDuration kPollNs = 1'000'000;  // upstream's time.sleep(0.001)
+  SimTime schedule_began_ = 0;         // the last schedule began (its lookups may have run since)
+  SimTime poll_origin_ = 0;            // kPolling: the poll that found nothing began
+  SimDuration poll_period_ = kPollNs;  // kPolling: that poll's lookups + the 1-ms sleep
+  bool woke_ = false;                  // the next engine_loop() is a poll after a sleep
   // Batches scheduled and not yet processed, oldest first (ring, reused step after step so that
   // their vectors keep their capacity).
   static constexpr int kMaxBatches = 2;

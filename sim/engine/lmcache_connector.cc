@@ -86,7 +86,6 @@ LmcacheConnector::LmcacheConnector(const scenario::Scenario& s, Context ctx)
     p.tp = tier_ranks();
     p.engine = engine_.get();
     p.client = lookup_client_.get();
-    p.backoff_ns = from_seconds(config_.lookup_backoff_time_s);
     p.timeout_ns = config_.lookup_timeout_ms * 1'000'000;
     p.kick = [this] {
       if (instance_ != nullptr) instance_->kick();
@@ -137,13 +136,8 @@ std::optional<KvConnector::Match> LmcacheConnector::get_num_new_matched_tokens(
   const uint64_t exists_before = remote ? remote->exists_calls() : 0;
   auto result = scheduler_adapter_->get_num_new_matched_tokens(*st.mirror, num_local_computed, now);
   engine_->end_of_operation();
-  if (sleeps_at_ != now) {
-    sleep_ns_ = 0;
-    lookup_exists_ = 0;
-  }
-  sleeps_at_ = now;
   // A synchronous lookup blocks the scheduler while the remote tier answers its EXISTS calls
-  // (every rank asks its own, in parallel): begin_step runs them through the Redis workers.
+  // (every rank asks its own, in parallel): run_lookups runs them through the Redis workers.
   if (!prefetch_ && remote) lookup_exists_ += remote->exists_calls() - exists_before;
   if (prefetch_) {
     sleep_ns_ +=
@@ -208,15 +202,8 @@ void LmcacheConnector::build_connector_meta(const SchedulerOutput& output) {
   o.scheduled_cached_reqs.resize(num_cached);
   try {
     lm::ConnectorMetadata meta = scheduler_adapter_->build_connector_meta(o, new_requests_);
-    if (!output.empty()) {
-      // Only a batch that runs takes the metadata and its schedule's lookups (the synchronous
-      // loop charges an empty schedule's lookups to the batch built next at the same time).
-      BuiltMeta b{std::move(meta), 0, 0};
-      if (s_.vllm.async_scheduling && sleeps_at_ == ctx_.sim->now()) {
-        b.sleep_ns = std::exchange(sleep_ns_, 0);
-        b.exists = std::exchange(lookup_exists_, 0);
-      }
-      built_.push_back(std::move(b));
+    if (!output.empty()) {  // only a batch that runs takes its metadata
+      built_.push_back(std::move(meta));
       ++metas_built_;
     }
   } catch (const lm::UpstreamError& e) {
@@ -279,38 +266,24 @@ void LmcacheConnector::inject_remote_faults() {
 void LmcacheConnector::begin_step(const SchedulerOutput& /*out*/, const hw::StepTime& compute,
                                   std::function<void(SimDuration)> ready) {
   KVTWIN_CHECK(!built_.empty()) << "a step began without its connector metadata";
-  meta_ = std::move(built_.front().meta);
+  meta_ = std::move(built_.front());
   built_.pop_front();
   per_layer_ns_ = compute.per_layer_ns;
   inject_remote_faults();
   step_ready_ = std::move(ready);
-  exists_done_ = [this] { start_step_transfers(); };
-  if (s_.vllm.async_scheduling) {  // run_lookups charged them while the previous step ran
-    step_sleep_ = 0;
-    run_exists(0);
-    return;
-  }
-  // What this step's schedule() spent in lookups delays it: async loading's backoff sleeps are
-  // added to the step; the EXISTS calls of synchronous lookups run first, one after the other,
-  // each on a Redis worker.
-  const bool fresh = sleeps_at_ == ctx_.sim->now();
-  step_sleep_ = fresh ? sleep_ns_ : 0;
-  const uint64_t exists = fresh ? lookup_exists_ : 0;
-  sleep_ns_ = 0;
-  lookup_exists_ = 0;
-  run_exists(exists);
+  start_step_transfers();
 }
 
-// Async scheduling: the schedule that built the newest batch blocks the engine core for its
-// lookups (backoff sleeps, then EXISTS round trips) while the previous batch runs.
+// What the last schedule spent in lookups blocks the engine core (and the batch it built): async
+// loading's backoff sleeps, then the synchronous lookups' EXISTS calls, one after the other, each
+// on a Redis worker.
 void LmcacheConnector::run_lookups(std::function<void()> done) {
-  KVTWIN_CHECK(!built_.empty());
-  const BuiltMeta& b = built_.back();
   lookups_done_ = std::move(done);
   exists_done_ = [this] { std::exchange(lookups_done_, nullptr)(); };
-  const uint64_t exists = b.exists;
-  if (b.sleep_ns > 0) {
-    ctx_.sim->schedule_after(b.sleep_ns, [this, exists] { run_exists(exists); });
+  const uint64_t exists = std::exchange(lookup_exists_, 0);
+  const SimDuration sleep = std::exchange(sleep_ns_, 0);
+  if (sleep > 0) {
+    ctx_.sim->schedule_after(sleep, [this, exists] { run_exists(exists); });
   } else {
     run_exists(exists);
   }
@@ -399,7 +372,7 @@ void LmcacheConnector::start_step_transfers() {
       });
     });
   }
-  ready(step_sleep_);
+  ready(0);
 }
 
 // Every vLLM block that the request expected from LMCache becomes invalid (recomputed).
@@ -508,7 +481,7 @@ Transfer LmcacheConnector::to_gpu_transfer(uint64_t bytes) const {
 }
 
 void LmcacheConnector::fire_ready() {
-  std::exchange(step_ready_, nullptr)(step_sleep_);
+  std::exchange(step_ready_, nullptr)(0);
 }
 
 void LmcacheConnector::fire_done() {

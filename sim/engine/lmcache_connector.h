@@ -199,15 +199,8 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   // Per unfinished request, by request id (one look-up per scheduled request and step).
   std::unordered_map<std::string, RequestState> requests_;
   std::vector<std::string> finished_since_meta_;
-  // A batch's metadata from its build_connector_meta to its end_step, with the time its
-  // schedule's lookups took (EXISTS calls, backoff sleeps; async scheduling runs them in
-  // run_lookups, the synchronous loop in begin_step).
-  struct BuiltMeta {
-    model::lmcache::ConnectorMetadata meta;
-    SimDuration sleep_ns = 0;
-    uint64_t exists = 0;
-  };
-  std::deque<BuiltMeta> built_;             // built, not begun (at most one per batch in flight)
+  // Batches' metadata, built and not begun (one per batch in flight at most).
+  std::deque<model::lmcache::ConnectorMetadata> built_;
   model::lmcache::ConnectorMetadata meta_;  // the batch the worker runs
   uint64_t metas_built_ = 0;                // batches built so far (non-empty schedules)
   uint64_t metas_ended_ = 0;                // batches whose end_step finished
@@ -229,7 +222,6 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   // here so that the events which fire them capture only `this` (no std::function is wrapped,
   // so none is allocated per step). fire_ready / fire_done take the callback out, then call it.
   std::function<void(SimDuration)> step_ready_;
-  SimDuration step_sleep_ = 0;  // the scheduler's lookup time (Redis EXISTS, backoff sleeps)
   std::function<void(const std::set<model::vllm::BlockId>&)> step_done_;
   std::function<void()> exists_done_;   // run_exists' continuation
   std::function<void()> lookups_done_;  // run_lookups' callback
@@ -245,9 +237,10 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   std::array<int, 2> workers_busy_{};
 
   std::unique_ptr<LmcachePrefetchDriver> prefetch_;  // async loading only
-  SimTime sleeps_at_ = -1;  // lookup time (EXISTS round trips, backoff sleeps) spent at this time
+  // The lookups of the schedule under way (since the last build_connector_meta), which
+  // run_lookups charges: backoff sleeps, EXISTS calls of the synchronous lookups.
   SimDuration sleep_ns_ = 0;
-  uint64_t lookup_exists_ = 0;       // EXISTS calls of the synchronous lookups made at sleeps_at_
+  uint64_t lookup_exists_ = 0;
   uint64_t exists_waiting_ = 0;      // EXISTS calls left, waiting for a Redis worker
   std::deque<uint64_t> get_queue_;   // GET jobs (chunk bytes) waiting for a Redis worker
   size_t gets_left_ = 0;             // GET jobs of the current fetch not finished

@@ -31,7 +31,9 @@ void LmcachePrefetchDriver::poke() {
 
 void LmcachePrefetchDriver::deliver() {
   if (ctx_.client->process_responses().empty()) return;
-  ctx_.sim->schedule_after(ctx_.backoff_ns, [this] { ctx_.kick(); });
+  // The scheduler sees the answer at its next check (its backoff sleeps block the engine core:
+  // Instance / LmcacheConnector::run_lookups charge them).
+  ctx_.sim->schedule_after(0, [this] { ctx_.kick(); });
 }
 
 void LmcachePrefetchDriver::pump() {

@@ -9,8 +9,8 @@
 //     a job without evictable memory retries on the first 0.1 s tick (upstream's sleep) after
 //       something that may free CPU memory (a step's end, a write's completion: memory_changed()),
 //       so that a prefetch blocked for good does not keep the simulation alive;
-//     answers the prefetcher produced go to the lookup client; the instance is kicked one backoff
-//       later (the scheduler notices at its next poll).
+//     answers the prefetcher produced go to the lookup client, and the instance is kicked (the
+//       scheduler notices at its next poll; the lookups' backoff sleeps block it meanwhile).
 //   Each lookup also schedules a kick at its timeout, so an idle instance re-checks it.
 //
 // Threading: the simulation thread only.
@@ -35,7 +35,6 @@ class LmcachePrefetchDriver {
     int tp = 1;  // ranks whose bytes cross the node-wide links
     model::lmcache::LMCacheEngine* engine = nullptr;
     model::lmcache::LMCacheLookupClient* client = nullptr;
-    SimDuration backoff_ns = 0;
     SimDuration timeout_ns = 0;
     std::function<void()> kick;  // wakes the instance (a no-op while it is busy)
     // Called with the keys of a remote job just before its GETs (fault injection).

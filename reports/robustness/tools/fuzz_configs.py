@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Random valid configurations through `kvtwin run` (stop-17 and stop-18 reports; stop 18 added
+"""Random valid configurations through `kvtwin run` (stop-17, 18 and 19 reports; stop 18 added
 vllm.kv_load_failure_policy and counts requests ended by a KV load error: finished + rejected +
-failed = total).
+failed = total; stop 19 draws vllm.async_scheduling, 2 in 3 cases on).
 
 usage: fuzz_configs.py KVTWIN REPO {lmcache|vllm} CASES SEED LOG
 
@@ -73,6 +73,8 @@ def draw(rnd, mode):
             sets['vllm.mamba_cache_mode'] = rnd.choice(['none', 'align', 'all'])
         if sets['vllm.enable_chunked_prefill'] == 'false':
             sets['vllm.max_num_batched_tokens'] = 131072
+    # Drawn last, so that the draws above match those of the stop-17 / stop-18 runs for a seed.
+    sets['vllm.async_scheduling'] = rnd.choice(['true', 'true', 'false'])
     sets['output.plots'] = 'false'
     return sc, sets
 

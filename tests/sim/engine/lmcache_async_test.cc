@@ -63,10 +63,14 @@ TEST(LmcacheAsyncLoading, WithAsyncOffADiskPrefixLoadsInsideTheStep) {
             transfer_ns(2 * kChunkBytes, 7, 80) + transfer_ns(2 * kChunkBytes, 35, 10) + 1'001'000);
 }
 
-// Async: C's first schedule sends the lookup and skips C (nothing runs, the instance idles). The
-// prefetch reads all 4 chunks from disk (128 MiB: upstream ignores what vLLM already holds),
-// answers 1024, and the scheduler sees the answer one backoff (10 ms) later; the step then only
-// copies chunks 2-3 CPU → GPU and computes 1 token.
+// Async: C's first schedule sends the lookup and skips C. Each lookup sent and each check of a
+// pending one sleeps one backoff (10 ms) in the scheduler, and an engine iteration that ran
+// nothing sleeps 1 ms before the next poll (vLLM's busy loop):
+//   0 ms   C's lookup sent (blocks until 10 ms); nothing scheduled; sleep until 11 ms
+//   11 ms  C still pending (blocks until 21 ms); the prefetch, which reads all 4 chunks from disk
+//          (128 MiB at 7 GB/s + 80 µs: 19.25 ms; upstream ignores what vLLM already holds),
+//          answers 1024 meanwhile; sleep until 22 ms
+//   22 ms  C admitted: the step copies chunks 2-3 CPU → GPU and computes 1 token.
 TEST(LmcacheAsyncLoading, ADiskOnlyPrefixWaitsForThePrefetchThenHitsFromCpu) {
   Result r = run(scenario_with({"lmcache.enable_async_loading=true"}), kTrace);
   const auto& c = r.records.at(2);
@@ -75,12 +79,14 @@ TEST(LmcacheAsyncLoading, ADiskOnlyPrefixWaitsForThePrefetchThenHitsFromCpu) {
   EXPECT_EQ(c.loaded_tokens[report::kTierDisk], 512);  // attributed to the tier it came from
   EXPECT_EQ(c.failed_load_tokens, 0);
   const SimTime prefetch = transfer_ns(4 * kChunkBytes, 7, 80);
+  ASSERT_GT(prefetch, 11'000'000);
+  ASSERT_LT(prefetch, 21'000'000);
+  EXPECT_EQ(c.first_scheduled - c.arrival, 22'000'000);
   EXPECT_EQ(c.first_token - c.arrival,
-            prefetch + 10'000'000 + transfer_ns(2 * kChunkBytes, 35, 10) + 1'001'000);
-  EXPECT_EQ(c.first_scheduled - c.arrival, prefetch + 10'000'000);
+            22'000'000 + transfer_ns(2 * kChunkBytes, 35, 10) + 1'001'000);
   // The request held no GPU blocks and no token budget while it waited: A and B were unaffected
-  // apart from their own zero-hit lookups (one backoff each).
-  EXPECT_EQ(r.records.at(0).first_scheduled - r.records.at(0).arrival, 10'000'000);
+  // apart from their own zero-hit lookups (sent at arrival: 10 ms, then the 1-ms sleep).
+  EXPECT_EQ(r.records.at(0).first_scheduled - r.records.at(0).arrival, 11'000'000);
 }
 
 TEST(LmcacheAsyncLoading, ALongPrefetchTimesOutAndTheRequestRecomputes) {
@@ -96,9 +102,10 @@ TEST(LmcacheAsyncLoading, ALongPrefetchTimesOutAndTheRequestRecomputes) {
 
 // D (2,000 tokens) can never fit in the 99 usable GPU blocks (1,584 tokens). It arrives while C's
 // slow prefetch (~134 s) occupies LMCache's prefetcher, so D's lookup queues behind it and times
-// out: 3 s after D's first check the scheduler gets 0 (the lookup stays pending, upstream's
-// quirk), D's allocation fails with nothing running and no request holding blocks, and D is
-// rejected then, 3 s + 1 ns after arrival (the timeout kick). Its pending lookup cannot make room;
+// out: at the first check 3 s after D's first one the scheduler gets 0 (the lookup stays
+// pending, upstream's quirk), D's allocation fails with nothing running and no request holding
+// blocks, and D is rejected then: 3 s after arrival and within one poll (the pending checks'
+// 10-ms backoff sleeps and the engine's 1-ms sleep). Its pending lookup cannot make room;
 // waiting for its answer (after C's prefetch) would stall the instance, and, where the prefetch
 // never ends, the run.
 TEST(LmcacheAsyncLoading, ARequestLargerThanThePoolIsRejectedDespiteItsPendingLookup) {
@@ -108,7 +115,8 @@ TEST(LmcacheAsyncLoading, ARequestLargerThanThePoolIsRejectedDespiteItsPendingLo
                  trace);
   const auto& d = r.records.at(3);
   EXPECT_TRUE(d.rejected);
-  EXPECT_EQ(d.finish - d.arrival, 3'000'000'001);
+  EXPECT_GT(d.finish - d.arrival, 3'000'000'000);
+  EXPECT_LT(d.finish - d.arrival, 3'000'000'000 + 3 * 10'000'000 + 1'000'000);
   const auto& c = r.records.at(2);
   EXPECT_FALSE(c.rejected);
   EXPECT_GT(c.first_scheduled - c.arrival, 3'000'000'000);  // its lookup still timed out
