@@ -5,9 +5,10 @@
 //
 // Synchronous loop (vllm.async_scheduling = false; EngineCore.step):
 //
-//   idle ──(request arrives / a KV load finishes)──▶ schedule()
-//     schedule() empty → idle (a waiting request that can never fit while nothing runs is
-//                         rejected, so the loop cannot stall)
+//   idle ──(request arrives)──▶ schedule()  [+ its connector lookups: StepHooks::run_lookups]
+//     schedule() empty → sleep 1 ms and poll again while requests remain (a waiting request
+//                         that can never fit while nothing runs is rejected, so the loop cannot
+//                         stall), else idle
 //     else  batch:  [worker: KV loads before the forward pass]
 //                   forward pass  (StepModel: roofline or profile)
 //                   [worker: KV stores after the forward pass]
@@ -20,9 +21,16 @@
 // tokens as placeholders), a request that arrives during step N is first scheduled in step N+2,
 // and step N's finished requests keep their blocks and seats until step N+1 is scheduled. The
 // worker starts a batch when the one before it ended and the lookups of the schedule that built
-// it (Redis EXISTS round trips, backoff sleeps: StepHooks::run_lookups) are done; the engine core
-// is busy for those lookups too. Upstream's empty batches (a schedule that found nothing while a
-// batch runs) only order the queue; they are not materialised: the result is the same.
+// it are done. Upstream's empty batches (a schedule that found nothing while a batch runs) only
+// order the queue; they are not materialised: the result is the same.
+//
+// Both loops, as vLLM's busy loop: arrivals wait in an input queue until the engine core next
+// looks (a request arriving during a step is not "unfinished" until then); a schedule's connector
+// lookups (Redis EXISTS round trips, async loading's backoff sleeps) block the engine core and
+// the batch it built; an engine iteration that scheduled nothing sleeps 1 ms before the next
+// poll when requests remain. Polls that would find nothing are not run: after one that found
+// nothing, the engine waits for an event (arrival, KV load, lookup answer: kick()) and wakes at
+// the first poll, repeating that one's lookups and sleep, that begins after it.
 //
 // The KV connector's worker side (LMCache loads/stores) plugs in through StepHooks; without one,
 // a batch costs exactly the step model's time.
@@ -53,9 +61,9 @@ namespace kvtwin::sim::engine {
 // the step's duration (layerwise transfers not hidden by compute). end_step() runs after the
 // forward pass and calls `done(invalid)` when the step is over; `invalid` are the blocks whose
 // loads failed (the engine hands them to Scheduler::handle_invalid_blocks when it processes the
-// step's output). Async scheduling only: run_lookups() runs, right after a schedule that built a
-// batch, the time that schedule's connector lookups block the engine core (the synchronous
-// loop charges it in begin_step instead), and calls `done` when it is over.
+// step's output). run_lookups(), right after every schedule, runs the time that schedule's
+// connector lookups block the engine core, and calls `done` when it is over (at once, from
+// within, when there is none).
 class StepHooks {
  public:
   virtual ~StepHooks() = default;

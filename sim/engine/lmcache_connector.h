@@ -16,8 +16,9 @@
 // every rank asks its tiers; the remote tier answers one EXISTS per chunk (until the first miss),
 // each a round trip of links.network_latency_us on one of the Redis connector's kWriteWorkers
 // workers, which its puts share (an EXISTS waits for a free one; between two EXISTS calls a queued
-// put takes the worker). begin_step runs them before the step's transfers; async loading's
-// backoff sleeps are added to the step instead.
+// put takes the worker). Async loading's lookups sleep one backoff per lookup sent and per check
+// of a pending one. run_lookups charges a schedule's sleeps and EXISTS calls right after it: they
+// block the engine core, and the batch the schedule built starts after them.
 //
 // Per step, bulk mode (use_layerwise = false), as vLLM's model runner calls the connector:
 //
@@ -38,8 +39,7 @@
 // lookup-and-prefetch. get_num_new_matched_tokens answers nullopt (vLLM skips the request this
 // step and it holds no budget) until every rank answered; meanwhile LmcachePrefetchDriver moves the
 // disk / remote chunks into the CPU pool through the mover, and the answer kicks the instance. The
-// load then copies the prefetched objects CPU → GPU only. The scheduler's backoff sleeps (one per
-// lookup sent and per pending check) lengthen the step that follows them.
+// load then copies the prefetched objects CPU → GPU only.
 //
 // Layerwise mode: loads start with the step and stores one layer after it; the forward pass runs
 // concurrently, and the step ends when the compute, the last layer's load + one layer of compute,
