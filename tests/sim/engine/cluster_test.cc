@@ -116,6 +116,27 @@ TEST(Cluster, SmallTraceMatchesAHandComputedAsyncSchedule) {
   EXPECT_DOUBLE_EQ(r.summary.gpu_hit_rate, 48.0 / 192.0);
 }
 
+// vLLM's busy loop sleeps 1 ms after an engine iteration that scheduled nothing while requests
+// remain. One seat (max_num_seqs = 1): A (16 tokens, 3 outputs) runs, B (16 tokens, 1 output)
+// waits for the seat.
+//   async: S1 A prefill [0, 1016]; S2 A decode [1016, 2017]; S3 A decode [2017, 3018];
+//          the schedule after S2's output finds A's last token in flight and B without a seat:
+//          nothing. The engine waits for S3 (A done at 3018), then sleeps until 4018, when it
+//          schedules B (done at 4018 + 1016 = 5034).
+//   sync:  A's steps end at 1016, 2017, 3018; B is scheduled at 3018 (done at 4034).
+TEST(Cluster, AnEngineIterationThatSchedulesNothingSleepsOneMillisecond) {
+  const char* trace = "arrival_s,prompt_tokens,output_tokens\n0,16,3\n0,16,1\n";
+  for (bool async : {true, false}) {
+    std::string dir = kvtwin::testing::scratch_dir();
+    Result r = run(tiny(dir, {"vllm.max_num_seqs=1",
+                              std::string("vllm.async_scheduling=") + (async ? "true" : "false")}),
+                   trace);
+    EXPECT_EQ(r.records.at(0).finish, 3018 * kUs) << async;
+    EXPECT_EQ(r.records.at(1).first_scheduled, (async ? 4018 : 3018) * kUs) << async;
+    EXPECT_EQ(r.records.at(1).finish, (async ? 5034 : 4034) * kUs) << async;
+  }
+}
+
 TEST(Cluster, PromptsTooLongForTheModelAreRejected) {
   std::string dir = kvtwin::testing::scratch_dir();
   Result r = run(tiny(dir, {"vllm.max_model_len=100"}),
