@@ -347,7 +347,11 @@ std::set<EngineRequest*> Scheduler::handle_invalid_blocks(
 }
 
 void Scheduler::free_request(EngineRequest* r) {
-  if (connector_) connector_->request_finished(*r);
+  if (connector_) {
+    // _connector_finished: out-of-window blocks go first, then the connector sees the table.
+    kv_->remove_skipped_blocks(r->id(), r->req->num_tokens());
+    connector_->request_finished(*r);
+  }
   kv_->free(*r->req);
   r->status = RequestStatus::kFinished;
 }
