@@ -51,27 +51,30 @@ const char* const kSmallTrace =
     "0,64,2,16,1 2 3 5\n"
     "0,64,1,16,9 8 7 6\n";
 
+// Each request's hand-computed times (µs) and output tokens, and the run's steps.
+struct Timeline {
+  int64_t first_scheduled_us, first_token_us, finish_us, output_tokens;
+};
+void expect_small_trace(const Result& r, const std::vector<Timeline>& want, uint64_t steps) {
+  ASSERT_EQ(r.records.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    const report::RequestRecord& got = r.records.at(i);
+    EXPECT_EQ(got.first_scheduled, want[i].first_scheduled_us * kUs) << "r" << i;
+    EXPECT_EQ(got.first_token, want[i].first_token_us * kUs) << "r" << i;
+    EXPECT_EQ(got.finish, want[i].finish_us * kUs) << "r" << i;
+    EXPECT_EQ(got.output_tokens, want[i].output_tokens) << "r" << i;
+  }
+  EXPECT_EQ(r.records.at(0).gpu_hit_tokens, 0);
+  EXPECT_EQ(r.records.at(1).gpu_hit_tokens, 48);
+  EXPECT_EQ(r.summary.steps, steps);
+  EXPECT_EQ(r.summary.preemptions, 0u);
+  EXPECT_DOUBLE_EQ(r.summary.gpu_hit_rate, 48.0 / 192.0);
+}
+
 TEST(Cluster, SmallTraceMatchesAHandComputedSchedule) {
   std::string dir = kvtwin::testing::scratch_dir();
   Result r = run(tiny(dir, {"vllm.async_scheduling=false"}), kSmallTrace);
-  ASSERT_EQ(r.records.size(), 3u);
-  const auto& r0 = r.records.at(0);
-  const auto& r1 = r.records.at(1);
-  const auto& r2 = r.records.at(2);
-  EXPECT_EQ(r0.first_token, 1064 * kUs);
-  EXPECT_EQ(r0.finish, 2081 * kUs);
-  EXPECT_EQ(r0.gpu_hit_tokens, 0);
-  EXPECT_EQ(r1.first_scheduled, 1064 * kUs);
-  EXPECT_EQ(r1.gpu_hit_tokens, 48);
-  EXPECT_EQ(r1.first_token, 2081 * kUs);
-  EXPECT_EQ(r1.finish, 3145 * kUs);
-  EXPECT_EQ(r2.first_scheduled, 2081 * kUs);
-  EXPECT_EQ(r2.first_token, 4146 * kUs);
-  EXPECT_EQ(r2.finish, 4146 * kUs);
-  EXPECT_EQ(r2.output_tokens, 1);
-  EXPECT_EQ(r.summary.steps, 4u);
-  EXPECT_EQ(r.summary.preemptions, 0u);
-  EXPECT_DOUBLE_EQ(r.summary.gpu_hit_rate, 48.0 / 192.0);
+  expect_small_trace(r, {{0, 1064, 2081, 2}, {1064, 2081, 3145, 2}, {2081, 4146, 4146, 1}}, 4);
 }
 
 // The same trace under asynchronous scheduling (vLLM v0.17's default: the next step is scheduled
@@ -94,26 +97,7 @@ TEST(Cluster, SmallTraceMatchesAHandComputedSchedule) {
 TEST(Cluster, SmallTraceMatchesAHandComputedAsyncSchedule) {
   std::string dir = kvtwin::testing::scratch_dir();
   Result r = run(tiny(dir), kSmallTrace);  // async_scheduling defaults to true
-  ASSERT_EQ(r.records.size(), 3u);
-  const auto& r0 = r.records.at(0);
-  const auto& r1 = r.records.at(1);
-  const auto& r2 = r.records.at(2);
-  EXPECT_EQ(r0.first_scheduled, 0);
-  EXPECT_EQ(r0.first_token, 1064 * kUs);
-  EXPECT_EQ(r0.finish, 2065 * kUs);
-  EXPECT_EQ(r0.output_tokens, 2);
-  EXPECT_EQ(r1.first_scheduled, 1064 * kUs);
-  EXPECT_EQ(r1.gpu_hit_tokens, 48);
-  EXPECT_EQ(r1.first_token, 3081 * kUs);
-  EXPECT_EQ(r1.finish, 4145 * kUs);
-  EXPECT_EQ(r1.output_tokens, 2);
-  EXPECT_EQ(r2.first_scheduled, 2065 * kUs);
-  EXPECT_EQ(r2.first_token, 5146 * kUs);
-  EXPECT_EQ(r2.finish, 5146 * kUs);
-  EXPECT_EQ(r2.output_tokens, 1);
-  EXPECT_EQ(r.summary.steps, 5u);
-  EXPECT_EQ(r.summary.preemptions, 0u);
-  EXPECT_DOUBLE_EQ(r.summary.gpu_hit_rate, 48.0 / 192.0);
+  expect_small_trace(r, {{0, 1064, 2065, 2}, {1064, 3081, 4145, 2}, {2065, 5146, 5146, 1}}, 5);
 }
 
 // vLLM's busy loop sleeps 1 ms after an engine iteration that scheduled nothing while requests
