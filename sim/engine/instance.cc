@@ -52,7 +52,6 @@ Instance::Instance(int id, const scenario::Scenario& s, const KvCacheLayout& lay
       ctx_(ctx),
       kv_(kv_cache_manager_options(s, layout, /*events=*/ctx.track_prefix_index)),
       scheduler_(scheduler_config(s, layout), &kv_, connector),
-      async_(s.vllm.async_scheduling),
       max_in_flight_(s.vllm.async_scheduling ? 2 : 1) {}
 
 void Instance::add_request(EngineRequest* r) {

@@ -152,7 +152,6 @@ class Instance {
   model::vllm::KVCacheManager kv_;
   Scheduler scheduler_;
   StepHooks* hooks_ = nullptr;
-  bool async_ = false;
   int max_in_flight_ = 1;  // 2 under async scheduling (upstream's batch queue)
   bool in_run_lookups_ = false;
   bool lookups_pending_ = false;
