@@ -52,7 +52,8 @@ Instance::Instance(int id, const scenario::Scenario& s, const KvCacheLayout& lay
       ctx_(ctx),
       kv_(kv_cache_manager_options(s, layout, /*events=*/ctx.track_prefix_index)),
       scheduler_(scheduler_config(s, layout), &kv_, connector),
-      max_in_flight_(s.vllm.async_scheduling ? 2 : 1) {}
+      max_in_flight_(s.vllm.async_scheduling ? 2 : 1),
+      uni_executor_(s.gpu.tensor_parallel == 1) {}
 
 void Instance::add_request(EngineRequest* r) {
   r->instance = id_;
@@ -130,8 +131,21 @@ void Instance::engine_loop() {
     Batch& b = batch(count_);
     if (!b.out.empty()) {
       woke_ = false;
+      if (uni_executor_ && hooks_) {
+        // execute_model runs here: the engine waits for the batch's loads, or for the whole
+        // batch when it may store (upstream's copies synchronise their streams).
+        const StepHooks::Blocking blocking = hooks_->newest_blocking();
+        b.returned = !blocking.loads && !blocking.stores;
+        b.returns_when_done = blocking.stores;
+      }
       ++count_;
       start_worker();
+      if (!b.returned) {
+        engine_ = EngineState::kWaitExecute;
+        return;  // batch_returned() resumes
+      }
+      // With the oldest batch already done, upstream processes it before it schedules again.
+      if (batch(0).done) waiting_oldest_ = true;
       continue;
     }
     if (count_ > 0) {
@@ -191,6 +205,8 @@ void Instance::schedule_into(Batch* b) {
   b->started = -1;
   b->done = false;
   b->lookups_done = !hooks_;
+  b->returned = true;
+  b->returns_when_done = false;
   b->invalid.clear();
   slices_.clear();
   for (const ScheduledRequest& s : out.scheduled) {
@@ -227,8 +243,21 @@ void Instance::start_worker() {
   }
 }
 
+void Instance::batch_returned(Batch* b) {
+  if (b->returned) return;
+  b->returned = true;
+  if (engine_ == EngineState::kWaitExecute) {
+    // The engine goes on; the oldest batch, if done, is processed before the next schedule.
+    if (batch(0).done) waiting_oldest_ = true;
+    engine_loop();
+  }
+}
+
 void Instance::run_forward(SimDuration extra) {
-  ctx_.sim->schedule_after(batch(worker_).compute.total_ns + extra, [this] {
+  Batch& b = batch(worker_);
+  // Its loads are in: an execute_model that does not store returns (the forward pass is queued).
+  if (!b.returns_when_done) batch_returned(&b);
+  ctx_.sim->schedule_after(b.compute.total_ns + extra, [this] {
     if (hooks_) {
       hooks_->end_step(batch(worker_).out, [this](const std::set<model::vllm::BlockId>& invalid) {
         worker_done(invalid);
@@ -252,6 +281,10 @@ void Instance::worker_done(const std::set<model::vllm::BlockId>& invalid) {
   // The worker goes on with the next batch at once; the engine core processes this one's output
   // when it waits for it.
   start_worker();
+  if (!b.returned) {
+    batch_returned(&b);
+    return;
+  }
   if (engine_ == EngineState::kWaitBatch) engine_loop();
 }
 

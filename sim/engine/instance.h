@@ -73,6 +73,15 @@ class StepHooks {
       const SchedulerOutput& out,
       std::function<void(const std::set<model::vllm::BlockId>& invalid)> done) = 0;
   virtual void run_lookups(std::function<void()> done) = 0;
+  // What the newest batch's connector work (its metadata built, not yet begun) blocks in the
+  // caller of execute_model: loads (start_load_kv waits for the previous forward pass and its
+  // copies), stores (wait_for_save waits for this forward pass and its copies; in layerwise mode
+  // whenever it loads or stores).
+  struct Blocking {
+    bool loads = false;
+    bool stores = false;
+  };
+  virtual Blocking newest_blocking() const = 0;
 };
 
 struct InstanceContext {
@@ -119,8 +128,12 @@ class Instance {
   struct Batch {
     SchedulerOutput out;
     hw::StepTime compute;
-    SimTime started = -1;                    // the worker began it
-    bool lookups_done = true;                // its schedule's lookups no longer block it (async)
+    SimTime started = -1;      // the worker began it
+    bool lookups_done = true;  // its schedule's lookups no longer block it
+    // One GPU (uni executor): execute_model, on the engine core's thread, has returned; with
+    // connector stores it returns once the batch is done, else once its loads are in.
+    bool returned = true;
+    bool returns_when_done = false;
     bool done = false;                       // the worker finished it
     std::set<model::vllm::BlockId> invalid;  // blocks whose loads failed (from the hooks)
   };
@@ -136,6 +149,7 @@ class Instance {
   void sleep_until(SimTime t);  // the engine sleeps, then polls (engine_loop) at t
   void start_worker();  // begins the next batch if the worker is free and the batch may start
   void run_forward(SimDuration extra);
+  void batch_returned(Batch* b);  // uni executor: execute_model of b returned
   void worker_done(const std::set<model::vllm::BlockId>& invalid);
   void lookups_done();
   void process_output(Batch* b);  // update_from_output and what follows; frees b's slot
@@ -153,6 +167,9 @@ class Instance {
   Scheduler scheduler_;
   StepHooks* hooks_ = nullptr;
   int max_in_flight_ = 1;  // 2 under async scheduling (upstream's batch queue)
+  // vLLM's uni executor (one GPU: gpu.tensor_parallel = 1) runs execute_model, KV connector work
+  // included, on the engine core's thread; the mp executor (several) runs it in worker processes.
+  bool uni_executor_ = false;
   bool in_run_lookups_ = false;
   bool lookups_pending_ = false;
   bool after_schedule_ = false;        // engine_loop() resumes after a schedule's lookups
@@ -162,13 +179,15 @@ class Instance {
   std::vector<EngineRequest*> inbox_;  // arrived, not yet seen by the engine core
   // The engine core: kFree while engine_loop runs, kIdle with no unfinished request (an arrival
   // wakes it at once), kWaitBatch waiting for the oldest batch, kWaitLookups for its schedule's
-  // lookups, kSleeping in the 1-ms sleep before a poll, kPolling between polls that find
-  // nothing (it sleeps until the poll after the next kick()).
+  // lookups, kWaitExecute in execute_model (uni executor), kSleeping in the 1-ms sleep before a
+  // poll, kPolling between polls that find nothing (it sleeps until the poll after the next
+  // kick()).
   enum class EngineState {
     kIdle,
     kFree,
     kWaitBatch,
     kWaitLookups,
+    kWaitExecute,
     kSleeping,
     kPolling
   } engine_ = EngineState::kIdle;

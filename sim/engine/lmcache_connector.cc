@@ -274,6 +274,21 @@ void LmcacheConnector::begin_step(const SchedulerOutput& /*out*/, const hw::Step
   start_step_transfers();
 }
 
+StepHooks::Blocking LmcacheConnector::newest_blocking() const {
+  Blocking b;
+  if (built_.empty()) return b;
+  for (const lm::ReqMeta& m : built_.back().requests) {
+    // start_load_kv copies each loading request's slot mapping to the GPU (a synchronous copy
+    // behind the previous step's forward pass), then waits for its load stream.
+    if (m.load_spec && m.load_spec->can_load) b.loads = true;
+    // wait_for_save does the same for each request that may save, stored tokens or not: it
+    // waits for this step's forward pass, then for its store stream.
+    if (m.save_spec && m.save_spec->can_save) b.stores = true;
+  }
+  if (config_.use_layerwise && (b.loads || b.stores)) b.stores = true;
+  return b;
+}
+
 // What the last schedule spent in lookups blocks the engine core (and the batch it built): async
 // loading's backoff sleeps, then the synchronous lookups' EXISTS calls, one after the other, each
 // on a Redis worker.

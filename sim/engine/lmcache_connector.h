@@ -114,6 +114,7 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   void end_step(const SchedulerOutput& out,
                 std::function<void(const std::set<model::vllm::BlockId>&)> done) override;
   void run_lookups(std::function<void()> done) override;
+  Blocking newest_blocking() const override;
 
   // Occupancy in bytes of the modelled rank (the cluster multiplies CPU and disk by tier_ranks(),
   // Redis by remote_writer_ranks()), and counters.

@@ -164,22 +164,31 @@ TEST(LmcacheEngine, FailedRemoteLoadsEndTheRequestOrAreRecomputedByPolicy) {
 
   std::vector<std::string> recompute = base;
   recompute.push_back("vllm.kv_load_failure_policy=recompute");
-  // Under async scheduling (the default) C's second step, a decode scheduled while the failed
-  // step ran, still runs and samples C's first token (from the KV that failed to load: upstream
-  // skips only the failed step's output); C's failed step also keeps its placeholder, so the
-  // recompute step schedules C's 1024 tokens plus 2 placeholders (1000 + 1026 µs), stores its
-  // 4 chunks (128 MiB over 50 GB/s + 10 µs: 2694.355 µs) and samples C's last token: the
-  // placeholder test holds C back meanwhile (1026 + 2 − 2 ≥ 1024 + 2).
-  Result rec_async = run(scenario_with(recompute), trace);
-  const auto& ca = rec_async.records.at(1);
-  EXPECT_EQ(ca.failed_load_tokens, 1023);
-  EXPECT_EQ(ca.output_tokens, 2);
-  EXPECT_FALSE(ca.load_error);
-  EXPECT_GE(ca.first_token - ca.arrival, 2 * 1'001'000);
-  EXPECT_LT(ca.first_token - ca.arrival, 1'001'000 + 2'024'000);
-  EXPECT_EQ(ca.finish - ca.first_token, 2'026'000 + 2'694'355);
-  EXPECT_EQ(rec_async.summary.finished, 4u);
-  EXPECT_EQ(rec_async.summary.failed, 0u);
+  // Under async scheduling (the default) C's second step S2, a decode scheduled while the failed
+  // step S1 ran, still runs and samples C's first token (from the KV that failed to load:
+  // upstream skips only the failed step's output); S1 also keeps its placeholder, so the
+  // recompute step S3 schedules C's 1024 tokens plus 2 placeholders (1000 + 1026 µs), stores its
+  // 4 chunks (128 MiB over 50 GB/s + 10 µs: 2694.355 µs) and samples C's last token; the
+  // placeholder test holds C back meanwhile (1026 + 2 − 2 ≥ 1024 + 2). S1 starts after the
+  // lookup's 4 Redis EXISTS round trips (4 × 50 µs).
+  //   TP 2 (vLLM's mp executor): S2's token arrives when S2 ends.
+  //   TP 1 (uni executor: execute_model on the engine core's thread): the engine sits in S3's
+  //   execute_model, whose store waits for S3, so S2's token and S3's arrive together.
+  for (int tp : {2, 1}) {
+    std::vector<std::string> sets = recompute;
+    sets.push_back("gpu.tensor_parallel=" + std::to_string(tp));
+    Result rec_async = run(scenario_with(sets), trace);
+    const auto& ca = rec_async.records.at(1);
+    EXPECT_EQ(ca.failed_load_tokens, 1023) << tp;
+    EXPECT_EQ(ca.output_tokens, 2) << tp;
+    EXPECT_FALSE(ca.load_error) << tp;
+    const SimDuration s3 = 2'026'000 + pcie_copy_ns(134'217'728 / tp, 50);
+    EXPECT_EQ(ca.finish - ca.arrival, 4 * 50'000 + 2 * 1'001'000 + s3) << tp;
+    EXPECT_EQ(ca.first_token - ca.arrival,
+              tp == 2 ? 4 * 50'000 + 2 * 1'001'000 : ca.finish - ca.arrival);
+    EXPECT_EQ(rec_async.summary.finished, 4u) << tp;
+    EXPECT_EQ(rec_async.summary.failed, 0u) << tp;
+  }
 
   recompute.push_back("vllm.async_scheduling=false");
   Result rec = run(scenario_with(recompute), trace);
