@@ -21,7 +21,11 @@
 // tokens as placeholders), a request that arrives during step N is first scheduled in step N+2,
 // and step N's finished requests keep their blocks and seats until step N+1 is scheduled. The
 // worker starts a batch when the one before it ended and the lookups of the schedule that built
-// it are done. Upstream's empty batches (a schedule that found nothing while a batch runs) only
+// it are done. With one GPU (gpu.tensor_parallel = 1) vLLM's uni executor runs execute_model on
+// the engine core's thread: after a schedule the engine waits for the batch's KV loads, or for
+// the whole batch when a request may save (StepHooks::newest_blocking), and a batch done by then
+// is processed before the next schedule; with several GPUs (mp executor) the workers run it.
+// Upstream's empty batches (a schedule that found nothing while a batch runs) only
 // order the queue; they are not materialised: the result is the same.
 //
 // Both loops, as vLLM's busy loop: arrivals wait in an input queue until the engine core next
