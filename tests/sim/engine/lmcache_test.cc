@@ -280,6 +280,31 @@ TEST(LmcacheEngine, AsyncSchedulingOverlapsALookupsRedisRoundTripsWithTheRunning
   }
 }
 
+// With one GPU vLLM's uni executor runs execute_model on the engine core's thread, and LMCache's
+// wait_for_save waits there for the step's forward pass and its store copy. A (1024 tokens, 3
+// outputs) prefills and stores its 4 chunks in S1; R (1024 tokens) arrives 1 ms into S1.
+//   TP 1: the engine sits in S1's execute_model until S1 ends (2024 µs + 128 MiB over 50 GB/s),
+//         then processes S1 and schedules S2 = A's decode + R's prefill (2025 µs + R's store).
+//   TP 2 (mp executor, 64 MiB per GPU): the engine schedules S2 = A's decode at once, so R
+//         goes into S3, after S2's 1001 µs.
+TEST(LmcacheEngine, OneGpuWaitsInExecuteModelForAStepThatStores) {
+  const char* trace =
+      "0,1024,3,512,1 2\n"
+      "0.001,1024,1,512,3 4\n";
+  for (int tp : {1, 2}) {
+    Result r =
+        run(scenario_with({"vllm.num_gpu_blocks=200", "gpu.tensor_parallel=" + std::to_string(tp)}),
+            trace);
+    const SimDuration store = pcie_copy_ns(134'217'728 / tp, 50);
+    const auto& a = r.records.at(0);
+    const auto& rr = r.records.at(1);
+    EXPECT_EQ(a.first_token, 2'024'000 + store) << tp;
+    EXPECT_EQ(rr.first_scheduled, 2'024'000 + store) << tp;
+    EXPECT_EQ(rr.finish - rr.first_scheduled, (tp == 1 ? 0 : 1'001'000) + 2'025'000 + store) << tp;
+    EXPECT_EQ(r.summary.preemptions, 0u);
+  }
+}
+
 // The Redis connector runs EXISTS and PUT jobs on the same 4 workers. W stores alone; A, B, C
 // and D arrive during W's step and store together in the next one: W's, A's, B's and C's puts
 // hold the 4 workers (D's waits). E (a new prompt) arrives 1 s later; its lookup misses the CPU
