@@ -69,6 +69,7 @@ RunRecorder::RunRecorder(const scenario::Scenario& s, std::string trace_name, st
   summary_.scenario_name = s.run.name;
   summary_.trace = std::move(trace_name);
   summary_.instances = s.cluster.instances;
+  summary_.scheduling = s.vllm.async_scheduling ? "async" : "sync";
   if (out_dir_.empty()) return;
   std::error_code ec;
   std::filesystem::create_directories(out_dir_, ec);
@@ -262,6 +263,7 @@ std::string RunRecorder::summary_json(const Summary& s) {
   j.field("scenario", s.scenario_name);
   j.field("trace", s.trace);
   j.field("instances", s.instances);
+  j.field("scheduling", s.scheduling);
   j.key("requests");
   j.begin_object();
   j.field("total", s.requests);
@@ -368,8 +370,8 @@ std::string RunRecorder::screen(const Summary& s) {
     std::snprintf(buf, sizeof buf, fmt, args...);
     out += buf;
   };
-  line("kvtwin run: %s  (%d instance%s)\n", s.scenario_name.c_str(), s.instances,
-       s.instances == 1 ? "" : "s");
+  line("kvtwin run: %s  (%d instance%s, %s scheduling)\n", s.scenario_name.c_str(), s.instances,
+       s.instances == 1 ? "" : "s", s.scheduling.c_str());
   line("trace       %s\n", s.trace.c_str());
   line(
       "requests    %llu finished, %llu rejected, %llu failed (KV load errors), over %.1f s "

@@ -80,6 +80,7 @@ struct Summary {
   std::string scenario_name;
   std::string trace;
   int instances = 1;
+  std::string scheduling = "async";  // vLLM's engine loop: "async" or "sync"
   uint64_t requests = 0;
   uint64_t finished = 0;
   uint64_t rejected = 0;

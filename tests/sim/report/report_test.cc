@@ -161,6 +161,25 @@ TEST(RunRecorder, SummaryFollowsTheRecordsAndTheSlos) {
   EXPECT_EQ(scenario::load_scenario_file(dir + "/scenario.toml").slo.ttft_ms, 100);
 }
 
+// The run says which engine loop it modelled, in summary.json and on the screen.
+TEST(RunRecorder, SummaryNamesTheEngineLoop) {
+  for (bool async : {true, false}) {
+    scenario::Scenario s = scenario::load_scenario_text(
+        std::string("[vllm]\nasync_scheduling = ") + (async ? "true" : "false") +
+            "\n[output]\nplots = false\nchrome_trace = false\n",
+        "s.toml", ".");
+    std::string dir = kvtwin::testing::scratch_dir() + "/run";
+    RunRecorder rec(s, "trace.csv", dir);
+    rec.on_request_done(record(0, 0, 50'000'000, 250'000'000, 21));
+    const Summary& sum = rec.finish(1'000'000'000);
+    const char* loop = async ? "async" : "sync";
+    EXPECT_EQ(sum.scheduling, loop);
+    EXPECT_NE(slurp(dir + "/summary.json").find(std::string("\"scheduling\": \"") + loop + "\""),
+              std::string::npos);
+    EXPECT_NE(RunRecorder::screen(sum).find(std::string(loop) + " scheduling)"), std::string::npos);
+  }
+}
+
 TEST(RunRecorder, ARequestExactlyAtBothSloLimitsMeetsThem) {
   // The SLOs are upper bounds met with equality (TTFT <= ttft_ms, TPOT <= tpot_ms): TTFT 100 ms
   // and TPOT (300 − 100) / 20 = 10 ms count toward goodput.
