@@ -155,9 +155,14 @@ void Instance::engine_loop() {
       if (!process_oldest()) return;
       continue;
     }
-    if (reject_stuck_head()) continue;
+    if (reject_stuck_head()) {
+      woke_ = false;  // a request left: the next empty schedule sleeps before it polls again
+      continue;
+    }
     if (!scheduler_.has_unfinished()) {
-      engine_ = EngineState::kIdle;  // blocks on its input queue: an arrival wakes it at once
+      woke_ = false;
+      if (!inbox_.empty()) continue;  // upstream takes its inputs before it waits for more
+      engine_ = EngineState::kIdle;   // blocks on its input queue: an arrival wakes it at once
       return;
     }
     if (std::exchange(woke_, false) && !kicked_) {
@@ -246,11 +251,8 @@ void Instance::start_worker() {
 void Instance::batch_returned(Batch* b) {
   if (b->returned) return;
   b->returned = true;
-  if (engine_ == EngineState::kWaitExecute) {
-    // The engine goes on; the oldest batch, if done, is processed before the next schedule.
-    if (batch(0).done) waiting_oldest_ = true;
-    engine_loop();
-  }
+  // The engine waits in execute_model for the newest batch only; worker_done resumes it itself.
+  if (engine_ == EngineState::kWaitExecute && !hold_resume_) resume_after_execute();
 }
 
 void Instance::run_forward(SimDuration extra) {
@@ -278,14 +280,23 @@ void Instance::worker_done(const std::set<model::vllm::BlockId>& invalid) {
   if (ctx_.recorder)
     ctx_.recorder->on_step(id_, b.started, now - b.started, b.out.total_num_scheduled_tokens,
                            static_cast<int64_t>(b.out.scheduled.size()));
-  // The worker goes on with the next batch at once; the engine core processes this one's output
-  // when it waits for it.
-  start_worker();
-  if (!b.returned) {
-    batch_returned(&b);
-    return;
+  b.returned = true;  // an execute_model that waited for the whole batch returns now
+  // The worker goes on with the next batch at once (its loads may be in at once too: the engine
+  // is resumed below, once); the engine core processes this one's output when it waits for it.
+  hold_resume_ = true;
+  start_worker();  // `b` may not be used after this
+  hold_resume_ = false;
+  if (engine_ == EngineState::kWaitBatch) {
+    engine_loop();
+  } else if (engine_ == EngineState::kWaitExecute && batch(count_ - 1).returned) {
+    resume_after_execute();
   }
-  if (engine_ == EngineState::kWaitBatch) engine_loop();
+}
+
+void Instance::resume_after_execute() {
+  // The oldest batch, if done, is processed before the next schedule.
+  if (batch(0).done) waiting_oldest_ = true;
+  engine_loop();
 }
 
 void Instance::process_output(Batch* b) {

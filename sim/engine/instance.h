@@ -154,6 +154,7 @@ class Instance {
   void start_worker();  // begins the next batch if the worker is free and the batch may start
   void run_forward(SimDuration extra);
   void batch_returned(Batch* b);  // uni executor: execute_model of b returned
+  void resume_after_execute();
   void worker_done(const std::set<model::vllm::BlockId>& invalid);
   void lookups_done();
   void process_output(Batch* b);  // update_from_output and what follows; frees b's slot
@@ -175,6 +176,7 @@ class Instance {
   // included, on the engine core's thread; the mp executor (several) runs it in worker processes.
   bool uni_executor_ = false;
   bool in_run_lookups_ = false;
+  bool hold_resume_ = false;  // worker_done is on the stack: it resumes the engine itself
   bool lookups_pending_ = false;
   bool after_schedule_ = false;        // engine_loop() resumes after a schedule's lookups
   bool ran_none_ = false;              // this engine iteration scheduled nothing
