@@ -118,13 +118,11 @@ void Instance::engine_loop() {
       after_schedule_ = true;
       if (hooks_) {
         // The schedule's connector lookups block the engine core (and its batch) first.
-        lookups_pending_ = true;
         engine_ = EngineState::kWaitLookups;
         in_run_lookups_ = true;
         hooks_->run_lookups([this] { lookups_done(); });
         in_run_lookups_ = false;
-        if (lookups_pending_) return;  // lookups_done() resumes here
-        engine_ = EngineState::kFree;
+        if (engine_ == EngineState::kWaitLookups) return;  // lookups_done() resumes here
       }
     }
     after_schedule_ = false;
@@ -209,7 +207,6 @@ void Instance::schedule_into(Batch* b) {
   if (out.empty()) return;
   b->started = -1;
   b->done = false;
-  b->lookups_done = !hooks_;
   b->returned = true;
   b->returns_when_done = false;
   b->invalid.clear();
@@ -224,10 +221,8 @@ void Instance::schedule_into(Batch* b) {
 }
 
 void Instance::lookups_done() {
-  KVTWIN_CHECK(engine_ == EngineState::kWaitLookups && lookups_pending_);
-  lookups_pending_ = false;
-  Batch& b = batch(count_);  // the schedule's batch (empty or not), not yet counted
-  b.lookups_done = true;
+  KVTWIN_CHECK(engine_ == EngineState::kWaitLookups);
+  engine_ = EngineState::kFree;
   if (!in_run_lookups_) engine_loop();  // else engine_loop() goes on by itself
 }
 
@@ -236,7 +231,6 @@ void Instance::start_worker() {
   for (int i = 0; i < count_; ++i) {
     Batch& b = batch(i);
     if (b.started >= 0) continue;
-    if (!b.lookups_done) return;
     worker_ = i;
     b.started = ctx_.sim->now();
     if (hooks_) {

@@ -132,8 +132,7 @@ class Instance {
   struct Batch {
     SchedulerOutput out;
     hw::StepTime compute;
-    SimTime started = -1;      // the worker began it
-    bool lookups_done = true;  // its schedule's lookups no longer block it
+    SimTime started = -1;  // the worker began it (a batch counts once its lookups are done)
     // One GPU (uni executor): execute_model, on the engine core's thread, has returned; with
     // connector stores it returns once the batch is done, else once its loads are in.
     bool returned = true;
@@ -176,8 +175,7 @@ class Instance {
   // included, on the engine core's thread; the mp executor (several) runs it in worker processes.
   bool uni_executor_ = false;
   bool in_run_lookups_ = false;
-  bool hold_resume_ = false;  // worker_done is on the stack: it resumes the engine itself
-  bool lookups_pending_ = false;
+  bool hold_resume_ = false;           // worker_done is on the stack: it resumes the engine itself
   bool after_schedule_ = false;        // engine_loop() resumes after a schedule's lookups
   bool ran_none_ = false;              // this engine iteration scheduled nothing
   bool waiting_oldest_ = false;        // engine_loop() resumes by processing the oldest batch

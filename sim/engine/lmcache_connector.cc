@@ -293,10 +293,14 @@ StepHooks::Blocking LmcacheConnector::newest_blocking() const {
 // loading's backoff sleeps, then the synchronous lookups' EXISTS calls, one after the other, each
 // on a Redis worker.
 void LmcacheConnector::run_lookups(std::function<void()> done) {
-  lookups_done_ = std::move(done);
-  exists_done_ = [this] { std::exchange(lookups_done_, nullptr)(); };
   const uint64_t exists = std::exchange(lookup_exists_, 0);
   const SimDuration sleep = std::exchange(sleep_ns_, 0);
+  if (exists == 0 && sleep == 0) {  // most schedules: no lookup blocked the scheduler
+    done();
+    return;
+  }
+  lookups_done_ = std::move(done);
+  exists_done_ = [this] { std::exchange(lookups_done_, nullptr)(); };
   if (sleep > 0) {
     ctx_.sim->schedule_after(sleep, [this, exists] { run_exists(exists); });
   } else {
@@ -327,12 +331,11 @@ void LmcacheConnector::run_exists(uint64_t remaining) {
 }
 
 void LmcacheConnector::start_step_transfers() {
-  std::function<void(SimDuration)> ready;
   if (!config_.use_layerwise) {
     load_bulk();
     return;
   }
-  ready = std::exchange(step_ready_, nullptr);
+  std::function<void(SimDuration)> ready = std::exchange(step_ready_, nullptr);
   // Layerwise: run the generators' logic for the whole step now; charge time as transfers that
   // overlap with the forward pass.
   lm::WorkerLog log;
