@@ -140,6 +140,8 @@ Status CudaMover::run_batches(const std::vector<Planned>& planned, bool store_di
     }
     HostChunkBatch& b = batches.back();
     b.num_tokens += static_cast<int64_t>(o.slots.size());
+    b.skipped_slots = b.skipped_slots ||
+                      std::any_of(o.slots.begin(), o.slots.end(), [](int64_t s) { return s < 0; });
     b.chunks.push_back({planned[i].block.host, planned[i].block.device});
     slots.insert(slots.end(), o.slots.begin(), o.slots.end());
   }

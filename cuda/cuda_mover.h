@@ -8,6 +8,8 @@
 //
 // Objects: layer == -1 is a whole chunk (KV_2LTD, or KV_MLA for MLA caches); layer >= 0 is one
 // layer of a chunk (KV_T2D, or KV_MLA with one layer). bytes must equal that object's size.
+// A token whose slot is < 0 is skipped: a store leaves its rows in the pinned object as the pool
+// had them, on either path (the staged one then loads the object into staging first).
 //
 // Faults are data: without a driver or device (or when the pool cannot be pinned) every object
 // comes back ok = 0 and nothing crashes; a store finding the pool full, or a retrieve of a key

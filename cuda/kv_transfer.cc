@@ -31,6 +31,7 @@ Status KvTransferEngine::create(const PagedKvCache* cache, const Options& option
   for (int h = 0; h < 2; ++h) {
     KVTWIN_RETURN_IF_ERROR(Event::create(&e.half_ready_[h]));
     KVTWIN_RETURN_IF_ERROR(Event::create(&e.half_free_[h]));
+    KVTWIN_RETURN_IF_ERROR(Event::create(&e.half_loaded_[h]));
   }
   KVTWIN_RETURN_IF_ERROR(Stream::create(&e.join_stream_));
   KVTWIN_RETURN_IF_ERROR(Event::create(&e.kernel_tail_));
@@ -84,6 +85,10 @@ Status KvTransferEngine::zero_copy(const HostChunkBatch& b, CopyDirection direct
 //             copy:   wait ready[h], DMA each chunk to its object, record free[h]
 //   retrieve: copy:   wait free[h], DMA each object into half h, record ready[h]
 //             kernel: wait ready[h], scatter from half h, record free[h]
+// A store with skipped slots first loads the objects into the half on the copy stream (which
+// already follows the half's last DMA out) and the kernel waits for that (loaded[h]).
+// Chunk i of a group sits at half + i * stride; consecutive chunks whose objects are adjacent in
+// host memory, with payload == stride, move in one DMA.
 Status KvTransferEngine::staged(const HostChunkBatch& b, CopyDirection direction) {
   const PagedLayout& paged = cache_->layout();
   const uint64_t stride = align_up(static_cast<uint64_t>(
@@ -110,27 +115,41 @@ Status KvTransferEngine::staged(const HostChunkBatch& b, CopyDirection direction
     const KvCopyRequest req =
         cache_->request(b.format, b.first_layer, b.num_layers, b.device_slots + first_token, tokens,
                         b.tokens_per_chunk, slots_in_half.data(), direction);
-    auto dma_all = [&]() -> Status {
-      for (int64_t i = 0; i < count; ++i) {
-        const size_t bytes = static_cast<size_t>(req.chunk_layout(i).total_bytes());
-        const HostChunk& obj = b.chunks[g + i];
-        void* dst = store ? static_cast<void*>(obj.host) : static_cast<void*>(slots_in_half[i]);
-        const void* src =
-            store ? static_cast<const void*>(slots_in_half[i]) : static_cast<const void*>(obj.host);
-        KVTWIN_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, kind, copy_stream()));
+    // DMAs between the objects and the half in direction `k`, runs of adjacent chunks merged.
+    auto dma_all = [&](cudaMemcpyKind k) -> Status {
+      const bool to_host = k == cudaMemcpyDeviceToHost;
+      for (int64_t i = 0; i < count;) {
+        uint8_t* host = b.chunks[g + i].host;
+        uint8_t* dev = slots_in_half[i];
+        uint64_t bytes = 0;
+        int64_t j = i;
+        for (; j < count; ++j) {
+          if (j > i && (b.chunks[g + j].host != host + bytes || slots_in_half[j] != dev + bytes))
+            break;
+          bytes += static_cast<uint64_t>(req.chunk_layout(j).total_bytes());
+        }
+        KVTWIN_CUDA_TRY(cudaMemcpyAsync(to_host ? static_cast<void*>(host) : dev,
+                                        to_host ? static_cast<const void*>(dev) : host, bytes, k,
+                                        copy_stream()));
+        i = j;
       }
       return Status();
     };
     KVTWIN_RETURN_IF_ERROR(half_free_[h].wait_on(first));
+    if (store && b.skipped_slots) {
+      KVTWIN_RETURN_IF_ERROR(dma_all(cudaMemcpyHostToDevice));
+      KVTWIN_RETURN_IF_ERROR(half_loaded_[h].record(copy_stream()));
+      KVTWIN_RETURN_IF_ERROR(half_loaded_[h].wait_on(kernel_stream()));
+    }
     if (store) {
       KVTWIN_RETURN_IF_ERROR(launch_kv_copy(req, kernel_stream()));
     } else {
-      KVTWIN_RETURN_IF_ERROR(dma_all());
+      KVTWIN_RETURN_IF_ERROR(dma_all(kind));
     }
     KVTWIN_RETURN_IF_ERROR(half_ready_[h].record(first));
     KVTWIN_RETURN_IF_ERROR(half_ready_[h].wait_on(second));
     if (store) {
-      KVTWIN_RETURN_IF_ERROR(dma_all());
+      KVTWIN_RETURN_IF_ERROR(dma_all(kind));
     } else {
       KVTWIN_RETURN_IF_ERROR(launch_kv_copy(req, kernel_stream()));
     }

@@ -3,7 +3,8 @@
 //
 //   kStaged    gather into a device staging buffer, then one DMA per chunk to its pinned object
 //              (store); DMA into staging, then scatter (retrieve). Uses the copy engines; what
-//              LMCache's V2 connector does for full chunks on store.
+//              LMCache's V2 connector does for full chunks on store. Chunks whose objects sit
+//              back to back in host memory (and so in staging) move in one DMA.
 //   kZeroCopy  the kernel reads / writes the pinned objects directly through their device aliases
 //              over PCIe / C2C; what LMCache does for every retrieve and for partial chunks.
 //
@@ -51,6 +52,12 @@ struct HostChunkBatch {
   int64_t num_tokens = 0;
   int64_t tokens_per_chunk = 0;
   std::vector<HostChunk> chunks;  // [ceil(num_tokens / tokens_per_chunk)]
+  // Some slot is < 0. A store leaves the rows of skipped tokens untouched in the objects on both
+  // paths; the staged path can only do so by first loading the objects into staging (one more
+  // DMA per chunk), so it does that only when this is set. Left false with a skipped slot, a
+  // staged store writes whatever staging held into those rows (as LMCache's GPU-buffer copy
+  // does: its kernel skips the token, the copy to the object moves the whole buffer).
+  bool skipped_slots = false;
 };
 
 class KvTransferEngine {
@@ -87,9 +94,10 @@ class KvTransferEngine {
   Stream copy_stream_;
   DeviceBuffer staging_;
   uint64_t half_bytes_ = 0;
-  Event half_ready_[2];  // the half's data is staged (gathered, or DMA'd in)
-  Event half_free_[2];   // the half's data has been consumed
-  Stream join_stream_;   // waits for both streams' tails; never blocks them
+  Event half_ready_[2];   // the half's data is staged (gathered, or DMA'd in)
+  Event half_loaded_[2];  // a store with skipped slots: the objects' bytes are in the half
+  Event half_free_[2];    // the half's data has been consumed
+  Stream join_stream_;    // waits for both streams' tails; never blocks them
   Event kernel_tail_;
   Event copy_tail_;
   int next_half_ = 0;
