@@ -170,13 +170,23 @@ void print_figures(const std::vector<Sample>& samples, const std::string& cls, b
     const double gbps = static_cast<double>(bytes) / s.measured_ns;
     if (bytes > b.first || (bytes == b.first && gbps > b.second)) b = {bytes, gbps};
   }
-  std::printf("  %-10s %-8s depth %2d:", cls.c_str(), direct ? "direct" : "buffered", depth);
+  const char* mode = !cls.starts_with("disk") ? "" : direct ? "direct" : "buffered";
+  std::printf("  %-10s %-8s depth %2d:", cls.c_str(), mode, depth);
   for (const auto& [size, b] : best)
     std::printf("  %lluK %.2f", static_cast<unsigned long long>(size / kKiB), b.second);
   std::printf("  (GB/s by object size, largest transfer)\n");
 }
 
-std::vector<std::string> profile_comments(const CalibrateOptions& o) {
+bool is_pcie(const std::string& cls) {
+  return cls.starts_with("pcie");
+}
+
+const char* const kPcieNotMeasured =
+    "pcie_h2d / pcie_d2h: not measured (needs a GPU: kvtwin_pcie_calibrate's samples, refitted)";
+const char* const kPcieMeasured =
+    "pcie_h2d / pcie_d2h: fitted from kvtwin_pcie_calibrate's samples (CudaMover on a GPU)";
+
+std::vector<std::string> profile_comments(const CalibrateOptions& o, bool pcie) {
   char host[256] = "?";
   ::gethostname(host, sizeof(host) - 1);
   const std::time_t now = std::time(nullptr);
@@ -184,7 +194,9 @@ std::vector<std::string> profile_comments(const CalibrateOptions& o) {
   std::strftime(date, sizeof(date), "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
   std::vector<std::string> c = {
       "kvtwin hardware profile, written by `kvtwin calibrate` (sim/calibrate/hardware_profile.h)",
-      std::string("machine: ") + host + ", " + date};
+      o.refit.empty() ? std::string("machine: ") + host + ", " + date
+                      : "refit of " + o.refit + " on " + host + ", " + date +
+                            " (the samples were measured where they were written)"};
   if (!o.tiers.disk_path.empty())
     c.push_back("disk: " + o.tiers.disk_path + (o.tiers.direct_io ? ", O_DIRECT" : ", buffered") +
                 (o.tiers.uring ? ", io_uring" : ", posix") + " depth " +
@@ -192,7 +204,7 @@ std::vector<std::string> profile_comments(const CalibrateOptions& o) {
   if (!o.tiers.remote_url.empty())
     c.push_back("remote: " + o.tiers.remote_url + ", pipeline depth " +
                 std::to_string(o.tiers.pipeline_depth));
-  c.push_back("pcie_h2d / pcie_d2h: not measured (needs a GPU and the CUDA path's mover)");
+  c.push_back(pcie ? kPcieMeasured : kPcieNotMeasured);
   return c;
 }
 
@@ -256,10 +268,12 @@ std::vector<Sample> read_samples(const std::string& path) {
     };
     Sample s;
     s.cls = f.empty() ? "" : f[0];
-    if (s.cls != "disk_read" && s.cls != "disk_write" && s.cls != "remote_get" &&
-        s.cls != "remote_put")
+    if (std::find(std::begin(kLinkClasses), std::end(kLinkClasses), s.cls) ==
+        std::end(kLinkClasses))
       throw InputError(path, reader.line_number(), "class", "unknown class \"" + s.cls + "\"");
-    s.point.tier = s.cls.starts_with("disk") ? Location::kDisk : Location::kRemote;
+    s.point.tier = s.cls.starts_with("disk")     ? Location::kDisk
+                   : s.cls.starts_with("remote") ? Location::kRemote
+                                                 : Location::kGpu;
     s.point.direct_io = number(1, "direct_io") != 0;
     s.point.depth = static_cast<int>(number(2, "depth"));
     s.point.count = static_cast<uint32_t>(number(3, "objects"));
@@ -286,16 +300,20 @@ int run_calibrate(const CalibrateOptions& o) {
     }
     if (int rc = measure_all(o, &samples); rc != 0) return rc;
   }
+  const bool pcie =
+      std::any_of(samples.begin(), samples.end(), [](const Sample& s) { return is_pcie(s.cls); });
   HardwareProfile profile;
-  profile.comments = profile_comments(o);
+  profile.comments = profile_comments(o, pcie);
   profile.tiers = {o.tiers.direct_io, o.tiers.uring, o.tiers.disk_queue_depth,
                    o.tiers.pipeline_depth};
   std::map<std::string, double> large_mape;   // fit MAPE over objects >= 1 MiB, by class
   std::map<std::string, double> noise_floor;  // repeats vs their median, objects >= 1 MiB
   std::printf("\nMeasured throughput (noisy on a shared machine):\n");
-  for (const std::string cls : {"disk_write", "disk_read", "remote_put", "remote_get"}) {
+  for (const std::string cls :
+       {"disk_write", "disk_read", "remote_put", "remote_get", "pcie_d2h", "pcie_h2d"}) {
     const bool disk = cls.starts_with("disk");
-    const int depth = disk ? o.tiers.disk_queue_depth : o.tiers.pipeline_depth;
+    // The GPU mover runs one transfer's objects in batches, one after the other: depth 1.
+    const int depth = disk ? o.tiers.disk_queue_depth : is_pcie(cls) ? 1 : o.tiers.pipeline_depth;
     std::vector<LinkSample> fit_samples, other;
     for (const Sample& s : samples) {
       if (s.cls != cls) continue;
@@ -304,7 +322,7 @@ int run_calibrate(const CalibrateOptions& o) {
       (s.point.direct_io == o.tiers.direct_io || !disk ? fit_samples : other).push_back(ls);
     }
     if (fit_samples.empty()) continue;
-    print_figures(samples, cls, disk ? o.tiers.direct_io : true, depth);
+    print_figures(samples, cls, disk ? o.tiers.direct_io : !is_pcie(cls), depth);
     if (!other.empty()) print_figures(samples, cls, !o.tiers.direct_io, depth);
     const std::vector<LinkSample> medians = median_per_point(fit_samples);
     const LinkFit fit = fit_link_model(medians, depth);
@@ -337,7 +355,7 @@ int run_calibrate(const CalibrateOptions& o) {
         m.queue_depth, "", link.fit_mape_pct, static_cast<unsigned long long>(link.samples),
         large_mape[cls], noise_floor[cls]);
   }
-  std::printf("  pcie_h2d / pcie_d2h: not measured (needs a GPU and the CUDA path's mover)\n");
+  if (!pcie) std::printf("  %s\n", kPcieNotMeasured);
 
   std::ofstream out(o.out);
   if (!out) {

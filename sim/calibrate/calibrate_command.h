@@ -6,7 +6,9 @@
 // retrieve of the same objects, through the same real mover validate uses (TierMover), in a
 // seeded shuffled order; each measured transfer is one sample. The disk is also measured in the
 // other I/O mode (O_DIRECT vs buffered) at the configured depth, for comparison. Pinned H2D/D2H
-// need the CUDA path's mover and a GPU: reported as not measured otherwise.
+// need a GPU: kvtwin_pcie_calibrate (cuda/tools/) measures them through CudaMover and writes the
+// same samples CSV, classes pcie_h2d / pcie_d2h; `--refit` of that file fits them here and
+// writes the profile's pcie_* keys (reported as not measured otherwise).
 //
 // Fits one LinkModel per transfer class (fit.h), prints the figures and the fits, and writes the
 // profile. The objects it writes are removed afterwards.

@@ -93,6 +93,11 @@ std::string to_toml(const HardwareProfile& p) {
         << "samples = " << link.samples << "\n"
         << "fit_mape_pct = " << num(link.fit_mape_pct) << "\n\n";
   }
+  // PCIe alone (kvtwin_pcie_calibrate's samples): no tier was measured, no tier settings.
+  const bool tiers = std::any_of(p.links.begin(), p.links.end(), [](const auto& l) {
+    return l.first.starts_with("disk") || l.first.starts_with("remote");
+  });
+  if (!tiers) return out.str();
   out << "# The real tiers' settings during the measurements.\n[tiers]\n"
       << "disk_direct_io = " << (p.tiers.disk_direct_io ? "true" : "false") << "\n"
       << "disk_engine = \"" << (p.tiers.disk_uring ? "uring" : "posix") << "\"\n"

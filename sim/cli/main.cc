@@ -69,7 +69,8 @@ int dispatch(int argc, char** argv) {
   calibrate_cmd->add_option("-o,--out", calibrate.out, "profile to write");
   calibrate_cmd->add_option("--samples", calibrate.samples_csv, "also write every sample (CSV)");
   calibrate_cmd->add_option("--refit", calibrate.refit,
-                            "fit the samples of an earlier --samples file; measure nothing");
+                            "fit the samples of an earlier --samples file (or of "
+                            "kvtwin_pcie_calibrate on a GPU); measure nothing");
   calibrate_cmd->add_flag("--quick", calibrate.quick, "fewer sizes, counts and depths");
   calibrate_cmd->add_option("--sizes", calibrate.object_bytes, "object sizes in bytes")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));

@@ -206,6 +206,29 @@ TEST(HardwareProfile, ABadEntryNamesTheProfileFileLineAndKey) {
             p + ": links: a hardware profile needs a [links] table (kvtwin calibrate writes one)");
 }
 
+// The PCIe profile measured on an H100 (scenarios/hardware/): it sets the three pcie keys and
+// nothing else; a relative --set path is taken from the scenario's folder.
+TEST(HardwareProfile, TheShippedH100ProfileSetsOnlyThePcieLinks) {
+  Scenario s = load_scenario_file(kvtwin::testing::source_path("scenarios/default.toml"));
+  const Scenario before = s;
+  apply_override(&s, "hardware.profile=hardware/h100_80gb_hbm3_pcie5.toml");
+  EXPECT_EQ(s.links.pcie_h2d_gbps, 49.725);
+  EXPECT_EQ(s.links.pcie_d2h_gbps, 51.8499);
+  EXPECT_EQ(s.links.pcie_latency_us, 22.2552);
+  Scenario expected = before;
+  expected.links.pcie_h2d_gbps = s.links.pcie_h2d_gbps;
+  expected.links.pcie_d2h_gbps = s.links.pcie_d2h_gbps;
+  expected.links.pcie_latency_us = s.links.pcie_latency_us;
+  auto without_comments = [](std::string dump) {
+    std::string out;
+    std::istringstream in(dump);
+    for (std::string line; std::getline(in, line);)
+      if (!line.starts_with("#") && line.find("profile") == std::string::npos) out += line + "\n";
+    return out;
+  };
+  EXPECT_EQ(without_comments(dump_scenario(s)), without_comments(dump_scenario(expected)));
+}
+
 TEST(HardwareProfile, TheDumpKeepsTheAppliedFiguresAndReloadsWithoutTheFile) {
   const std::string dir = kvtwin::testing::scratch_dir();
   write_profile(dir, "disk_write_gbps = 0.5");

@@ -110,5 +110,62 @@ TEST(CalibrateThenValidate, SmallCycleWritesAProfileAndAReport) {
   EXPECT_EQ(server.command({"DBSIZE"}), "0");
 }
 
+// kvtwin_pcie_calibrate (cuda/tools/) measures PCIe on a GPU machine and writes the samples CSV
+// with classes pcie_h2d / pcie_d2h; --refit fits them here and writes the scenario's pcie keys.
+// Samples drawn from known links: the fit must give back their times and the profile their keys.
+TEST(CalibrateCommand, RefitsPcieSamplesIntoThePcieKeys) {
+  const std::string dir = kvtwin::testing::scratch_dir();
+  // h2d: 12 us + B / 40 GB/s; d2h: 8 us + 3 us per object + B / 50 GB/s.
+  auto h2d_ns = [](double n, double b) { return 12e3 + b / 40.0 + 0 * n; };
+  auto d2h_ns = [](double n, double b) { return 8e3 + 3e3 * n + b / 50.0; };
+  {
+    std::ofstream csv(dir + "/pcie.csv");
+    csv << "class,direct_io,depth,objects,object_bytes,measured_ns\n";
+    for (uint64_t bytes :
+         {uint64_t{1} << 18, uint64_t{1} << 20, uint64_t{8} << 20, uint64_t{32} << 20})
+      for (uint64_t n : {1, 2, 4, 8, 16}) {
+        const double b = static_cast<double>(bytes * n);
+        csv << "pcie_d2h,0,1," << n << "," << bytes << ","
+            << static_cast<int64_t>(d2h_ns(double(n), b)) << "\n";
+        csv << "pcie_h2d,0,1," << n << "," << bytes << ","
+            << static_cast<int64_t>(h2d_ns(double(n), b)) << "\n";
+      }
+  }
+  const CommandRun r = kvtwin("calibrate --refit " + dir + "/pcie.csv -o " + dir + "/pcie.toml");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("not measured"), std::string::npos) << r.out;
+  const calibrate::HardwareProfile p = calibrate::read_hardware_profile(dir + "/pcie.toml");
+  ASSERT_TRUE(p.links.count("pcie_h2d"));
+  ASSERT_TRUE(p.links.count("pcie_d2h"));
+  EXPECT_EQ(p.links.size(), 2u);
+  for (uint64_t n : {1, 3, 16}) {
+    const uint64_t b = n * (uint64_t{4} << 20);
+    EXPECT_NEAR(double(p.links.at("pcie_h2d").model.predict(n, b)), h2d_ns(n, b),
+                1e-3 * h2d_ns(n, b));
+    EXPECT_NEAR(double(p.links.at("pcie_d2h").model.predict(n, b)), d2h_ns(n, b),
+                1e-3 * d2h_ns(n, b));
+  }
+  // The scenario keys: bandwidth at a 32 MiB chunk, latency of one object (h2d's).
+  const std::string toml = slurp(dir + "/pcie.toml");
+  EXPECT_NE(toml.find("fitted from kvtwin_pcie_calibrate"), std::string::npos) << toml;
+  auto value = [&](const std::string& key) {
+    const size_t at = toml.find("\n" + key + " = ");
+    return at == std::string::npos ? -1.0 : std::stod(toml.substr(at + key.size() + 4));
+  };
+  EXPECT_NEAR(value("pcie_h2d_gbps"), 40.0, 0.04) << toml;
+  EXPECT_NEAR(value("pcie_latency_us"), 12.0, 0.012) << toml;
+  // d2h at one 32 MiB object: (3 us + 32 MiB / 50 GB/s) per 32 MiB, a little under 50 GB/s.
+  const double d2h_gbps = (32.0 * (1 << 20)) / (3e3 + 32.0 * (1 << 20) / 50.0);
+  EXPECT_NEAR(value("pcie_d2h_gbps"), d2h_gbps, 1e-3 * d2h_gbps) << toml;
+
+  // An unknown class is one line naming the file, line and field.
+  std::ofstream(dir + "/bad.csv") << "class,direct_io,depth,objects,object_bytes,measured_ns\n"
+                                     "pcie_h2d,0,1,1,1024,5000\npcie_x2y,0,1,1,1024,5000\n";
+  const CommandRun bad = kvtwin("calibrate --refit " + dir + "/bad.csv -o " + dir + "/bad.toml");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_EQ(count_lines(bad.err), 1u) << bad.err;
+  EXPECT_NE(bad.err.find("bad.csv:3: class"), std::string::npos) << bad.err;
+}
+
 }  // namespace
 }  // namespace kvtwin::sim
