@@ -8,14 +8,26 @@
 #   on the Debian machine, once:  cuda/gpu/fetch_deps.sh            (fills build/gpu-deps/)
 #   on the GPU machine:           bash cuda/gpu/check.sh             (carry build/gpu-deps)
 #
-# Stages: check.sh [all|build|test|bench]  (default all). Environment:
+# Stages: check.sh [all|device|build|test|bench|calibrate|sanitize]  (default all: every stage in that
+# order). Environment:
 #   KVTWIN_CUDA_ARCH      CMAKE_CUDA_ARCHITECTURES (default 90: sm_90 SASS + compute_90 PTX)
 #   KVTWIN_BENCH_ARGS     extra Google Benchmark flags (e.g. --benchmark_filter=llama3.1-8b)
 #   KVTWIN_PREBUILT=DIR   skip the build and run the binaries under DIR/tests_cuda/ (built on the
 #                         Debian machine with this same project; the fallback if the GPU
 #                         machine cannot build)
+#   KVTWIN_FALLBACK=DIR   binaries as for KVTWIN_PREBUILT, used only when the build here fails
+#                         (a stripped copy of them is 4 MB: carry it with the first try)
 #   KVTWIN_CPU_ONLY=1     no GPU: run the CPU benchmark instead, write under build/gpu-out only
 #                         (exercises the JSON, comparison and table on a machine without a GPU)
+#   KVTWIN_SANITIZE_FILTER  the gtest filter run under compute-sanitizer's memcheck (stage
+#                         sanitize; default: the kernel matrix, the copy tests, the transfer
+#                         engine and the mover)
+#   KVTWIN_TEST_TIMEOUT, KVTWIN_BENCH_TIMEOUT, KVTWIN_CALIBRATE_TIMEOUT,
+#   KVTWIN_SANITIZE_TIMEOUT  seconds per binary (default 240, 360, 120, 150): a hang costs one
+#                         stage, not the lease
+# With OUT set (the device tool), the logs are packed into $OUT/logs.tgz at the end, so that what
+# comes back stays within the tool's 8 files: logs.tgz, compare.txt, summary.txt,
+# pcie_samples.csv and <gpu>/<date>/kv_copy.json.
 # Exit status: 0 when everything passed and nothing regressed; 1 on a build or test failure;
 # 3 when the comparison found a > 5% slowdown.
 set -uo pipefail
@@ -29,6 +41,12 @@ build="${KVTWIN_PREBUILT:-$root/build/gpu}"
 out="${OUT:-$root/build/gpu-out}"
 mkdir -p "$out"
 log() { echo "check.sh: $*" >&2; }
+# Runs a binary under a time limit; 124 (or 137) means it ran past it.
+limited() {
+  local secs="$1"
+  shift
+  timeout -k 10 "$secs" "$@"
+}
 # libbenchmark.so.1 comes from the carried prefix (prebuilt binaries carry this machine's rpath).
 export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
@@ -58,6 +76,25 @@ print(re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-"))
 PY
 }
 
+# What the machine is: the GPU, its driver, clocks and PCIe link (the link decides h2d / d2h).
+do_device() {
+  {
+    date -u +%Y-%m-%dT%H:%M:%SZ
+    uname -a
+    grep -E '^(PRETTY_NAME)=' /etc/os-release 2>/dev/null
+    echo "cpus: $(nproc)"
+    free -g 2>/dev/null | head -n 2
+    command -v nvcc >/dev/null && nvcc --version | tail -n 2
+    if command -v nvidia-smi >/dev/null; then
+      nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max,clocks.sm,clocks.max.sm,clocks.mem,power.limit,temperature.gpu --format=csv
+      nvidia-smi topo -m 2>/dev/null
+    else
+      echo "no nvidia-smi"
+    fi
+  } > "$out/device.log" 2>&1
+  sed -n '1,3p;/^name,/,/^$/p' "$out/device.log" | head -n 8
+}
+
 do_build() {
   unpack_deps || { log "unpacking the carried .deb files failed"; return 1; }
   if [ -n "${KVTWIN_PREBUILT:-}" ]; then
@@ -65,23 +102,37 @@ do_build() {
     return 0
   fi
   log "configuring (CUDA arch ${KVTWIN_CUDA_ARCH:-90})"
-  cmake -S cuda/gpu -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  local ok=1
+  if ! cmake -S cuda/gpu -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_PREFIX_PATH="$prefix/usr" -DCMAKE_CUDA_ARCHITECTURES="${KVTWIN_CUDA_ARCH:-90}" \
-    > "$out/configure.log" 2>&1 || { tail -n 30 "$out/configure.log"; return 1; }
-  log "building"
-  cmake --build "$build" -j "$(nproc)" > "$out/build.log" 2>&1 || { tail -n 40 "$out/build.log"; return 1; }
+    > "$out/configure.log" 2>&1; then
+    tail -n 30 "$out/configure.log"
+    ok=0
+  else
+    log "building"
+    cmake --build "$build" -j "$(nproc)" > "$out/build.log" 2>&1 || { tail -n 40 "$out/build.log"; ok=0; }
+  fi
+  [ "$ok" = 1 ] && return 0
+  if [ -n "${KVTWIN_FALLBACK:-}" ] && [ -x "$KVTWIN_FALLBACK/tests_cuda/cuda_gpu_test" ]; then
+    log "the build failed here: using the carried binaries in $KVTWIN_FALLBACK"
+    build="$KVTWIN_FALLBACK"
+    return 0
+  fi
+  return 1
 }
 
 do_test() {
   local rc=0
   log "CPU tests"
-  RC_PARAMS=max_success=1000 "$build/tests_cuda/cuda_layout_test" --gtest_brief=1 \
+  RC_PARAMS=max_success=1000 limited "${KVTWIN_TEST_TIMEOUT:-240}" \
+    "$build/tests_cuda/cuda_layout_test" --gtest_brief=1 \
     > "$out/tests_cpu.log" 2>&1 || rc=1
   tail -n 3 "$out/tests_cpu.log"
   log "GPU tests"
   local require=1
   [ "$cpu_only" = 1 ] && require=0
-  KVTWIN_REQUIRE_GPU=$require "$build/tests_cuda/cuda_gpu_test" --gtest_brief=1 \
+  KVTWIN_REQUIRE_GPU=$require limited "${KVTWIN_TEST_TIMEOUT:-240}" \
+    "$build/tests_cuda/cuda_gpu_test" --gtest_brief=1 \
     > "$out/tests_gpu.log" 2>&1 || rc=1
   tail -n 3 "$out/tests_gpu.log"
   [ "$rc" = 0 ] || { grep -E "FAILED|Failure" "$out"/tests_*.log | head -n 30; }
@@ -94,7 +145,8 @@ do_bench() {
   [ "$cpu_only" = 1 ] && bin="$build/tests_cuda/cuda_kv_copy_cpu_bench"
   log "benchmarks: $(basename "$bin")"
   # shellcheck disable=SC2086
-  "$bin" --benchmark_out="$out/kv_copy.json" --benchmark_out_format=json \
+  limited "${KVTWIN_BENCH_TIMEOUT:-360}" \
+    "$bin" --benchmark_out="$out/kv_copy.json" --benchmark_out_format=json \
     --benchmark_repetitions=3 --benchmark_report_aggregates_only=true --benchmark_min_time=0.1 \
     ${KVTWIN_BENCH_ARGS:-} > "$out/bench.log" 2>&1 || { tail -n 20 "$out/bench.log"; return 1; }
   slug="$(gpu_slug "$out/kv_copy.json")"
@@ -128,19 +180,62 @@ do_bench() {
   return "$rc"
 }
 
+# The GPU <-> CPU link through the real mover: `kvtwin calibrate`'s samples CSV, fitted on the
+# Debian machine with `kvtwin calibrate --refit pcie_samples.csv` (cuda/tools/pcie_calibrate.cc).
+do_calibrate() {
+  if [ "$cpu_only" = 1 ]; then log "calibrate: skipped without a GPU"; return 0; fi
+  log "PCIe calibration through CudaMover"
+  local rc=0
+  limited "${KVTWIN_CALIBRATE_TIMEOUT:-120}" "$build/cuda/kvtwin_pcie_calibrate" \
+    --out "$out/pcie_samples.csv" > "$out/calibrate.log" 2>&1 || rc=$?
+  tail -n 40 "$out/calibrate.log"
+  return "$rc"
+}
+
+# compute-sanitizer's memcheck over the kernels' tests: an out-of-bounds or misaligned access
+# that happens to land in mapped memory passes the byte comparison but not this.
+do_sanitize() {
+  if [ "$cpu_only" = 1 ]; then log "sanitize: skipped without a GPU"; return 0; fi
+  local cs
+  cs="$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)"
+  if [ -z "$cs" ]; then log "sanitize: compute-sanitizer not found"; return 1; fi
+  log "compute-sanitizer memcheck"
+  local rc=0
+  KVTWIN_REQUIRE_GPU=1 limited "${KVTWIN_SANITIZE_TIMEOUT:-150}" "$cs" --tool memcheck \
+    --error-exitcode 9 "$build/tests_cuda/cuda_gpu_test" --gtest_brief=1 \
+    --gtest_filter="${KVTWIN_SANITIZE_FILTER:-AllLayouts/GpuMatrix.*:KvCopyGpu.*:CudaMoverGpu.*:Paths/EngineGpu.*}" \
+    > "$out/sanitize.log" 2>&1 || rc=$?
+  grep -E "ERROR SUMMARY|tests from|PASSED|FAILED" "$out/sanitize.log" | tail -n 4
+  [ "$rc" = 0 ] || log "sanitize: exit $rc"
+  return "$rc"
+}
+
+# The device tool brings back at most 8 files: the logs travel as one archive.
+pack_logs() {
+  [ -n "${OUT:-}" ] || return 0
+  (cd "$out" && ls ./*.log >/dev/null 2>&1 && tar czf logs.tgz ./*.log && rm -f ./*.log)
+}
+
 rc=0
 case "$stage" in
+  device) do_device ;;
   build) do_build || rc=1 ;;
   test) do_test || rc=1 ;;
   bench) do_bench || rc=$? ;;
+  calibrate) do_calibrate || rc=1 ;;
+  sanitize) do_sanitize || rc=1 ;;
   all)
-    do_build || { log "build failed"; exit 1; }
+    do_device
+    do_build || { log "build failed"; pack_logs; exit 1; }
     do_test || rc=1
     do_bench; brc=$?
     [ "$rc" = 0 ] && rc=$brc
+    do_calibrate || { [ "$rc" = 0 ] && rc=1; }
+    do_sanitize || { [ "$rc" = 0 ] && rc=1; }
     ;;
-  *) log "unknown stage $stage (all|build|test|bench)"; exit 1 ;;
+  *) log "unknown stage $stage (all|device|build|test|bench|calibrate|sanitize)"; exit 1 ;;
 esac
+pack_logs
 [ -f "$out/compare.txt" ] && cat "$out/compare.txt"
 [ -f "$out/summary.txt" ] && [ "$stage" != build ] && [ "$stage" != test ] && cat "$out/summary.txt"
 log "exit $rc; logs in $out"

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "tests/cuda/gpu_test_support.h"
+#include "tests/cuda/gpu_spin.h"
 
 namespace kvtwin::cuda::testing {
 namespace {

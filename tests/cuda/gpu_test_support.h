@@ -15,6 +15,7 @@
 
 #include "cuda/cuda_handles.h"
 #include "cuda/status.h"
+#include "tests/cuda/gpu_spin.h"
 #include "tests/cuda/kv_test_support.h"
 
 namespace kvtwin::cuda::testing {
@@ -43,9 +44,6 @@ class GpuParamTest : public ::testing::TestWithParam<Param> {
     GTEST_SKIP() << "no CUDA device: " << why;
   }
 };
-
-// Enqueues a one-thread kernel that busy-waits `ns` nanoseconds of GPU time (%globaltimer).
-Status launch_spin(cudaStream_t stream, uint64_t ns);
 
 // Where the chunk objects of a device run of a HostKvArena live.
 enum class ChunkPlace { kDevice, kPinned };
