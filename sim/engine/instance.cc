@@ -1,6 +1,7 @@
 #include "sim/engine/instance.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "model/check.h"
 
@@ -53,7 +54,9 @@ Instance::Instance(int id, const scenario::Scenario& s, const KvCacheLayout& lay
       kv_(kv_cache_manager_options(s, layout, /*events=*/ctx.track_prefix_index)),
       scheduler_(scheduler_config(s, layout), &kv_, connector),
       max_in_flight_(s.vllm.async_scheduling ? 2 : 1),
-      uni_executor_(s.gpu.tensor_parallel == 1) {}
+      uni_executor_(s.gpu.tensor_parallel == 1),
+      schedule_cpu_ns_(static_cast<SimDuration>(std::llround(s.vllm.schedule_cpu_us * 1e3))),
+      output_cpu_ns_(static_cast<SimDuration>(std::llround(s.vllm.output_cpu_us * 1e3))) {}
 
 void Instance::add_request(EngineRequest* r) {
   r->instance = id_;
@@ -88,6 +91,11 @@ void Instance::sleep_until(SimTime t) {
   });
 }
 
+void Instance::busy_cpu(SimDuration ns) {
+  engine_ = EngineState::kBusyCpu;
+  ctx_.sim->schedule_after(ns, [this] { engine_loop(); });
+}
+
 void Instance::drain_inbox() {
   for (EngineRequest* r : inbox_) scheduler_.add_request(r);
   inbox_.clear();
@@ -116,6 +124,7 @@ void Instance::engine_loop() {
       schedule_began_ = ctx_.sim->now();
       schedule_into(&batch(count_));
       after_schedule_ = true;
+      schedule_cpu_due_ = schedule_cpu_ns_ > 0 && !batch(count_).out.empty();
       if (hooks_) {
         // The schedule's connector lookups block the engine core (and its batch) first.
         engine_ = EngineState::kWaitLookups;
@@ -124,6 +133,10 @@ void Instance::engine_loop() {
         in_run_lookups_ = false;
         if (engine_ == EngineState::kWaitLookups) return;  // lookups_done() resumes here
       }
+    }
+    if (std::exchange(schedule_cpu_due_, false)) {
+      busy_cpu(schedule_cpu_ns_);  // the rest of the schedule: its batch starts after it
+      return;
     }
     after_schedule_ = false;
     Batch& b = batch(count_);
@@ -183,6 +196,12 @@ bool Instance::process_oldest() {
     engine_ = EngineState::kWaitBatch;
     return false;  // worker_done() resumes
   }
+  if (output_cpu_ns_ > 0 && !std::exchange(output_cpu_spent_, true)) {
+    waiting_oldest_ = true;
+    busy_cpu(output_cpu_ns_);  // update_from_output: the step's tokens are out after it
+    return false;
+  }
+  output_cpu_spent_ = false;
   waiting_oldest_ = false;
   process_output(&batch(0));
   // An engine iteration that scheduled nothing sleeps 1 ms when requests remain in the

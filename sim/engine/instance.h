@@ -28,6 +28,12 @@
 // Upstream's empty batches (a schedule that found nothing while a batch runs) only
 // order the queue; they are not materialised: the result is the same.
 //
+// The engine core's own CPU time (vllm.schedule_cpu_us, vllm.output_cpu_us; 0 by default): after a
+// schedule that built a batch (and its lookups) the engine is busy schedule_cpu_us before the
+// batch may start; a done batch's output is applied output_cpu_us after the engine takes it up.
+// The synchronous loop pays both every step; under async scheduling the engine spends them while
+// the worker runs the batch before.
+//
 // Both loops, as vLLM's busy loop: arrivals wait in an input queue until the engine core next
 // looks (a request arriving during a step is not "unfinished" until then); a schedule's connector
 // lookups (Redis EXISTS round trips, async loading's backoff sleeps) block the engine core and
@@ -179,22 +185,28 @@ class Instance {
   bool after_schedule_ = false;        // engine_loop() resumes after a schedule's lookups
   bool ran_none_ = false;              // this engine iteration scheduled nothing
   bool waiting_oldest_ = false;        // engine_loop() resumes by processing the oldest batch
+  bool schedule_cpu_due_ = false;      // the schedule just made built a batch: its CPU time next
+  bool output_cpu_spent_ = false;      // the oldest batch's output CPU time has run
   bool kicked_ = false;                // kick() since the last schedule began
   std::vector<EngineRequest*> inbox_;  // arrived, not yet seen by the engine core
   // The engine core: kFree while engine_loop runs, kIdle with no unfinished request (an arrival
   // wakes it at once), kWaitBatch waiting for the oldest batch, kWaitLookups for its schedule's
-  // lookups, kWaitExecute in execute_model (uni executor), kSleeping in the 1-ms sleep before a
-  // poll, kPolling between polls that find nothing (it sleeps until the poll after the next
-  // kick()).
+  // lookups, kWaitExecute in execute_model (uni executor), kBusyCpu in its own CPU time (a
+  // schedule's or an output's), kSleeping in the 1-ms sleep before a poll, kPolling between polls
+  // that find nothing (it sleeps until the poll after the next kick()).
   enum class EngineState {
     kIdle,
     kFree,
     kWaitBatch,
     kWaitLookups,
     kWaitExecute,
+    kBusyCpu,
     kSleeping,
     kPolling
   } engine_ = EngineState::kIdle;
+  SimDuration schedule_cpu_ns_ = 0;  // vllm.schedule_cpu_us
+  SimDuration output_cpu_ns_ = 0;    // vllm.output_cpu_us
+  void busy_cpu(SimDuration ns);     // the engine core computes for ns, then engine_loop()
   static constexpr SimDuration kPollNs = 1'000'000;  // upstream's time.sleep(0.001)
   SimTime schedule_began_ = 0;         // the last schedule began (its lookups may have run since)
   SimTime poll_origin_ = 0;            // kPolling: the poll that found nothing began

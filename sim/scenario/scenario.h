@@ -64,7 +64,8 @@ struct GpuConfig {
   double hbm_tbps = 3.35;
   double compute_efficiency = 0.6;  // achieved / peak on GEMMs
   double memory_efficiency = 0.8;   // achieved / peak on streaming reads
-  double step_overhead_us = 3000;   // CPU scheduling + launch per engine step
+  double step_overhead_us = 3000;   // fixed cost per step (launches, sampling; the scheduler's
+                                    // CPU time too unless vllm.*_cpu_us take it)
   int tensor_parallel = 1;
   double allreduce_gbps = 300;  // per-GPU NVLink bus bandwidth seen by all-reduce
   double allreduce_latency_us = 8;
@@ -95,6 +96,14 @@ struct VllmConfig {
   // its uni / mp executors): the engine schedules step N+1 while step N runs and processes step
   // N's output after that; false: the synchronous loop (schedule, run, update).
   bool async_scheduling = true;
+  // The engine core's own CPU time per step (0: none, as before they were modelled; the fixed
+  // per-step cost then lives in gpu.step_overhead_us). schedule_cpu_us: one schedule() that
+  // builds a batch, with its connector metadata; the batch starts after it. output_cpu_us:
+  // update_from_output of one step; its tokens are out after it. In the synchronous loop both
+  // are on every step's critical path; under async scheduling the next schedule runs while a
+  // step runs, so they cost only what the GPU step does not cover.
+  double schedule_cpu_us = 0;
+  double output_cpu_us = 0;
 };
 
 struct LmcacheConfig {

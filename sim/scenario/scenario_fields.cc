@@ -176,8 +176,10 @@ std::vector<FieldSpec> make_fields() {
                       "fraction", "achieved fraction of peak_tflops"));
   f.push_back(numeric("gpu.memory_efficiency", &S::gpu, &GpuConfig::memory_efficiency, 0.001, 1,
                       "fraction", "achieved fraction of hbm_tbps"));
-  f.push_back(numeric("gpu.step_overhead_us", &S::gpu, &GpuConfig::step_overhead_us, 0, 1e7, "us",
-                      "fixed cost per engine step (scheduling, launches, sampling)"));
+  f.push_back(
+      numeric("gpu.step_overhead_us", &S::gpu, &GpuConfig::step_overhead_us, 0, 1e7, "us",
+              "fixed cost per engine step on the GPU's path (launches, sampling; the scheduler's "
+              "CPU time too unless vllm.schedule_cpu_us / output_cpu_us take it)"));
   f.push_back(numeric("gpu.tensor_parallel", &S::gpu, &GpuConfig::tensor_parallel, 1, 1024, "GPUs",
                       "tensor-parallel degree of one instance"));
   f.push_back(numeric("gpu.allreduce_gbps", &S::gpu, &GpuConfig::allreduce_gbps, 0.001, 1e5, "GB/s",
@@ -222,6 +224,10 @@ std::vector<FieldSpec> make_fields() {
                    "default) or recompute the lost tokens"));
   f.push_back(boolean("vllm.async_scheduling", &S::vllm, &VllmConfig::async_scheduling,
                       "schedule the next step while one runs (vLLM v0.17's default)"));
+  f.push_back(numeric("vllm.schedule_cpu_us", &S::vllm, &VllmConfig::schedule_cpu_us, 0, 1e7, "us",
+                      "engine core CPU time of one schedule that builds a batch"));
+  f.push_back(numeric("vllm.output_cpu_us", &S::vllm, &VllmConfig::output_cpu_us, 0, 1e7, "us",
+                      "engine core CPU time of processing one step's output"));
   // [lmcache]
   f.push_back(
       boolean("lmcache.enabled", &S::lmcache, &LmcacheConfig::enabled, "LMCache connector on"));

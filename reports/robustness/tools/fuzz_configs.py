@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Random valid configurations through `kvtwin run` (stop-17, 18 and 19 reports; stop 18 added
 vllm.kv_load_failure_policy and counts requests ended by a KV load error: finished + rejected +
-failed = total; stop 19 draws vllm.async_scheduling, 2 in 3 cases on).
+failed = total; stop 19 draws vllm.async_scheduling, 2 in 3 cases on; stop 20 the engine core's
+CPU time, vllm.schedule_cpu_us / output_cpu_us, nonzero in half the cases).
 
 usage: fuzz_configs.py KVTWIN REPO {lmcache|vllm} CASES SEED LOG
 
@@ -75,6 +76,9 @@ def draw(rnd, mode):
             sets['vllm.max_num_batched_tokens'] = 131072
     # Drawn last, so that the draws above match those of the stop-17 / stop-18 runs for a seed.
     sets['vllm.async_scheduling'] = rnd.choice(['true', 'true', 'false'])
+    if rnd.random() < 0.5:
+        sets['vllm.schedule_cpu_us'] = str(rnd.choice([100, 800, 1500, 4000]))
+        sets['vllm.output_cpu_us'] = str(rnd.choice([0, 200, 500, 2000]))
     sets['output.plots'] = 'false'
     return sc, sets
 

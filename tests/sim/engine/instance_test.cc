@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "model/vllm/request_block_hasher.h"
@@ -61,7 +63,11 @@ struct ScriptedHooks final : StepHooks {
 };
 
 struct InstanceRig {
-  explicit InstanceRig(int tensor_parallel)
+  // `tweak` adjusts the scenario before the instance is built; without `with_hooks` a batch costs
+  // exactly its step time.
+  explicit InstanceRig(int tensor_parallel,
+                       const std::function<void(scenario::Scenario&)>& tweak = {},
+                       bool with_hooks = true)
       : hasher(16, vllm::BlockHasher(vllm::HashFn::kSha256Cbor,
                                      vllm::none_hash(vllm::HashFn::kSha256Cbor, "0"))),
         tokens(1, 1000) {
@@ -82,9 +88,10 @@ struct InstanceRig {
     ctx.step_model = &steps;
     ctx.tokens = &tokens;
     ctx.on_done = [this](EngineRequest* r) { finished.push_back({r, sim.now()}); };
+    if (tweak) tweak(s);
     instance = std::make_unique<Instance>(0, s, layout, ctx, nullptr);
     hooks.sim = &sim;
-    instance->set_hooks(&hooks);
+    if (with_hooks) instance->set_hooks(&hooks);
   }
   // One request: a 32-token prompt and `outputs` tokens, arriving at 0.
   void run(int64_t outputs) {
@@ -141,6 +148,56 @@ TEST(Instance, SeveralGpusScheduleTheNextBatchAtOnce) {
   EXPECT_EQ(x.hooks.schedules[1], 0);
   EXPECT_EQ(x.hooks.schedules[2], 1'100'000);
   ASSERT_EQ(x.finished.size(), 1u);
+}
+
+// The engine core's CPU time (vllm.schedule_cpu_us 0.3 ms, vllm.output_cpu_us 0.2 ms), 1-ms steps,
+// one request with 4 output tokens, no connector:
+//   synchronous: schedule 0, +0.3 CPU, step 0.3-1.3, +0.2 CPU: token 1 at 1.5; each step adds
+//     1.5 ms: tokens at 1.5, 3.0, 4.5, 6.0.
+//   async: step k+1 is scheduled (and its 0.3 ms spent) while step k runs, and step k's output
+//     (0.2 ms) is processed while step k+1 runs: steps 0.3-1.3, 1.3-2.3, 2.3-3.3, 3.3-4.3, tokens
+//     at 1.5, 2.5, 3.5, 4.5: only the first step's CPU time shows.
+//   Without CPU time both loops give tokens at 1, 2, 3, 4 ms.
+TEST(Instance, TheEngineCoresCpuTimeIsOnTheSynchronousPathAndHiddenUnderAsyncScheduling) {
+  struct Case {
+    bool async;
+    double schedule_us, output_us;
+    SimTime first, finish;
+  };
+  for (const Case& c :
+       {Case{false, 300, 200, 1'500'000, 6'000'000}, Case{true, 300, 200, 1'500'000, 4'500'000},
+        Case{false, 0, 0, 1'000'000, 4'000'000}, Case{true, 0, 0, 1'000'000, 4'000'000}}) {
+    InstanceRig x(
+        /*tensor_parallel=*/2,
+        [&](scenario::Scenario& s) {
+          s.vllm.async_scheduling = c.async;
+          s.vllm.schedule_cpu_us = c.schedule_us;
+          s.vllm.output_cpu_us = c.output_us;
+        },
+        /*with_hooks=*/false);
+    x.run(/*outputs=*/4);
+    SCOPED_TRACE(std::string(c.async ? "async" : "sync") + " cpu " + std::to_string(c.schedule_us) +
+                 "/" + std::to_string(c.output_us));
+    ASSERT_EQ(x.finished.size(), 1u);
+    EXPECT_EQ(x.request->req->num_output_tokens(), 4);
+    EXPECT_EQ(x.request->record.first_token, c.first);
+    EXPECT_EQ(x.request->record.finish, c.finish);
+    EXPECT_EQ(x.finished[0].second, c.finish);
+  }
+}
+
+// The schedule's CPU time follows its connector lookups and delays its batch, not the lookups:
+// with one GPU the engine schedules at 0, spends 0.3 ms, the batch's loads (0.1 ms) end at 0.4,
+// and the next schedule (its lookups at once) comes then. Batch 0 runs 0.4-1.4; the engine, in
+// batch 1's execute_model until its loads are in (1.5), then puts out batch 0's token.
+TEST(Instance, AScheduleSpendsItsCpuTimeAfterItsLookupsAndBeforeItsBatch) {
+  InstanceRig x(/*tensor_parallel=*/1, [](scenario::Scenario& s) { s.vllm.schedule_cpu_us = 300; });
+  x.run(/*outputs=*/3);
+  ASSERT_GE(x.hooks.schedules.size(), 2u);
+  EXPECT_EQ(x.hooks.schedules[0], 0);
+  EXPECT_EQ(x.hooks.schedules[1], 400'000);
+  ASSERT_EQ(x.finished.size(), 1u);
+  EXPECT_EQ(x.request->record.first_token, 1'500'000);
 }
 
 }  // namespace
