@@ -159,6 +159,13 @@ Status build_rig(const ModelShape& m, PagedKind kind, Rig* r) {
   return Status();
 }
 
+// A stream and the two timing events of one copy on it.
+Status timed_stream(Stream* s, Event* e0, Event* e1) {
+  KVTWIN_RETURN_IF_ERROR(Stream::create(s));
+  KVTWIN_RETURN_IF_ERROR(Event::create(e0, true));
+  return Event::create(e1, true);
+}
+
 // cudaMemcpyAsync device -> device of `bytes` (read + written counted), timed with events on one
 // stream like a benchmark iteration (behind a spin): median of 20 after 3 warm-ups, source rotating
 // over 4 buffers when they fit 2 GiB (so that small copies do not run from L2).
@@ -173,9 +180,7 @@ Status same_size_copy(uint64_t bytes, double* gbps) {
   KVTWIN_RETURN_IF_ERROR(DeviceBuffer::allocate(bytes, &dst));
   Stream s;
   Event e0, e1;
-  KVTWIN_RETURN_IF_ERROR(Stream::create(&s));
-  KVTWIN_RETURN_IF_ERROR(Event::create(&e0, true));
-  KVTWIN_RETURN_IF_ERROR(Event::create(&e1, true));
+  KVTWIN_RETURN_IF_ERROR(timed_stream(&s, &e0, &e1));
   std::vector<double> ms;
   for (int i = 0; i < 23; ++i) {
     KVTWIN_RETURN_IF_ERROR(testing::launch_spin(s.get(), kSpinNs));
@@ -332,9 +337,7 @@ Status measure_copy(CopyKind kind, double* gbps, std::vector<double>* all_ms = n
   KVTWIN_CUDA_TRY(cudaMemset(a.data(), 0x3C, kCeilingBytes));
   Stream s;
   Event e0, e1;
-  KVTWIN_RETURN_IF_ERROR(Stream::create(&s));
-  KVTWIN_RETURN_IF_ERROR(Event::create(&e0, true));
-  KVTWIN_RETURN_IF_ERROR(Event::create(&e1, true));
+  KVTWIN_RETURN_IF_ERROR(timed_stream(&s, &e0, &e1));
   std::vector<double> ms;
   for (int i = 0; i < 13; ++i) {
     KVTWIN_RETURN_IF_ERROR(e0.record(s.get()));
