@@ -171,13 +171,22 @@ int main_impl(int argc, char** argv) {
     if (a == "--out") {
       out = value();
     } else if (a == "--repeats") {
-      repeats = std::atoi(value());
-      if (repeats < 1 || repeats > 1000) {
+      const char* v = value();
+      char* end = nullptr;
+      const long n = std::strtol(v, &end, 10);
+      repeats = end != v && *end == '\0' && n >= 1 && n <= 1000 ? static_cast<int>(n) : 0;
+      if (repeats == 0) {
         std::fprintf(stderr, "kvtwin_pcie_calibrate: --repeats: expected 1 .. 1000\n");
         return 2;
       }
     } else if (a == "--seed") {
-      seed = std::strtoull(value(), nullptr, 10);
+      const char* v = value();
+      char* end = nullptr;
+      seed = std::strtoull(v, &end, 10);
+      if (end == v || *end != '\0') {
+        std::fprintf(stderr, "kvtwin_pcie_calibrate: --seed: expected an unsigned integer\n");
+        return 2;
+      }
     } else {
       std::fprintf(stderr,
                    "kvtwin_pcie_calibrate: unknown flag %s (usage: [--out FILE] [--repeats N] "
