@@ -5,6 +5,30 @@
 #include "model/check.h"
 
 namespace kvtwin::model::lmcache {
+namespace {
+
+// Makes room for `extra` more elements in `v` without moving what it holds: past its capacity,
+// its buffer goes to `retired` (views of it stay valid) and `v` continues in a copy.
+template <typename T>
+void grow_in_place_or_retire(std::vector<T>& v, size_t extra,
+                             std::vector<std::vector<T>>& retired) {
+  if (v.size() + extra <= v.capacity()) return;
+  std::vector<T> next;
+  next.reserve(std::max(2 * v.capacity(), v.size() + extra));
+  next.assign(v.begin(), v.end());
+  retired.push_back(std::move(v));
+  v = std::move(next);
+}
+
+// `v` is about to be rewritten: its buffer goes to `retired`, `v` starts empty.
+template <typename T>
+void retire(std::vector<T>& v, std::vector<std::vector<T>>& retired) {
+  if (v.capacity() == 0) return;
+  retired.push_back(std::move(v));
+  v = std::vector<T>();
+}
+
+}  // namespace
 
 void RequestTracker::update(std::span<const TokenId> new_token_ids,
                             const std::optional<std::vector<int64_t>>& new_block_ids,
@@ -14,6 +38,8 @@ void RequestTracker::update(std::span<const TokenId> new_token_ids,
                             std::optional<int64_t> num_computed_tokens) {
   if (preempted) {
     KVTWIN_CHECK(all_token_ids != nullptr) << "preempted request " << req_id << " needs its tokens";
+    retire(allocated_block_ids, retired_block_buffers);
+    retire(token_ids, retired_token_buffers);
     if (new_block_ids)
       allocated_block_ids = *new_block_ids;
     else
@@ -27,9 +53,12 @@ void RequestTracker::update(std::span<const TokenId> new_token_ids,
     token_ids.assign(all_token_ids->begin(), all_token_ids->begin() + static_cast<ptrdiff_t>(n));
     chunk_hashes.clear();  // the tokens were rebuilt
   } else {
-    if (new_block_ids)
+    if (new_block_ids) {
+      grow_in_place_or_retire(allocated_block_ids, new_block_ids->size(), retired_block_buffers);
       allocated_block_ids.insert(allocated_block_ids.end(), new_block_ids->begin(),
                                  new_block_ids->end());
+    }
+    grow_in_place_or_retire(token_ids, new_token_ids.size(), retired_token_buffers);
     token_ids.insert(token_ids.end(), new_token_ids.begin(), new_token_ids.end());
   }
   if (new_token_ids.size() == 1) is_decode_phase = true;

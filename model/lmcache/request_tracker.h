@@ -51,6 +51,13 @@ struct RequestTracker {
   // Not upstream state: the chunk hashes of token_ids' leading full chunks, filled by the stores
   // of this request's metadata (token_ids only grows while the request is not preempted).
   ChunkHashChain chunk_hashes;
+  // Not upstream state: buffers that token_ids / allocated_block_ids left behind. A ReqMeta views
+  // the tracker's vectors, and under async scheduling a step's metadata is consumed after the
+  // next schedule updated the tracker; update() never moves or rewrites what an earlier view
+  // sees: a vector that must grow past its capacity, or (preemption) be rewritten, leaves its
+  // buffer here, alive as long as the tracker (which outlives the metadata built from it).
+  std::vector<std::vector<TokenId>> retired_token_buffers;
+  std::vector<std::vector<int64_t>> retired_block_buffers;
 
   // RequestTracker.update for a running request scheduled again. `all_token_ids` is required when
   // preempted (the tokens are rebuilt from it, up to the request's computed tokens plus the new
@@ -68,9 +75,10 @@ struct RequestTracker {
 // computes the slot mapping into new lists; here token_ids and block_ids are views into the
 // RequestTracker that produced the metadata, and slots are computed on demand:
 //   slot(i) = block_ids[i / block_size] * block_size + i % block_size,  0 <= i < num_slots
-// Lifetime: the views stay valid while that tracker is unchanged, i.e. until the scheduler
-// adapter's next build_connector_meta (the only place trackers change or are dropped). Both
-// callers consume the metadata of a step before scheduling the next one.
+// Lifetime: the views stay valid, with the values they had, while that tracker lives: its update()
+// retires a buffer rather than move or rewrite it (RequestTracker::retired_*). Trackers are
+// dropped by build_connector_meta only; under async scheduling the caller keeps a finished
+// request's tracker until the metadata built before it is consumed (sim/engine's connector).
 struct ReqMeta {
   std::string req_id;
   std::span<const TokenId> token_ids;

@@ -117,6 +117,41 @@ TEST(VllmAdapter, AResumedRequestWhoseHitWasBelowMinRetrieveFailsTheCheckUnlessF
   }
 }
 
+// Under async scheduling a step's metadata is consumed after the next schedule updated the
+// tracker: its views must keep the values they had, whether the tracker's vectors grow past their
+// capacity or a preemption rewrites them (run under ASan in the asan preset: a view into a freed
+// buffer fails there even when the stale bytes happen to match).
+TEST(VllmAdapter, EarlierMetadataKeepsItsTokensAndSlotsWhileTheTrackerChanges) {
+  RequestTracker t;
+  t.req_id = "r";
+  t.prompt_len = 64;
+  t.token_ids = seq(16, 0);  // tokens 0 .. 15
+  t.token_ids.shrink_to_fit();
+  t.allocated_block_ids = {7};
+  t.allocated_block_ids.shrink_to_fit();
+  ReqMetaOptions o{16, 16, true, false};
+  const auto m1 = req_meta_from_tracker(t, std::nullopt, o);
+  ASSERT_TRUE(m1);
+  ASSERT_EQ(m1->token_ids.size(), 16u);
+  const TokenId* before = t.token_ids.data();
+  t.update(seq(32, 16), std::vector<int64_t>{3, 9}, false, 0, 0, nullptr);  // past capacity
+  EXPECT_NE(t.token_ids.data(), before);  // the tracker moved on to a new buffer
+  const auto m2 = req_meta_from_tracker(t, std::nullopt, o);
+  ASSERT_TRUE(m2);
+  const std::vector<TokenId> all = seq(48, 0);
+  const std::span<const TokenId> all_span(all);
+  t.update(seq(1, 48), std::vector<int64_t>{5, 6, 2}, /*preempted=*/true, 0, 0, &all_span, 0);
+  for (size_t i = 0; i < 16; ++i) {
+    EXPECT_EQ(m1->token_ids[i], static_cast<TokenId>(i));
+    EXPECT_EQ(m1->slot(i), 7 * 16 + static_cast<int64_t>(i));
+  }
+  ASSERT_EQ(m2->token_ids.size(), 48u);
+  EXPECT_EQ(m2->token_ids[47], 47);
+  EXPECT_EQ(m2->slot(16), 3 * 16);  // the blocks before the preemption
+  EXPECT_EQ(m2->slot(47), 9 * 16 + 15);
+  EXPECT_EQ(t.allocated_block_ids, (std::vector<int64_t>{5, 6, 2}));
+}
+
 TEST(VllmAdapter, SavesOnlyAtChunkBoundariesAndNotInDecode) {
   RequestTracker t;
   t.req_id = "r";
