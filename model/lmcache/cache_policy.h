@@ -56,6 +56,10 @@ class CachePolicy {
     if (v.empty()) return std::nullopt;
     return std::move(v.front());
   }
+  // The tier's dict gained or lost `key` (its owner calls these at every insert of a new key and
+  // every removal). Only LFU keeps track (its buckets hold keys the tier does not hold yet).
+  virtual void on_tier_insert(const CacheEngineKey& /*key*/) {}
+  virtual void on_tier_erase(const CacheEngineKey& /*key*/) {}
   // LFU: (frequency, keys) buckets in ascending frequency, each in bucket order (stale entries
   // included). Empty for the other policies.
   virtual std::vector<std::pair<int64_t, std::vector<CacheEngineKey>>> frequency_buckets() const {

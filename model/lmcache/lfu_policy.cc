@@ -9,10 +9,44 @@ void LFUCachePolicy::bucket_pop(int64_t freq, const CacheEngineKey& key) {
   if (it == freq_to_keys_.end()) raise(PyError::kKeyError, "LFU bucket " + std::to_string(freq));
   if (!it->second.pop(key)) raise(PyError::kKeyError, "LFU bucket entry " + key.kid());
   if (it->second.empty()) freq_to_keys_.erase(it);
+  if (!stale_) index_drop(freq, key);
 }
 
 void LFUCachePolicy::bucket_add(int64_t freq, const CacheEngineKey& key) {
-  freq_to_keys_[freq].set(key, 0);
+  KeyOrderedDict& bucket = freq_to_keys_[freq];
+  const bool appended = !bucket.contains(key);
+  bucket.set(key, 0);
+  if (stale_ || !appended) return;
+  const uint64_t seq = next_seq_++;
+  entries_[key] = BucketEntry{freq, seq};
+  if (in_tier_.contains(key)) present_[freq].emplace(seq, key);
+}
+
+void LFUCachePolicy::index_drop(int64_t freq, const CacheEngineKey& key) {
+  auto e = entries_.find(key);
+  if (e == entries_.end() || e->second.freq != freq) return;
+  auto p = present_.find(freq);
+  if (p != present_.end()) {
+    p->second.erase(e->second.seq);
+    if (p->second.empty()) present_.erase(p);
+  }
+  entries_.erase(e);
+}
+
+void LFUCachePolicy::on_tier_insert(const CacheEngineKey& key) {
+  if (stale_ || !in_tier_.insert(key).second) return;
+  auto e = entries_.find(key);
+  if (e != entries_.end()) present_[e->second.freq].emplace(e->second.seq, key);
+}
+
+void LFUCachePolicy::on_tier_erase(const CacheEngineKey& key) {
+  if (stale_ || in_tier_.erase(key) == 0) return;
+  auto e = entries_.find(key);
+  if (e == entries_.end()) return;
+  auto p = present_.find(e->second.freq);
+  if (p == present_.end()) return;
+  p->second.erase(e->second.seq);
+  if (p->second.empty()) present_.erase(p);
 }
 
 void LFUCachePolicy::update_on_hit(const CacheEngineKey& key, KeyOrderedDict& /*dict*/) {
@@ -33,6 +67,7 @@ void LFUCachePolicy::update_on_put(const CacheEngineKey& key) {
         b->second.pop(key);
         if (b->second.empty()) freq_to_keys_.erase(b);
       }
+      index_drop(it->second, key);
     }
   }
   key_to_freq_[key] = 1;
@@ -51,6 +86,7 @@ void LFUCachePolicy::update_on_force_evict(const CacheEngineKey& key) {
 std::vector<CacheEngineKey> LFUCachePolicy::get_evict_candidates(const KeyOrderedDict& dict,
                                                                  int num_candidates,
                                                                  const CanEvictFn& can_evict) {
+  if (!stale_) return indexed_candidates(dict, num_candidates, can_evict);
   std::vector<CacheEngineKey> keys;
   std::vector<int64_t> freqs;
   for (const auto& [freq, bucket] : freq_to_keys_) {
@@ -61,6 +97,28 @@ std::vector<CacheEngineKey> LFUCachePolicy::get_evict_candidates(const KeyOrdere
         if (stale_) raise(PyError::kKeyError, "LFU candidate not in the tier: " + key.kid());
         continue;
       }
+      if (!can_evict(*value)) continue;
+      keys.push_back(key);
+      freqs.push_back(freq);
+      if (key_to_freq_.erase(key) == 0) raise(PyError::kKeyError, "LFU key_to_freq: " + key.kid());
+      if (static_cast<int>(keys.size()) == num_candidates) break;
+    }
+    if (static_cast<int>(keys.size()) == num_candidates) break;
+  }
+  for (size_t i = 0; i < keys.size(); ++i) bucket_pop(freqs[i], keys[i]);
+  return keys;
+}
+
+// The fixed scan over the index: the keys the tier holds, in bucket order, ascending frequency.
+std::vector<CacheEngineKey> LFUCachePolicy::indexed_candidates(const KeyOrderedDict& dict,
+                                                               int num_candidates,
+                                                               const CanEvictFn& can_evict) {
+  std::vector<CacheEngineKey> keys;
+  std::vector<int64_t> freqs;
+  for (const auto& [freq, held] : present_) {
+    for (const auto& [seq, key] : held) {
+      const uint32_t* value = dict.find(key);
+      KVTWIN_CHECK(value != nullptr) << "LFU index: " << key.kid() << " is not in the tier";
       if (!can_evict(*value)) continue;
       keys.push_back(key);
       freqs.push_back(freq);

@@ -13,10 +13,20 @@
 // scan looks every bucket entry up in the tier (`cache_dict[key]`) and raises KeyError on a key
 // the tier does not hold. Fixed: update_on_put moves the key out of its old bucket, and the scan
 // skips keys the tier does not hold.
+//
+// The fixed scan's index (not upstream's: the same victims, found without the walk): the disk
+// tier puts a key in its policy when the write is submitted and in its dict when the write
+// completes, so pending writes sit at the front of bucket 1, and a scan that skipped them one by
+// one cost 8 billion lookups in a run with a full disk (stop-20 report). With the fix, each bucket
+// entry gets a sequence number when it is appended (bucket order is append order: entries are
+// only appended and popped), and `present_` holds, per frequency, the entries whose key the tier
+// holds, by sequence number (the tier reports its inserts and removals: on_tier_insert /
+// on_tier_erase). The scan walks `present_`: every key it meets is in the tier.
 #pragma once
 
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "model/lmcache/cache_policy.h"
 
@@ -32,14 +42,30 @@ class LFUCachePolicy final : public CachePolicy {
   std::vector<CacheEngineKey> get_evict_candidates(const KeyOrderedDict& dict, int num_candidates,
                                                    const CanEvictFn& can_evict) override;
   std::vector<std::pair<int64_t, std::vector<CacheEngineKey>>> frequency_buckets() const override;
+  void on_tier_insert(const CacheEngineKey& key) override;
+  void on_tier_erase(const CacheEngineKey& key) override;
 
  private:
   void bucket_pop(int64_t freq, const CacheEngineKey& key);
   void bucket_add(int64_t freq, const CacheEngineKey& key);
+  // The fix's index (stale_ false only): `key`'s bucket entry left bucket `freq`.
+  void index_drop(int64_t freq, const CacheEngineKey& key);
+  std::vector<CacheEngineKey> indexed_candidates(const KeyOrderedDict& dict, int num_candidates,
+                                                 const CanEvictFn& can_evict);
 
   bool stale_;
   std::map<int64_t, KeyOrderedDict> freq_to_keys_;
   std::unordered_map<CacheEngineKey, int64_t, CacheEngineKeyHash> key_to_freq_;
+  // The fix's index: each key's bucket entry (frequency, sequence number), the keys the tier
+  // holds, and per frequency the entries of held keys in bucket order.
+  struct BucketEntry {
+    int64_t freq;
+    uint64_t seq;
+  };
+  std::unordered_map<CacheEngineKey, BucketEntry, CacheEngineKeyHash> entries_;
+  std::unordered_set<CacheEngineKey, CacheEngineKeyHash> in_tier_;
+  std::map<int64_t, std::map<uint64_t, CacheEngineKey>> present_;
+  uint64_t next_seq_ = 0;
 };
 
 }  // namespace kvtwin::model::lmcache

@@ -34,6 +34,7 @@ uint32_t LocalCPUBackend::add_entry(const CacheEngineKey& key, const PyRef& obj)
 PyRef LocalCPUBackend::pop_entry(const CacheEngineKey& key) {
   std::optional<uint32_t> slot = hot_cache_.pop(key);
   if (!slot) return PyRef();
+  policy_->on_tier_erase(key);
   events_->removed.push_back({Tier::kCpu, key, worker_id_});
   PyRef obj = std::move(entries_[*slot]);
   free_entries_.push_back(*slot);
@@ -72,6 +73,7 @@ void LocalCPUBackend::submit_put_task(const CacheEngineKey& key, const PyRef& ob
   if (hot_cache_.contains(key)) return;
   allocator_->ref_count_up(obj.id());
   hot_cache_.set(key, add_entry(key, obj));
+  policy_->on_tier_insert(key);
   policy_->update_on_put(key);
 }
 

@@ -36,6 +36,7 @@ const DiskCacheMetadata& LocalDiskBackend::meta(const CacheEngineKey& key) const
 std::optional<DiskCacheMetadata> LocalDiskBackend::pop_entry(const CacheEngineKey& key) {
   std::optional<uint32_t> slot = dict_.pop(key);
   if (!slot) return std::nullopt;
+  policy_->on_tier_erase(key);
   events_->removed.push_back({Tier::kDisk, key, worker_id_});
   free_metas_.push_back(*slot);
   return std::move(metas_[*slot]);
@@ -142,6 +143,7 @@ void LocalDiskBackend::insert_key(const CacheEngineKey& key, const MemoryObj& ob
   }
   metas_[slot] = DiskCacheMetadata{obj.phy_size, obj.shape, obj.dtype, obj.fmt, 0};
   dict_.set(key, slot);
+  policy_->on_tier_insert(key);
 }
 
 void LocalDiskBackend::release_missing_entry(const CacheEngineKey& key) {

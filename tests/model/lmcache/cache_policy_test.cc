@@ -14,7 +14,8 @@ namespace {
 
 using testing::kids;
 
-// A tier stand-in: dict key -> slot, slot -> evictable.
+// A tier stand-in: dict key -> slot, slot -> evictable; it reports its inserts and removals to
+// the policy as the real tiers do.
 struct Tier {
   KeyScopeRegistry registry;
   const KeyScope* scope = registry.intern("m", 1, 0, KvDtype::kHalf, {});
@@ -26,9 +27,18 @@ struct Tier {
       : policy(make_cache_policy(kind, q)) {}
   CacheEngineKey key(int i) { return {scope, ChunkHash::from_int(i), -1}; }
   void put(int i) {
+    hold(i);
+    policy->update_on_put(key(i));
+  }
+  // The tier holds key i (from now on), without a put to the policy.
+  void hold(int i) {
     dict.set(key(i), static_cast<uint32_t>(evictable.size()));
     evictable.push_back(true);
-    policy->update_on_put(key(i));
+    policy->on_tier_insert(key(i));
+  }
+  void drop(const CacheEngineKey& k) {
+    dict.pop(k);
+    policy->on_tier_erase(k);
   }
   void hit(int i) { policy->update_on_hit(key(i), dict); }
   void pin(int i) { evictable[*dict.find(key(i))] = false; }
@@ -95,7 +105,7 @@ TEST(CachePolicy, LfuRePutLeavesAStaleBucketEntryThatLaterRaises) {
   auto buckets = t.policy->frequency_buckets();
   ASSERT_EQ(buckets.size(), 2u);
   EXPECT_EQ(t.candidates(1), (std::vector<std::string>{t.k(1)}));
-  t.dict.pop(t.key(1));  // the tier drops the victim (remove with force=false)
+  t.drop(t.key(1));  // the tier drops the victim (remove with force=false)
   t.put(2);
   t.pin(2);
   // The scan meets the stale entry of key 1 in bucket 2: KeyError, as upstream.
@@ -125,7 +135,7 @@ TEST(CachePolicy, S3FifoEvictsOneHitWondersBeforeReusedKeys) {
   EXPECT_EQ(s3.ghost_size(), 3u);
   // A ghost hit re-enters straight into main.
   for (const std::string& k : victims) (void)k;
-  t.dict.pop(t.key(2));
+  t.drop(t.key(2));
   t.put(2);
   EXPECT_EQ(s3.main_size(), 2u);
 }
@@ -137,6 +147,67 @@ TEST(CachePolicy, S3FifoSkipsEntriesThatCannotBeEvicted) {
   t.pin(2);
   t.pin(3);
   EXPECT_TRUE(t.candidates(1).empty());
+}
+
+// The fixed LFU scan (an index of the keys the tier holds, lfu_policy.h) against its definition,
+// computed here from the buckets: the first n keys that the tier holds and that can be evicted,
+// buckets in ascending frequency, each in bucket order. Random puts (some registered before the
+// tier holds the key, as a disk write in flight), tier inserts of those, hits, pins, force evicts
+// and tier removals, with rounds of candidates in between.
+RC_GTEST_PROP(CachePolicyProperties, TheFixedLfuScanTakesTheFirstEvictableKeysTheTierHolds, ()) {
+  Tier t(CachePolicyKind::kLfu, Quirks::all_fixed());
+  auto can = [&](uint32_t v) { return static_cast<bool>(t.evictable[v]); };
+  const int keys = *rc::gen::inRange(1, 30);
+  std::vector<bool> known(static_cast<size_t>(keys), false);  // the policy has the key
+  const int ops = *rc::gen::inRange(1, 200);
+  for (int step = 0; step < ops; ++step) {
+    const int i = *rc::gen::inRange(0, keys);
+    const bool held = t.dict.contains(t.key(i));
+    switch (*rc::gen::inRange(0, 8)) {
+      case 0:  // a put to the policy alone (a write submitted)
+        t.policy->update_on_put(t.key(i));
+        known[i] = true;
+        break;
+      case 1:  // the write completes: the tier holds it
+        if (!held) t.hold(i);
+        break;
+      case 2:
+        if (!held) {
+          t.put(i);
+          known[i] = true;
+        }
+        break;
+      case 3:
+        if (held && known[i]) t.hit(i);
+        break;
+      case 4:
+        if (held) t.pin(i);
+        break;
+      case 5:
+        if (held) t.drop(t.key(i));
+        break;
+      case 6:
+        t.policy->update_on_force_evict(t.key(i));
+        known[i] = false;
+        break;
+      default: {
+        const int n = *rc::gen::inRange(1, 4);
+        std::vector<std::string> want;
+        for (const auto& [freq, bucket] : t.policy->frequency_buckets())
+          for (const CacheEngineKey& k : bucket)
+            if (static_cast<int>(want.size()) < n && t.dict.contains(k) &&
+                t.evictable[*t.dict.find(k)])
+              want.push_back(k.kid());
+        const std::vector<CacheEngineKey> got = t.policy->get_evict_candidates(t.dict, n, can);
+        RC_ASSERT(kids(got) == want);
+        for (const CacheEngineKey& k : got) {
+          t.drop(k);  // the tier removes its victims (force=false: the policy is not told)
+          for (int j = 0; j < keys; ++j)
+            if (t.key(j).kid() == k.kid()) known[j] = false;
+        }
+      }
+    }
+  }
 }
 
 // get_evict_candidate is get_evict_candidates(dict, 1, ...)'s first key, with the same effect on
@@ -173,8 +244,8 @@ RC_GTEST_PROP(CachePolicyProperties, OneCandidateIsTheFirstOfTheCandidateList, (
     RC_ASSERT(one.has_value() == !list.empty());
     if (!one) break;
     RC_ASSERT(one->kid() == list.front().kid());
-    a.dict.pop(*one);
-    b.dict.pop(list.front());
+    a.drop(*one);
+    b.drop(list.front());
   }
   RC_ASSERT(kids(a.policy->get_evict_candidates(a.dict, n, can_a)) ==
             kids(b.policy->get_evict_candidates(b.dict, n, can_b)));
@@ -230,7 +301,7 @@ TEST(CachePolicy, S3FifoGhostHoldsUpToSmallPlusMainKeysAndAReentryLeavesIt) {
   EXPECT_EQ(t.candidates(2), (std::vector<std::string>{t.k(11), t.k(12)}));
   auto& s3 = static_cast<S3FIFOCachePolicy&>(*t.policy);
   EXPECT_EQ(s3.ghost_size(), 3u);
-  t.dict.pop(t.key(10));
+  t.drop(t.key(10));
   t.put(10);
   EXPECT_EQ(s3.main_size(), 10u);
   EXPECT_EQ(s3.small_size(), 0u);
