@@ -83,52 +83,52 @@ void LFUCachePolicy::update_on_force_evict(const CacheEngineKey& key) {
   bucket_pop(freq, key);
 }
 
-std::vector<CacheEngineKey> LFUCachePolicy::get_evict_candidates(const KeyOrderedDict& dict,
-                                                                 int num_candidates,
-                                                                 const CanEvictFn& can_evict) {
-  if (!stale_) return indexed_candidates(dict, num_candidates, can_evict);
+// Offers each (frequency, key, the tier's value) that `walk` yields to `offer`, which keeps the
+// first num_candidates evictable keys (they leave key_to_freq at once, their buckets after the
+// walk) and stops the walk when it has them.
+template <typename Walk>
+std::vector<CacheEngineKey> LFUCachePolicy::take_candidates(int num_candidates,
+                                                            const CanEvictFn& can_evict,
+                                                            Walk walk) {
   std::vector<CacheEngineKey> keys;
   std::vector<int64_t> freqs;
-  for (const auto& [freq, bucket] : freq_to_keys_) {
-    for (uint32_t n = bucket.first(); n != KeyOrderedDict::kEnd; n = bucket.next(n)) {
-      const CacheEngineKey& key = bucket.key_at(n);
-      const uint32_t* value = dict.find(key);
-      if (value == nullptr) {
-        if (stale_) raise(PyError::kKeyError, "LFU candidate not in the tier: " + key.kid());
-        continue;
-      }
-      if (!can_evict(*value)) continue;
-      keys.push_back(key);
-      freqs.push_back(freq);
-      if (key_to_freq_.erase(key) == 0) raise(PyError::kKeyError, "LFU key_to_freq: " + key.kid());
-      if (static_cast<int>(keys.size()) == num_candidates) break;
-    }
-    if (static_cast<int>(keys.size()) == num_candidates) break;
-  }
+  walk([&](int64_t freq, const CacheEngineKey& key, uint32_t value) {
+    if (!can_evict(value)) return false;
+    keys.push_back(key);
+    freqs.push_back(freq);
+    if (key_to_freq_.erase(key) == 0) raise(PyError::kKeyError, "LFU key_to_freq: " + key.kid());
+    return static_cast<int>(keys.size()) == num_candidates;
+  });
   for (size_t i = 0; i < keys.size(); ++i) bucket_pop(freqs[i], keys[i]);
   return keys;
 }
 
-// The fixed scan over the index: the keys the tier holds, in bucket order, ascending frequency.
-std::vector<CacheEngineKey> LFUCachePolicy::indexed_candidates(const KeyOrderedDict& dict,
-                                                               int num_candidates,
-                                                               const CanEvictFn& can_evict) {
-  std::vector<CacheEngineKey> keys;
-  std::vector<int64_t> freqs;
-  for (const auto& [freq, held] : present_) {
-    for (const auto& [seq, key] : held) {
-      const uint32_t* value = dict.find(key);
-      KVTWIN_CHECK(value != nullptr) << "LFU index: " << key.kid() << " is not in the tier";
-      if (!can_evict(*value)) continue;
-      keys.push_back(key);
-      freqs.push_back(freq);
-      if (key_to_freq_.erase(key) == 0) raise(PyError::kKeyError, "LFU key_to_freq: " + key.kid());
-      if (static_cast<int>(keys.size()) == num_candidates) break;
-    }
-    if (static_cast<int>(keys.size()) == num_candidates) break;
+std::vector<CacheEngineKey> LFUCachePolicy::get_evict_candidates(const KeyOrderedDict& dict,
+                                                                 int num_candidates,
+                                                                 const CanEvictFn& can_evict) {
+  if (!stale_) {
+    // The fix: the index holds exactly the bucket entries whose key the tier holds, in order.
+    return take_candidates(num_candidates, can_evict, [&](const auto& offer) {
+      for (const auto& [freq, held] : present_) {
+        for (const auto& [seq, key] : held) {
+          const uint32_t* value = dict.find(key);
+          KVTWIN_CHECK(value != nullptr) << "LFU index: " << key.kid() << " is not in the tier";
+          if (offer(freq, key, *value)) return;
+        }
+      }
+    });
   }
-  for (size_t i = 0; i < keys.size(); ++i) bucket_pop(freqs[i], keys[i]);
-  return keys;
+  return take_candidates(num_candidates, can_evict, [&](const auto& offer) {
+    for (const auto& [freq, bucket] : freq_to_keys_) {
+      for (uint32_t n = bucket.first(); n != KeyOrderedDict::kEnd; n = bucket.next(n)) {
+        const CacheEngineKey& key = bucket.key_at(n);
+        const uint32_t* value = dict.find(key);
+        if (value == nullptr)
+          raise(PyError::kKeyError, "LFU candidate not in the tier: " + key.kid());
+        if (offer(freq, key, *value)) return;
+      }
+    }
+  });
 }
 
 std::vector<std::pair<int64_t, std::vector<CacheEngineKey>>> LFUCachePolicy::frequency_buckets()

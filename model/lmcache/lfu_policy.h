@@ -50,8 +50,9 @@ class LFUCachePolicy final : public CachePolicy {
   void bucket_add(int64_t freq, const CacheEngineKey& key);
   // The fix's index (stale_ false only): `key`'s bucket entry left bucket `freq`.
   void index_drop(int64_t freq, const CacheEngineKey& key);
-  std::vector<CacheEngineKey> indexed_candidates(const KeyOrderedDict& dict, int num_candidates,
-                                                 const CanEvictFn& can_evict);
+  template <typename Walk>
+  std::vector<CacheEngineKey> take_candidates(int num_candidates, const CanEvictFn& can_evict,
+                                              Walk walk);
 
   bool stale_;
   std::map<int64_t, KeyOrderedDict> freq_to_keys_;
