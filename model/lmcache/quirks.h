@@ -94,6 +94,13 @@ struct Quirks {
   // (575a7456, 2026-04-17). Fix: shapes of rank < 4 are padded with trailing zeros on write and
   // the zeros stripped on read.
   bool remote_metadata_requires_4d_shapes = true;
+  // build_connector_meta extends a running request's tracker with
+  // all_token_ids[num_computed_tokens : num_computed_tokens + num_scheduled]. After a failed KV
+  // load that vLLM recomputes (kv_load_failure_policy = "recompute"), num_computed_tokens went
+  // back: the recomputed tokens are appended a second time, and the tracker's later metadata
+  // hashes (and saves under) a token sequence the request does not have. Fix: the tracker is cut
+  // back to num_computed_tokens first.
+  bool tracker_reappends_recomputed_tokens = true;
 
   static Quirks upstream() { return Quirks{}; }
   static Quirks all_fixed() {
@@ -115,6 +122,7 @@ struct Quirks {
     q.remote_prefetch_drops_missing_chunks = false;
     q.resumed_request_check_ignores_skipped_loads = false;
     q.remote_metadata_requires_4d_shapes = false;
+    q.tracker_reappends_recomputed_tokens = false;
     return q;
   }
 };

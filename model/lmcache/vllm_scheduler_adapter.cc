@@ -200,6 +200,13 @@ ConnectorMetadata LMCacheSchedulerAdapter::build_connector_meta(
         raise(PyError::kAssertionError, "preempted request " + cr.req_id + " num_computed_tokens");
       resumed_computed = expected;
     }
+    if (!cr.resumed && !config_.quirks.tracker_reappends_recomputed_tokens &&
+        from < static_cast<int64_t>(t->token_ids.size())) {
+      // The fix: recomputed tokens (a failed load rolled num_computed_tokens back) replace the
+      // tracker's copies instead of following them. The tokens are the same, so the values that
+      // earlier metadata views do not change.
+      t->token_ids.resize(static_cast<size_t>(from));
+    }
     t->update(new_tokens, cr.new_block_ids, cr.resumed, lmcache_cached, vllm_cached,
               cr.resumed ? &request.all_token_ids : nullptr, resumed_computed);
     if (auto m = req_meta_from_tracker(*t, load_spec, options))

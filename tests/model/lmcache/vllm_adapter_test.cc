@@ -152,6 +152,35 @@ TEST(VllmAdapter, EarlierMetadataKeepsItsTokensAndSlotsWhileTheTrackerChanges) {
   EXPECT_EQ(t.allocated_block_ids, (std::vector<int64_t>{5, 6, 2}));
 }
 
+// A failed load recomputed: vLLM rolls num_computed_tokens back from 32 to 16 and schedules the
+// 16 tokens again. Upstream's tracker appends them a second time (48 tokens, the last 16 a copy
+// of 16..31, saved as if they followed token 31); the fix cuts it back first (the request's 32).
+TEST(VllmAdapter, RecomputedTokensAreAppendedTwiceUnlessFixed) {
+  for (bool fixed : {false, true}) {
+    Quirks q = Quirks::upstream();
+    q.tracker_reappends_recomputed_tokens = !fixed;
+    Fixture f(/*min_retrieve=*/0, q);
+    std::vector<TokenId> a = seq(64, 1);
+    VllmRequest r = f.request("r", a);
+    EXPECT_EQ(*f.sched->get_num_new_matched_tokens(r, 0).ret, 0);
+    f.schedule_new(r, 0, {1, 2, 3, 4}, 32);
+    r.num_computed_tokens = 16;  // blocks of tokens 16..31 failed to load: recomputed
+    SchedulerOutput out;
+    out.scheduled_cached_reqs.push_back({"r", std::vector<int64_t>{}, 16, false, 16});
+    out.num_scheduled_tokens["r"] = 16;
+    ConnectorMetadata meta = f.sched->build_connector_meta(out, {{"r", &r}});
+    ASSERT_EQ(f.sched->request_trackers().size(), 1u);
+    const RequestTracker* t = &f.sched->request_trackers().front();
+    SCOPED_TRACE(fixed ? "fixed" : "upstream");
+    if (fixed) {
+      EXPECT_EQ(t->token_ids, std::vector<TokenId>(a.begin(), a.begin() + 32));
+    } else {
+      ASSERT_EQ(t->token_ids.size(), 48u);
+      EXPECT_EQ(t->token_ids[32], a[16]);
+    }
+  }
+}
+
 TEST(VllmAdapter, SavesOnlyAtChunkBoundariesAndNotInDecode) {
   RequestTracker t;
   t.req_id = "r";
