@@ -35,6 +35,7 @@
 #include "cuda/cuda_handles.h"
 #include "cuda/cuda_mover.h"
 #include "cuda/kv_layout.h"
+#include "sim/random.h"
 #include "sim/simulator.h"
 
 namespace kvtwin::cuda {
@@ -58,13 +59,6 @@ struct Point {
   uint32_t count;
 };
 
-uint64_t next_random(uint64_t& state) {  // splitmix64
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 sim::TransferResult run(sim::Simulator& sim, CudaMover& mover, sim::Transfer t) {
   std::optional<sim::TransferResult> got;
   mover.start(std::move(t), [&](const sim::TransferResult& r) { got = r; });
@@ -75,7 +69,7 @@ sim::TransferResult run(sim::Simulator& sim, CudaMover& mover, sim::Transfer t) 
 // One mover per object kind (the chunk size is the mover's).
 class Rig {
  public:
-  Rig(const Kind& kind, uint64_t seed) : kind_(kind) {
+  Rig(const Kind& kind, uint64_t seed) : kind_(kind), rng_(seed, "pcie_calibrate.rig") {
     CudaMoverConfig c;
     c.paged = make_paged_layout(PagedKind::kNHD, kCacheTokens / kBlockSize, kBlockSize, kKvHeads,
                                 kHeadSize, kElemBytes);
@@ -88,18 +82,17 @@ class Rig {
     // Whole blocks in a shuffled order, as vLLM's free queue hands them out after a while.
     std::vector<int64_t> blocks(kCacheTokens / kBlockSize);
     for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = static_cast<int64_t>(i);
-    for (size_t i = blocks.size(); i > 1; --i)
-      std::swap(blocks[i - 1], blocks[next_random(seed) % i]);
+    for (size_t i = blocks.size(); i > 1; --i) std::swap(blocks[i - 1], blocks[rng_.next_below(i)]);
     for (int64_t b : blocks)
       for (int32_t o = 0; o < kBlockSize; ++o) slots_.push_back(b * kBlockSize + o);
   }
 
   Status status() const { return mover_->device_status(); }
 
-  Status fill_random(uint64_t seed) {
+  Status fill_random() {
     std::vector<uint64_t> noise(static_cast<size_t>(config_.paged.layer_bytes()) / 8);
     for (int32_t l = 0; l < kLayers; ++l) {
-      for (uint64_t& v : noise) v = next_random(seed);
+      for (uint64_t& v : noise) v = rng_.next_u64();
       KVTWIN_CUDA_TRY(cudaMemcpy(mover_->paged_cache()->layer(l), noise.data(), noise.size() * 8,
                                  cudaMemcpyHostToDevice));
     }
@@ -147,6 +140,7 @@ class Rig {
 
  private:
   Kind kind_;
+  sim::Rng rng_;  // the cache's slot order and contents
   CudaMoverConfig config_;
   sim::Simulator sim_;
   std::optional<CudaMover> mover_;
@@ -217,7 +211,7 @@ int main_impl(int argc, char** argv) {
               prop.multiProcessorCount, repeats);
   std::printf("%-26s %8s %12s %12s   (GB/s of the median transfer)\n", "object", "count",
               "store d2h", "retrieve h2d");
-  uint64_t rng = seed;
+  sim::Rng rng(seed, "pcie_calibrate.order");
   size_t samples = 0;
   for (size_t k = 0; k < kinds.size(); ++k) {
     Rig rig(kinds[k], seed + k);
@@ -225,7 +219,7 @@ int main_impl(int argc, char** argv) {
       std::fprintf(stderr, "kvtwin_pcie_calibrate: mover: %s\n", rig.status().message().c_str());
       return 1;
     }
-    if (const Status s = rig.fill_random(seed * 31 + k); !s.ok()) {
+    if (const Status s = rig.fill_random(); !s.ok()) {
       std::fprintf(stderr, "kvtwin_pcie_calibrate: %s\n", s.message().c_str());
       return 1;
     }
@@ -234,8 +228,7 @@ int main_impl(int argc, char** argv) {
     for (uint32_t c : counts)
       if (bytes * c <= kMaxTransferBytes)
         for (int r = 0; r < repeats; ++r) points.push_back({k, c});
-    for (size_t i = points.size(); i > 1; --i)
-      std::swap(points[i - 1], points[next_random(rng) % i]);
+    for (size_t i = points.size(); i > 1; --i) std::swap(points[i - 1], points[rng.next_below(i)]);
     int64_t w = 0, r = 0;
     if (!rig.measure(1, &w, &r)) {  // warm-up, discarded
       std::fprintf(stderr, "kvtwin_pcie_calibrate: warm-up failed: %s\n",

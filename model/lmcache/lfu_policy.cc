@@ -1,5 +1,7 @@
 #include "model/lmcache/lfu_policy.h"
 
+#include <utility>
+
 #include "model/lmcache/upstream_error.h"
 
 namespace kvtwin::model::lmcache {
@@ -17,36 +19,48 @@ void LFUCachePolicy::bucket_add(int64_t freq, const CacheEngineKey& key) {
   const bool appended = !bucket.contains(key);
   bucket.set(key, 0);
   if (stale_ || !appended) return;
-  const uint64_t seq = next_seq_++;
-  entries_[key] = BucketEntry{freq, seq};
-  if (in_tier_.contains(key)) present_[freq].emplace(seq, key);
+  KeyIndex& k = index_[key];
+  k.bucketed = true;
+  k.freq = freq;
+  k.seq = next_seq_++;
+  if (k.held) present_[freq].emplace(k.seq, key);
+}
+
+void LFUCachePolicy::unlist(const KeyIndex& k) {
+  auto p = present_.find(k.freq);
+  if (p == present_.end()) return;
+  p->second.erase(k.seq);
+  if (p->second.empty()) present_.erase(p);
 }
 
 void LFUCachePolicy::index_drop(int64_t freq, const CacheEngineKey& key) {
-  auto e = entries_.find(key);
-  if (e == entries_.end() || e->second.freq != freq) return;
-  auto p = present_.find(freq);
-  if (p != present_.end()) {
-    p->second.erase(e->second.seq);
-    if (p->second.empty()) present_.erase(p);
+  auto it = index_.find(key);
+  if (it == index_.end() || !it->second.bucketed || it->second.freq != freq) return;
+  if (it->second.held) {
+    unlist(it->second);
+    it->second.bucketed = false;
+  } else {
+    index_.erase(it);
   }
-  entries_.erase(e);
 }
 
 void LFUCachePolicy::on_tier_insert(const CacheEngineKey& key) {
-  if (stale_ || !in_tier_.insert(key).second) return;
-  auto e = entries_.find(key);
-  if (e != entries_.end()) present_[e->second.freq].emplace(e->second.seq, key);
+  if (stale_) return;
+  KeyIndex& k = index_[key];
+  if (std::exchange(k.held, true)) return;
+  if (k.bucketed) present_[k.freq].emplace(k.seq, key);
 }
 
 void LFUCachePolicy::on_tier_erase(const CacheEngineKey& key) {
-  if (stale_ || in_tier_.erase(key) == 0) return;
-  auto e = entries_.find(key);
-  if (e == entries_.end()) return;
-  auto p = present_.find(e->second.freq);
-  if (p == present_.end()) return;
-  p->second.erase(e->second.seq);
-  if (p->second.empty()) present_.erase(p);
+  if (stale_) return;
+  auto it = index_.find(key);
+  if (it == index_.end() || !it->second.held) return;
+  if (it->second.bucketed) {
+    unlist(it->second);
+    it->second.held = false;
+  } else {
+    index_.erase(it);
+  }
 }
 
 void LFUCachePolicy::update_on_hit(const CacheEngineKey& key, KeyOrderedDict& /*dict*/) {

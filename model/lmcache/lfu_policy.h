@@ -26,7 +26,6 @@
 
 #include <map>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "model/lmcache/cache_policy.h"
 
@@ -57,14 +56,17 @@ class LFUCachePolicy final : public CachePolicy {
   bool stale_;
   std::map<int64_t, KeyOrderedDict> freq_to_keys_;
   std::unordered_map<CacheEngineKey, int64_t, CacheEngineKeyHash> key_to_freq_;
-  // The fix's index: each key's bucket entry (frequency, sequence number), the keys the tier
-  // holds, and per frequency the entries of held keys in bucket order.
-  struct BucketEntry {
-    int64_t freq;
-    uint64_t seq;
+  // The fix's index: per key, whether the tier holds it and its bucket entry (frequency,
+  // sequence number), kept while either is true; per frequency, the entries of held keys in
+  // bucket order.
+  struct KeyIndex {
+    bool held = false;
+    bool bucketed = false;
+    int64_t freq = 0;
+    uint64_t seq = 0;
   };
-  std::unordered_map<CacheEngineKey, BucketEntry, CacheEngineKeyHash> entries_;
-  std::unordered_set<CacheEngineKey, CacheEngineKeyHash> in_tier_;
+  void unlist(const KeyIndex& k);  // out of present_
+  std::unordered_map<CacheEngineKey, KeyIndex, CacheEngineKeyHash> index_;
   std::map<int64_t, std::map<uint64_t, CacheEngineKey>> present_;
   uint64_t next_seq_ = 0;
 };

@@ -253,9 +253,9 @@ void Instance::start_worker() {
     worker_ = i;
     b.started = ctx_.sim->now();
     if (hooks_) {
-      hooks_->begin_step(b.out, b.compute, [this](SimDuration extra) { run_forward(extra); });
+      hooks_->begin_step(b.out, b.compute, [this] { run_forward(); });
     } else {
-      run_forward(0);
+      run_forward();
     }
     return;
   }
@@ -268,11 +268,11 @@ void Instance::batch_returned(Batch* b) {
   if (engine_ == EngineState::kWaitExecute && !hold_resume_) resume_after_execute();
 }
 
-void Instance::run_forward(SimDuration extra) {
+void Instance::run_forward() {
   Batch& b = batch(worker_);
   // Its loads are in: an execute_model that does not store returns (the forward pass is queued).
   if (!b.returns_when_done) batch_returned(&b);
-  ctx_.sim->schedule_after(b.compute.total_ns + extra, [this] {
+  ctx_.sim->schedule_after(b.compute.total_ns, [this] {
     if (hooks_) {
       hooks_->end_step(batch(worker_).out, [this](const std::set<model::vllm::BlockId>& invalid) {
         worker_done(invalid);

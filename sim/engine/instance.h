@@ -66,9 +66,9 @@
 namespace kvtwin::sim::engine {
 
 // The worker side of a KV connector: work around each forward pass, one batch at a time, in the
-// order the batches were scheduled. begin_step() may start transfers and calls `ready(extra_ns)`
-// (asynchronously, through the Simulator) when the forward pass may start; `extra_ns` is added to
-// the step's duration (layerwise transfers not hidden by compute). end_step() runs after the
+// order the batches were scheduled. begin_step() may start transfers and calls `ready()` when the
+// forward pass may start (later, through the Simulator, or from within begin_step when nothing
+// has to arrive first: layerwise steps, loads that moved nothing). end_step() runs after the
 // forward pass and calls `done(invalid)` when the step is over; `invalid` are the blocks whose
 // loads failed (the engine hands them to Scheduler::handle_invalid_blocks when it processes the
 // step's output). run_lookups(), right after every schedule, runs the time that schedule's
@@ -78,7 +78,7 @@ class StepHooks {
  public:
   virtual ~StepHooks() = default;
   virtual void begin_step(const SchedulerOutput& out, const hw::StepTime& compute,
-                          std::function<void(SimDuration extra_ns)> ready) = 0;
+                          std::function<void()> ready) = 0;
   virtual void end_step(
       const SchedulerOutput& out,
       std::function<void(const std::set<model::vllm::BlockId>& invalid)> done) = 0;
@@ -155,9 +155,10 @@ class Instance {
   void drain_inbox();
   // One schedule into `b` (cleared); rejected requests leave.
   void schedule_into(Batch* b);
-  void sleep_until(SimTime t);  // the engine sleeps, then polls (engine_loop) at t
+  void sleep_until(SimTime t);    // the engine sleeps, then polls (engine_loop) at t
+  void busy_cpu(SimDuration ns);  // the engine core computes for ns, then engine_loop()
   void start_worker();  // begins the next batch if the worker is free and the batch may start
-  void run_forward(SimDuration extra);
+  void run_forward();
   void batch_returned(Batch* b);  // uni executor: execute_model of b returned
   void resume_after_execute();
   void worker_done(const std::set<model::vllm::BlockId>& invalid);
@@ -204,9 +205,8 @@ class Instance {
     kSleeping,
     kPolling
   } engine_ = EngineState::kIdle;
-  SimDuration schedule_cpu_ns_ = 0;  // vllm.schedule_cpu_us
-  SimDuration output_cpu_ns_ = 0;    // vllm.output_cpu_us
-  void busy_cpu(SimDuration ns);     // the engine core computes for ns, then engine_loop()
+  SimDuration schedule_cpu_ns_ = 0;                  // vllm.schedule_cpu_us
+  SimDuration output_cpu_ns_ = 0;                    // vllm.output_cpu_us
   static constexpr SimDuration kPollNs = 1'000'000;  // upstream's time.sleep(0.001)
   SimTime schedule_began_ = 0;         // the last schedule began (its lookups may have run since)
   SimTime poll_origin_ = 0;            // kPolling: the poll that found nothing began

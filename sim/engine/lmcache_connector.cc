@@ -264,7 +264,7 @@ void LmcacheConnector::inject_remote_faults() {
 }
 
 void LmcacheConnector::begin_step(const SchedulerOutput& /*out*/, const hw::StepTime& compute,
-                                  std::function<void(SimDuration)> ready) {
+                                  std::function<void()> ready) {
   KVTWIN_CHECK(!built_.empty()) << "a step began without its connector metadata";
   meta_ = std::move(built_.front());
   built_.pop_front();
@@ -335,7 +335,7 @@ void LmcacheConnector::start_step_transfers() {
     load_bulk();
     return;
   }
-  std::function<void(SimDuration)> ready = std::exchange(step_ready_, nullptr);
+  std::function<void()> ready = std::exchange(step_ready_, nullptr);
   // Layerwise: run the generators' logic for the whole step now; charge time as transfers that
   // overlap with the forward pass.
   lm::WorkerLog log;
@@ -390,7 +390,7 @@ void LmcacheConnector::start_step_transfers() {
       });
     });
   }
-  ready(0);
+  ready();
 }
 
 // Every vLLM block that the request expected from LMCache becomes invalid (recomputed).
@@ -499,7 +499,7 @@ Transfer LmcacheConnector::to_gpu_transfer(uint64_t bytes) const {
 }
 
 void LmcacheConnector::fire_ready() {
-  std::exchange(step_ready_, nullptr)(0);
+  std::exchange(step_ready_, nullptr)();
 }
 
 void LmcacheConnector::fire_done() {

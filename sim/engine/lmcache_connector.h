@@ -110,7 +110,7 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
 
   // StepHooks.
   void begin_step(const SchedulerOutput& out, const hw::StepTime& compute,
-                  std::function<void(SimDuration)> ready) override;
+                  std::function<void()> ready) override;
   void end_step(const SchedulerOutput& out,
                 std::function<void(const std::set<model::vllm::BlockId>&)> done) override;
   void run_lookups(std::function<void()> done) override;
@@ -222,7 +222,7 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   // The instance's callbacks for the step in flight (ready: bulk mode; done: both modes), kept
   // here so that the events which fire them capture only `this` (no std::function is wrapped,
   // so none is allocated per step). fire_ready / fire_done take the callback out, then call it.
-  std::function<void(SimDuration)> step_ready_;
+  std::function<void()> step_ready_;
   std::function<void(const std::set<model::vllm::BlockId>&)> step_done_;
   std::function<void()> exists_done_;   // run_exists' continuation
   std::function<void()> lookups_done_;  // run_lookups' callback

@@ -29,6 +29,17 @@ struct Fixture {
     sched = std::make_unique<LMCacheSchedulerAdapter>(cfg, adapter, client.get());
     worker = std::make_unique<LMCacheWorkerAdapter>(engine.get(), adapter);
   }
+  // Quirks::upstream() with one switch set to `upstream` (false: fixed).
+  static Quirks upstream_but(bool Quirks::*quirk, bool upstream) {
+    Quirks q = Quirks::upstream();
+    q.*quirk = upstream;
+    return q;
+  }
+  // `r` has no usable LMCache hit and its first 32 tokens are scheduled in blocks 1-4.
+  void schedule_first_chunk(VllmRequest& r) {
+    EXPECT_EQ(*sched->get_num_new_matched_tokens(r, 0).ret, 0);
+    schedule_new(r, 0, {1, 2, 3, 4}, 32);
+  }
   VllmRequest request(const std::string& id, std::vector<TokenId> tokens) {
     VllmRequest r;
     r.request_id = id;
@@ -81,14 +92,12 @@ TEST(VllmAdapter, BelowMinRetrieveTokensLoadsNothingButRemembersTheHit) {
 // (which stops upstream's engine); the fix expects vLLM's own hit, 0, when nothing is loaded.
 TEST(VllmAdapter, AResumedRequestWhoseHitWasBelowMinRetrieveFailsTheCheckUnlessFixed) {
   for (bool fixed : {false, true}) {
-    Quirks q = Quirks::upstream();
-    q.resumed_request_check_ignores_skipped_loads = !fixed;
-    Fixture f(/*min_retrieve=*/32, q);
+    Fixture f(/*min_retrieve=*/32,
+              Fixture::upstream_but(&Quirks::resumed_request_check_ignores_skipped_loads, !fixed));
     std::vector<TokenId> a = seq(64, 1);
     store(*f.engine, std::vector<TokenId>(a.begin(), a.begin() + 16));
     VllmRequest r = f.request("r", a);
-    EXPECT_EQ(*f.sched->get_num_new_matched_tokens(r, 0).ret, 0);
-    f.schedule_new(r, 0, {1, 2, 3, 4}, 32);
+    f.schedule_first_chunk(r);
     // Preempted after its first chunk, then scheduled again from scratch.
     r.num_computed_tokens = 0;
     EXPECT_EQ(*f.sched->get_num_new_matched_tokens(r, 0).ret, 0);
@@ -157,13 +166,11 @@ TEST(VllmAdapter, EarlierMetadataKeepsItsTokensAndSlotsWhileTheTrackerChanges) {
 // of 16..31, saved as if they followed token 31); the fix cuts it back first (the request's 32).
 TEST(VllmAdapter, RecomputedTokensAreAppendedTwiceUnlessFixed) {
   for (bool fixed : {false, true}) {
-    Quirks q = Quirks::upstream();
-    q.tracker_reappends_recomputed_tokens = !fixed;
-    Fixture f(/*min_retrieve=*/0, q);
+    Fixture f(/*min_retrieve=*/0,
+              Fixture::upstream_but(&Quirks::tracker_reappends_recomputed_tokens, !fixed));
     std::vector<TokenId> a = seq(64, 1);
     VllmRequest r = f.request("r", a);
-    EXPECT_EQ(*f.sched->get_num_new_matched_tokens(r, 0).ret, 0);
-    f.schedule_new(r, 0, {1, 2, 3, 4}, 32);
+    f.schedule_first_chunk(r);
     r.num_computed_tokens = 16;  // blocks of tokens 16..31 failed to load: recomputed
     SchedulerOutput out;
     out.scheduled_cached_reqs.push_back({"r", std::vector<int64_t>{}, 16, false, 16});

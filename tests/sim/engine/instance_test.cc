@@ -38,12 +38,12 @@ struct ScriptedHooks final : StepHooks {
   std::vector<SimTime> schedules;  // when each schedule's lookups ran
 
   void begin_step(const SchedulerOutput&, const hw::StepTime&,
-                  std::function<void(SimDuration)> ready) override {
+                  std::function<void()> ready) override {
     if (begun++ == instant_load) {
-      ready(0);
+      ready();
       return;
     }
-    sim->schedule_after(100'000, [ready] { ready(0); });
+    sim->schedule_after(100'000, [ready] { ready(); });
   }
   void end_step(const SchedulerOutput&,
                 std::function<void(const std::set<vllm::BlockId>&)> done) override {
