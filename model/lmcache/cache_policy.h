@@ -20,10 +20,12 @@
 // UpstreamError(kKeyError); see Quirks::lfu_stale_bucket_entries.
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -33,8 +35,25 @@
 
 namespace kvtwin::model::lmcache {
 
-// can_evict of the tier's value for a dict entry.
-using CanEvictFn = std::function<bool(uint32_t value)>;
+// can_evict of the tier's value for a dict entry, and optionally a token (nonzero) naming the
+// predicate together with the tier state it reads. The caller promises: an entry that failed the
+// predicate fails it again under the same token (unless the dict itself reassigned its value).
+// The dict-order policies then resume their walks past entries known to fail (KeyOrderedDict's
+// failing run); token 0 promises nothing.
+class CanEvictFn {
+ public:
+  template <typename F>
+  requires(!std::same_as<std::decay_t<F>, CanEvictFn> &&
+           std::is_invocable_r_v<bool, const F&, uint32_t>)
+      CanEvictFn(F fn, uint64_t token = 0)  // NOLINT(google-explicit-constructor): a callable
+      : fn_(std::move(fn)), token_(token) {}
+  bool operator()(uint32_t value) const { return fn_(value); }
+  uint64_t token() const { return token_; }
+
+ private:
+  std::function<bool(uint32_t value)> fn_;
+  uint64_t token_ = 0;
+};
 
 class CachePolicy {
  public:
@@ -68,7 +87,9 @@ class CachePolicy {
 };
 
 // LRU, FIFO and MRU: the victims are the dict's evictable keys in dict order, oldest first or
-// (MRU) newest first; the three differ only in what a hit does to the order.
+// (MRU) newest first; the three differ only in what a hit does to the order. Under a nonzero
+// token the walk jumps over the dict's failing run and records, at its first evictable key, the
+// run of keys it proved failing from its starting end.
 class DictOrderCachePolicy : public CachePolicy {
  public:
   std::vector<CacheEngineKey> get_evict_candidates(const KeyOrderedDict& dict, int num_candidates,

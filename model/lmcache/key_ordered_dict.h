@@ -16,11 +16,28 @@
 //            before it, so a lookup stops at the first empty slot.
 //
 // Order never depends on the index.
+//
+// Resumable walks. The dict-order eviction policies walk from one end to the first entry that
+// passes their owner's predicate (can_evict), and a tier full of entries it may not evict (held
+// by pending writes, pinned) makes every walk step over the same entries again. An owner that can
+// name its predicate together with the state the predicate reads by a token (nonzero; a new token
+// whenever an entry may have started to pass) lets the dict keep one run of adjacent entries that
+// failed it:
+//
+//   oldest ... [run_first .. run_last] ... newest     every entry in the run failed under run_token
+//
+// A walk that meets an end of the run jumps over it, and records the run it proved (see
+// DictOrderCachePolicy). The dict keeps the run on its entries: an end that is popped or moved
+// away moves inward (the run empties when its last entry goes), interior entries may leave, new
+// entries arrive outside it; reassigning a value or clear() drops it. Entries failing the
+// predicate stay failing under an unchanged token, and the run's order is the dict's, so a walk
+// that jumps visits the same passing entries in the same order as one that does not.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "model/check.h"
@@ -43,6 +60,7 @@ class KeyOrderedDict {
   // dict[key] = value: a new key goes to the end; an existing key keeps its place.
   void set(const CacheEngineKey& key, uint32_t value) {
     if (uint32_t i = find_slot(key); i != kEnd) {
+      if (nodes_[index_[i].node].value != value) drop_run();
       nodes_[index_[i].node].value = value;
       return;
     }
@@ -60,6 +78,7 @@ class KeyOrderedDict {
     uint32_t n = index_[i].node;
     erase_index(i);
     --count_;
+    leave_run(n);
     unlink(n);
     uint32_t v = nodes_[n].value;
     free_.push_back(n);
@@ -70,6 +89,7 @@ class KeyOrderedDict {
     uint32_t i = find_slot(key);
     if (i == kEnd) return false;
     uint32_t n = index_[i].node;
+    leave_run(n);
     unlink(n);
     if (last) {
       link_back(n);
@@ -84,6 +104,21 @@ class KeyOrderedDict {
     index_.clear();
     count_ = 0;
     head_ = tail_ = kEnd;
+    drop_run();
+  }
+
+  // The failing run under `token`: {first, last} nodes, or {kEnd, kEnd} when there is none (or it
+  // was recorded under another token). REQUIRES: token != 0.
+  std::pair<uint32_t, uint32_t> failing_run(uint64_t token) const {
+    if (token != run_token_) return {kEnd, kEnd};
+    return {run_first_, run_last_};
+  }
+  // Records that every entry from `first` to `last` (dict order, both present) failed the
+  // predicate named by `token`; replaces the run kept so far. REQUIRES: token != 0.
+  void note_failing_run(uint64_t token, uint32_t first, uint32_t last) const {
+    run_token_ = token;
+    run_first_ = first;
+    run_last_ = last;
   }
 
   // Node iteration: first() .. next(n) .. kEnd; last() .. prev(n) .. kEnd.
@@ -196,12 +231,30 @@ class KeyOrderedDict {
       if (s.node != kEnd) insert_index(s.fp, s.node);
   }
 
+  // Node n leaves its place (popped or moved): a run end moves inward.
+  void leave_run(uint32_t n) {
+    if (n == run_first_) {
+      if (n == run_last_) {
+        drop_run();
+      } else {
+        run_first_ = nodes_[n].next;
+      }
+    } else if (n == run_last_) {
+      run_last_ = nodes_[n].prev;
+    }
+  }
+  void drop_run() { note_failing_run(0, kEnd, kEnd); }
+
   std::vector<Node> nodes_;
   std::vector<uint32_t> free_;
   std::vector<Slot> index_;  // size 0 or a power of two, at most half full
   size_t count_ = 0;
   uint32_t head_ = kEnd;
   uint32_t tail_ = kEnd;
+  // The failing run (see the header); run_token_ 0: none. Walks record it through a const dict.
+  mutable uint64_t run_token_ = 0;
+  mutable uint32_t run_first_ = kEnd;
+  mutable uint32_t run_last_ = kEnd;
 };
 
 }  // namespace kvtwin::model::lmcache

@@ -45,6 +45,13 @@ bool LocalCPUBackend::entry_can_evict(uint32_t slot) const {
   return entries_[slot]->can_evict();
 }
 
+uint64_t LocalCPUBackend::scan_token(uint32_t predicate) const {
+  constexpr int kPredicateBits = 20;
+  KVTWIN_CHECK(predicate > 0 && predicate < (1u << kPredicateBits)) << "predicate " << predicate;
+  const uint64_t state = allocator_->num_became_evictable() + evictable_inserts_;
+  return state << kPredicateBits | predicate;
+}
+
 bool LocalCPUBackend::layer_group_can_evict(const CacheEngineKey& key, int num_layers) const {
   for (int l = 0; l < num_layers; ++l) {
     const uint32_t* slot = hot_cache_.find(key.layer(l));
@@ -73,6 +80,7 @@ void LocalCPUBackend::submit_put_task(const CacheEngineKey& key, const PyRef& ob
   if (hot_cache_.contains(key)) return;
   allocator_->ref_count_up(obj.id());
   hot_cache_.set(key, add_entry(key, obj));
+  if (obj->can_evict()) ++evictable_inserts_;
   policy_->on_tier_insert(key);
   policy_->update_on_put(key);
 }
@@ -149,8 +157,8 @@ PyRef LocalCPUBackend::allocate(const Shape& shape, KvDtype dtype, std::optional
   MemoryFormat f = default_fmt(fmt);
   PyRef obj = allocator_->allocate(shape, dtype, f);
   if (obj || !eviction) return obj;
-  CanEvictFn can_evict = [this](uint32_t slot) { return entry_can_evict(slot); };
   for (;;) {
+    CanEvictFn can_evict([this](uint32_t slot) { return entry_can_evict(slot); }, scan_token(1));
     bool wait_other_requests = true;
     if (use_hot_) {
       std::optional<CacheEngineKey> victim = policy_->get_evict_candidate(hot_cache_, can_evict);
@@ -180,7 +188,7 @@ std::vector<PyRef> LocalCPUBackend::batched_allocate(const Shape& shape, KvDtype
   // apart (store_layer puts layer by layer), and the verdict holds for the whole call, since only
   // the chunks evicted here change. Each chunk's layers are then looked up once, not per entry.
   std::unordered_map<CacheEngineKey, bool, CacheEngineKeyHash> chunk_verdict;
-  CanEvictFn can_evict = [this, batch_size, &chunk_verdict](uint32_t slot) {
+  auto can_evict_fn = [this, batch_size, &chunk_verdict](uint32_t slot) {
     if (!entry_can_evict(slot)) return false;
     if (quirks_.layerwise_eviction_ignores_other_layers) return true;
     // The fix: every layer of the candidate's chunk must be evictable.
@@ -188,7 +196,10 @@ std::vector<PyRef> LocalCPUBackend::batched_allocate(const Shape& shape, KvDtype
     if (fresh) it->second = layer_group_can_evict(entry_keys_[slot], batch_size);
     return it->second;
   };
+  const uint32_t predicate =
+      quirks_.layerwise_eviction_ignores_other_layers ? 1 : 2 + static_cast<uint32_t>(batch_size);
   for (;;) {
+    CanEvictFn can_evict(can_evict_fn, scan_token(predicate));
     bool wait_other_requests = true;
     if (use_hot_) {
       std::vector<CacheEngineKey> victims = policy_->get_evict_candidates(hot_cache_, 1, can_evict);

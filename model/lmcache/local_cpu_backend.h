@@ -20,6 +20,12 @@
 //                      (Quirks::layerwise_eviction_ignores_other_layers)
 //   clear()            removes (force) every evictable entry; returns their token count
 //
+// Eviction walks are named (CanEvictFn's token) by their predicate and by a count that grows
+// whenever an entry may have started to pass it: an object became evictable (the allocator counts
+// those) or an entry was inserted evictable. The layerwise fix's predicate also reads the other
+// layers' entries; an inserted layer passes only if evictable, and a removed one makes its chunk
+// fail. So a dict-order walk may skip entries that failed before (KeyOrderedDict's failing run).
+//
 // With local_cpu = false (use_hot false) nothing is ever inserted: the pool only stages I/O.
 //
 // Invariant: every hot-cache entry is a valid object with ref_count >= 1 (its own reference).
@@ -83,6 +89,9 @@ class LocalCPUBackend final : public StorageBackendInterface {
  private:
   MemoryFormat default_fmt(std::optional<MemoryFormat> fmt) const;
   bool entry_can_evict(uint32_t slot) const;
+  // The token of a walk under `predicate` (1: entry_can_evict; 2 + n: the layerwise fix's
+  // predicate over n layers) in the current state.
+  uint64_t scan_token(uint32_t predicate) const;
   bool layer_group_can_evict(const CacheEngineKey& key, int num_layers) const;
   uint32_t add_entry(const CacheEngineKey& key, const PyRef& obj);
   PyRef pop_entry(const CacheEngineKey& key);
@@ -99,6 +108,7 @@ class LocalCPUBackend final : public StorageBackendInterface {
   std::vector<CacheEngineKey> entry_keys_;  // the key of each slot of entries_
   std::vector<uint32_t> free_entries_;
   std::vector<CacheEngineKey> keys_in_request_;
+  uint64_t evictable_inserts_ = 0;  // entries inserted evictable
 };
 
 }  // namespace kvtwin::model::lmcache

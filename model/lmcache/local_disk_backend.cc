@@ -73,8 +73,8 @@ void LocalDiskBackend::submit_put_task(const CacheEngineKey& key, const PyRef& o
   put_tasks_.set(key, 0);
   int64_t required = static_cast<int64_t>(obj->phy_size);
   bool evict_success = true;
-  CanEvictFn can_evict = [this](uint32_t slot) { return metas_[slot].can_evict(); };
   while (current_cache_size_ + required > static_cast<int64_t>(max_cache_size_)) {
+    CanEvictFn can_evict([this](uint32_t slot) { return metas_[slot].can_evict(); }, unpins_ + 1);
     std::optional<CacheEngineKey> victim = policy_->get_evict_candidate(dict_, can_evict);
     if (!victim) {
       evict_success = false;
@@ -210,6 +210,7 @@ std::vector<PyRef> LocalDiskBackend::batched_get_non_blocking(
       continue;
     }
     --const_cast<DiskCacheMetadata&>(meta(keys[i])).pin_count;
+    ++unpins_;
   }
   return objs;
 }
@@ -246,6 +247,7 @@ bool LocalDiskBackend::unpin(const CacheEngineKey& key) {
   DiskCacheMetadata* m = find_meta(key);
   if (m == nullptr) return false;
   --m->pin_count;
+  ++unpins_;
   return true;
 }
 

@@ -25,6 +25,9 @@
 // a resident key adds a second reservation that eviction never returns; usage counts the bytes of
 // completed writes. With every disk quirk fixed, current_cache_size = sum of phy_size over index
 // entries and in-flight writes, and usage = sum of phy_size over index entries (tests pin both).
+//
+// Eviction walks are named (CanEvictFn's token) by the number of unpins so far: only an unpin
+// makes an index entry evictable again, new entries arrive unpinned at the dict's newest end.
 #pragma once
 
 #include <deque>
@@ -142,6 +145,7 @@ class LocalDiskBackend final : public StorageBackendInterface {
   std::vector<CacheEngineKey> keys_in_request_;
   int64_t current_cache_size_ = 0;
   int64_t usage_ = 0;
+  uint64_t unpins_ = 0;  // pin_count decrements (the eviction walks' token)
 };
 
 }  // namespace kvtwin::model::lmcache

@@ -156,6 +156,7 @@ void TensorMemoryAllocator::ref_count_down(MemObjId id) {
   o.ref_count -= 1;
   if (o.ref_count < 0) o.ref_count = 0;  // upstream: "Double free occurred somewhere"
   if (o.ref_count == 0 && o.pin_count == 0) free(id);
+  if (o.can_evict()) ++num_became_evictable_;
 }
 
 void TensorMemoryAllocator::pin(MemObjId id) {
@@ -167,6 +168,7 @@ void TensorMemoryAllocator::unpin(MemObjId id) {
   o.pin_count -= 1;
   if (o.pin_count <= 0 && o.ref_count <= 0) free(id);
   if (o.pin_count < 0) o.pin_count = 0;  // upstream: "Double unpin occurred somewhere"
+  if (o.can_evict()) ++num_became_evictable_;
 }
 
 const MemoryObj& TensorMemoryAllocator::obj(MemObjId id) const {

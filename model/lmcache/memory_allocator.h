@@ -62,6 +62,10 @@ class TensorMemoryAllocator {
   size_t num_active_allocations() const { return num_active_allocations_; }
   // How many still-valid objects lost their last Python reference and were freed by __del__.
   uint64_t num_reclaimed_by_del() const { return num_reclaimed_by_del_; }
+  // How many ref_count_down / unpin calls left an object evictable (MemoryObj::can_evict). Apart
+  // from a new allocation (ref_count 1), no other call makes an object evictable; the CPU tier
+  // names its eviction walks by this count (CanEvictFn's token).
+  uint64_t num_became_evictable() const { return num_became_evictable_; }
   // Ids of every object whose block is allocated, in address order.
   std::vector<MemObjId> valid_objects() const;
   // LMCache's memcheck(): consistent sizes and a coalesced free list.
@@ -79,6 +83,7 @@ class TensorMemoryAllocator {
   std::vector<MemObjId> free_slots_;
   size_t num_active_allocations_ = 0;
   uint64_t num_reclaimed_by_del_ = 0;
+  uint64_t num_became_evictable_ = 0;
 };
 
 }  // namespace kvtwin::model::lmcache

@@ -251,6 +251,137 @@ RC_GTEST_PROP(CachePolicyProperties, OneCandidateIsTheFirstOfTheCandidateList, (
             kids(b.policy->get_evict_candidates(b.dict, n, can_b)));
 }
 
+// Resumable walks (KeyOrderedDict's failing run): a walk under an unchanged token does not call
+// the predicate again on the entries the last walk proved failing; a new token walks them again.
+TEST(CachePolicy, DictOrderWalksResumePastTheEntriesKnownToFail) {
+  for (CachePolicyKind kind : {CachePolicyKind::kLru, CachePolicyKind::kMru}) {
+    Tier t(kind);
+    for (int i = 0; i < 100; ++i) t.put(i);
+    const bool newest_first = kind == CachePolicyKind::kMru;
+    // Pin the 90 entries the walk meets first; 10 evictable ones remain at the far end.
+    for (int i = 0; i < 90; ++i) t.pin(newest_first ? 99 - i : i);
+    int calls = 0;
+    uint64_t token = 7;
+    auto victim = [&] {
+      CanEvictFn can(
+          [&](uint32_t v) {
+            ++calls;
+            return static_cast<bool>(t.evictable[v]);
+          },
+          token);
+      std::optional<CacheEngineKey> k = t.policy->get_evict_candidate(t.dict, can);
+      return k ? k->kid() : std::string("none");
+    };
+    const int first_free = newest_first ? 9 : 90;
+    EXPECT_EQ(victim(), t.k(first_free));
+    EXPECT_EQ(calls, 91);
+    t.drop(t.key(first_free));
+    calls = 0;
+    EXPECT_EQ(victim(), t.k(newest_first ? 8 : 91));  // the run is jumped
+    EXPECT_EQ(calls, 1);
+    // An entry in the run becomes evictable: the owner's token changes, the walk starts over.
+    const int unpinned = newest_first ? 59 : 40;
+    t.evictable[*t.dict.find(t.key(unpinned))] = true;
+    token = 8;
+    calls = 0;
+    EXPECT_EQ(victim(), t.k(unpinned));
+    EXPECT_EQ(calls, 41);
+  }
+}
+
+// A walk under a token takes the same victims as the plain walk (token 0), whatever happens
+// between walks, as long as the token changes whenever an entry may have started to pass: two
+// tiers given the same random puts (evictable or not), hits, moves to the front, pins, unpins,
+// value reassignments and removals, asked for victims both ways, agree on every list; the
+// resumed walk never calls the predicate more often than the plain one. The token changes only
+// when an entry the tiers hold is unpinned.
+RC_GTEST_PROP(CachePolicyProperties, AResumedDictOrderWalkTakesThePlainWalksVictims, ()) {
+  const auto kind =
+      *rc::gen::element(CachePolicyKind::kLru, CachePolicyKind::kFifo, CachePolicyKind::kMru);
+  Tier a(kind), b(kind);
+  uint64_t token = 1;
+  int calls_a = 0, calls_b = 0;
+  auto walk_a = [&](int n) {  // n == 0: get_evict_candidate
+    CanEvictFn can(
+        [&](uint32_t v) {
+          ++calls_a;
+          return static_cast<bool>(a.evictable[v]);
+        },
+        token);
+    if (n > 0) return a.policy->get_evict_candidates(a.dict, n, can);
+    std::vector<CacheEngineKey> out;
+    if (std::optional<CacheEngineKey> k = a.policy->get_evict_candidate(a.dict, can))
+      out.push_back(*k);
+    return out;
+  };
+  auto walk_b = [&](int n) {
+    return b.policy->get_evict_candidates(b.dict, std::max(n, 1), [&](uint32_t v) {
+      ++calls_b;
+      return static_cast<bool>(b.evictable[v]);
+    });
+  };
+  const int keys = *rc::gen::inRange(1, 40);
+  const int ops = *rc::gen::inRange(1, 300);
+  for (int step = 0; step < ops; ++step) {
+    const int i = *rc::gen::inRange(0, keys);
+    const bool held = a.dict.contains(a.key(i));
+    auto both = [&](auto f) {
+      f(a);
+      f(b);
+    };
+    switch (*rc::gen::inRange(0, 10)) {
+      case 0:
+      case 1:  // a put, evictable or held (a pending write): new keys land outside the run
+        if (!held) {
+          const bool pinned = *rc::gen::arbitrary<bool>();
+          both([&](Tier& t) {
+            t.put(i);
+            if (pinned) t.pin(i);
+          });
+        }
+        break;
+      case 2:
+        if (held && kind != CachePolicyKind::kFifo) both([&](Tier& t) { t.hit(i); });
+        break;
+      case 3:
+        if (held) both([&](Tier& t) { t.dict.move_to_end(t.key(i), /*last=*/false); });
+        break;
+      case 4:
+        if (held) both([&](Tier& t) { t.pin(i); });
+        break;
+      case 5:  // unpinned: it may pass now
+        if (held) {
+          both([&](Tier& t) { t.evictable[*t.dict.find(t.key(i))] = true; });
+          ++token;
+        }
+        break;
+      case 6:  // the entry gets a new value: the dict forgets the run itself
+        if (held) {
+          const bool evictable = *rc::gen::arbitrary<bool>();
+          both([&](Tier& t) {
+            t.dict.set(t.key(i), static_cast<uint32_t>(t.evictable.size()));
+            t.evictable.push_back(evictable);
+          });
+        }
+        break;
+      case 7:
+        if (held) both([&](Tier& t) { t.drop(t.key(i)); });
+        break;
+      default: {
+        const int n = *rc::gen::inRange(0, 4);
+        const std::vector<CacheEngineKey> got = walk_a(n);
+        const std::vector<CacheEngineKey> want = walk_b(n);
+        RC_ASSERT(kids(got) == kids(want));
+        RC_ASSERT(calls_a <= calls_b);
+        if (!got.empty() && *rc::gen::arbitrary<bool>()) {
+          both([&](Tier& t) { t.drop(got.front()); });
+        }
+      }
+    }
+  }
+  RC_ASSERT(kids(walk_a(keys)) == kids(walk_b(keys)));
+}
+
 TEST(CachePolicy, S3FifoEvictsASmallQueueKeyHitOnlyOnce) {
   // S3-FIFO (Yang et al., SOSP 2023, Algorithm 1 evictS): the small queue's head moves to main
   // only if its frequency is above 1 (hit at least twice); a key hit once is a one-hit wonder and
