@@ -131,8 +131,8 @@ do_test() {
   log "GPU tests"
   local require=1
   [ "$cpu_only" = 1 ] && require=0
-  KVTWIN_REQUIRE_GPU=$require limited "${KVTWIN_TEST_TIMEOUT:-240}" \
-    "$build/tests_cuda/cuda_gpu_test" --gtest_brief=1 \
+  KVTWIN_REQUIRE_GPU=$require KVTWIN_PCIE_CALIBRATE="$build/cuda/kvtwin_pcie_calibrate" \
+    limited "${KVTWIN_TEST_TIMEOUT:-240}" "$build/tests_cuda/cuda_gpu_test" --gtest_brief=1 \
     > "$out/tests_gpu.log" 2>&1 || rc=1
   tail -n 3 "$out/tests_gpu.log"
   [ "$rc" = 0 ] || { grep -E "FAILED|Failure" "$out"/tests_*.log | head -n 30; }

@@ -163,6 +163,40 @@ TEST_F(CudaMoverGpu, StoresWholeChunksAndLayersAsTheReferenceGathersThem) {
   }
 }
 
+// The staged store (the mover's default) of a chunk with a skipped token (slot -1) leaves that
+// token's rows as the object held them, not as the staging buffer last held them: the chunk is
+// stored, another chunk goes through staging, then the first is stored again (a re-put into the
+// block it had) with token 3 skipped.
+TEST_F(CudaMoverGpu, AStagedStoreLeavesTheRowsOfSkippedTokensAsTheObjectHeldThem) {
+  ASSERT_EQ(config_.store_path, HostPath::kStaged);
+  const sim::KvObject first = object(config_, "c", -1, slot_range(0, kChunk));
+  ASSERT_EQ(run(sim_, *mover_, transfer(sim::Location::kGpu, sim::Location::kCpu, {first})).ok,
+            std::vector<uint8_t>{1});
+  const uint8_t* host = mover_->find("c")->host;
+  const std::vector<uint8_t> before(host, host + first.bytes);
+  const sim::KvObject other = object(config_, "x", -1, slot_range(200, kChunk));
+  ASSERT_EQ(run(sim_, *mover_, transfer(sim::Location::kGpu, sim::Location::kCpu, {other})).ok,
+            std::vector<uint8_t>{1});
+  std::vector<int64_t> skipped = slot_range(100, kChunk);
+  skipped[3] = -1;
+  const sim::KvObject again = object(config_, "c", -1, skipped);
+  ASSERT_EQ(run(sim_, *mover_, transfer(sim::Location::kGpu, sim::Location::kCpu, {again})).ok,
+            std::vector<uint8_t>{1})
+      << mover_->last_error().message();
+  const PinnedBlock* b = mover_->find("c");
+  ASSERT_NE(b, nullptr);
+  ASSERT_EQ(b->host, host) << "the re-put was expected in the block it freed (first fit)";
+  std::vector<uint8_t> want = expected(again);
+  const ChunkLayout cl = chunk_layout_for(config_.paged, ChunkFormat::kKV_2LTD, kLayers, kChunk);
+  for (int kv = 0; kv < 2; ++kv) {
+    for (int l = 0; l < kLayers; ++l) {
+      const int64_t off = cl.offset_bytes(kv, l, 3);
+      std::memcpy(want.data() + off, before.data() + off, static_cast<size_t>(cl.row_bytes));
+    }
+  }
+  EXPECT_EQ(std::memcmp(b->host, want.data(), want.size()), 0);
+}
+
 TEST_F(CudaMoverGpu, RetrievesStoredObjectsIntoOtherSlots) {
   const sim::KvObject stored = object(config_, "k", -1, slot_range(0, kChunk));
   ASSERT_EQ(run(sim_, *mover_, transfer(sim::Location::kGpu, sim::Location::kCpu, {stored})).ok,
