@@ -93,6 +93,11 @@ LmcacheConnector::LmcacheConnector(const scenario::Scenario& s, Context ctx)
     p.before_remote_read = [this](const std::vector<lm::CacheEngineKey>& keys) {
       inject_faults_into(keys);
     };
+    p.run_on_worker = [this](lm::Tier tier, std::function<void()> job) {
+      run_prefetch_job(tier == lm::Tier::kDisk ? 0 : 1, std::move(job));
+    };
+    p.worker_done = [this](lm::Tier tier) { prefetch_job_done(tier == lm::Tier::kDisk ? 0 : 1); };
+    p.metadata_round_trip_ns = from_seconds(s_.links.network_latency_us * 1e-6);
     prefetch_ = std::make_unique<LmcachePrefetchDriver>(std::move(p));
   }
 }
@@ -641,6 +646,12 @@ void LmcacheConnector::start_writes() {
     next_unseen_write_ = write_release_mark_;
   }
   constexpr int q = 0;  // disk; the Redis workers are dispatch_remote's
+  while (workers_busy_[q] < kWriteWorkers && !prefetch_jobs_[q].empty()) {
+    ++workers_busy_[q];
+    std::function<void()> job = std::move(prefetch_jobs_[q].front());
+    prefetch_jobs_[q].pop_front();
+    job();
+  }
   while (workers_busy_[q] < kWriteWorkers && !write_queue_[q].empty()) {
     lm::PendingWrite w = std::move(write_queue_[q].front());
     write_queue_[q].pop_front();
@@ -670,6 +681,13 @@ void LmcacheConnector::dispatch_remote() {
   while (workers_busy_[q] < kWriteWorkers) {
     if (exists_waiting_ > 0) {
       run_exists(std::exchange(exists_waiting_, 0));  // takes a worker
+      continue;
+    }
+    if (!prefetch_jobs_[q].empty()) {
+      ++workers_busy_[q];
+      std::function<void()> job = std::move(prefetch_jobs_[q].front());
+      prefetch_jobs_[q].pop_front();
+      job();
       continue;
     }
     if (!get_queue_.empty()) {
@@ -704,6 +722,16 @@ void LmcacheConnector::dispatch_remote() {
     ctx_.mover->start(std::move(t),
                       [this, id_and_queue](const TransferResult&) { finish_write(id_and_queue); });
   }
+}
+
+void LmcacheConnector::run_prefetch_job(int q, std::function<void()> job) {
+  prefetch_jobs_[q].push_back(std::move(job));
+  start_writes();  // dispatches it at once when a worker is free
+}
+
+void LmcacheConnector::prefetch_job_done(int q) {
+  --workers_busy_[q];
+  start_writes();
 }
 
 void LmcacheConnector::drain_storage_events() {

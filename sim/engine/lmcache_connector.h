@@ -39,7 +39,10 @@
 // lookup-and-prefetch. get_num_new_matched_tokens answers nullopt (vLLM skips the request this
 // step and it holds no budget) until every rank answered; meanwhile LmcachePrefetchDriver moves the
 // disk / remote chunks into the CPU pool through the mover, and the answer kicks the instance. The
-// load then copies the prefetched objects CPU → GPU only.
+// load then copies the prefetched objects CPU → GPU only. A prefetch job runs on its tier's
+// workers, as upstream submits it: on the disk worker at priority 0 (before queued writes), on
+// the Redis executor at PREFETCH priority (after the lookups' EXISTS, before GETs and puts; its
+// GETs ask for the metadata first, one round trip); it waits while all four are busy.
 //
 // Layerwise mode: loads start with the step and stores one layer after it; the forward pass runs
 // concurrently, and the step ends when the compute, the last layer's load + one layer of compute,
@@ -147,8 +150,12 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   // exists_done_.
   void run_exists(uint64_t remaining);
   // Hands free Redis workers to waiting jobs by upstream's priorities: the lookup's EXISTS, then
-  // the retrieve's GETs, then queued puts.
+  // a prefetch job, then the retrieve's GETs, then queued puts.
   void dispatch_remote();
+  // Runs `job` on a worker of tier q (0 disk, 1 Redis) ahead of the tier's queued writes (and, on
+  // Redis, its GETs); the job calls prefetch_job_done(q) when its transfer ends.
+  void run_prefetch_job(int q, std::function<void()> job);
+  void prefetch_job_done(int q);
   // The rest of begin_step: loads (bulk) or the layerwise pipeline; step_ready_ holds `ready`.
   void start_step_transfers();
   // Bulk mode: every load of the step, then fire_ready().
@@ -233,9 +240,10 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   uint64_t next_unseen_write_ = 0;   // pending writes with a smaller id are queued or in flight
   uint64_t write_release_mark_ = 0;  // pending writes with a smaller id may start
   std::array<std::deque<model::lmcache::PendingWrite>, 2> write_queue_;  // disk, remote
-  // Workers in use: [0] the disk writer's (writes), [1] the Redis connector's (puts, lookups'
-  // EXISTS, retrieves' GETs); kWriteWorkers each.
+  // Workers in use: [0] the disk worker's (writes, prefetch reads), [1] the Redis connector's
+  // (puts, lookups' EXISTS, prefetch jobs, retrieves' GETs); kWriteWorkers each.
   std::array<int, 2> workers_busy_{};
+  std::array<std::deque<std::function<void()>>, 2> prefetch_jobs_;  // waiting for a worker
 
   std::unique_ptr<LmcachePrefetchDriver> prefetch_;  // async loading only
   // The lookups of the schedule under way (since the last build_connector_meta), which

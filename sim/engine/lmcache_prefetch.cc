@@ -61,13 +61,29 @@ void LmcachePrefetchDriver::pump() {
               {}};
   tr.objects.push_back(
       KvObject{"prefetched chunks", t.bytes * static_cast<uint64_t>(ctx_.tp), -1, {}});
-  uint64_t job = t.job_id;
-  ctx_.mover->start(std::move(tr), [this, job](const TransferResult&) {
-    transfer_running_ = false;
-    ctx_.engine->storage_manager().async_prefetcher()->complete(job);
-    ctx_.engine->end_of_operation();
-    pump();
-  });
+  const uint64_t job = t.job_id;
+  const lm::Tier tier = t.tier;
+  auto move = [this, tr = std::move(tr), job, tier]() mutable {
+    ctx_.mover->start(std::move(tr), [this, job, tier](const TransferResult&) {
+      if (ctx_.worker_done) ctx_.worker_done(tier);
+      transfer_running_ = false;
+      ctx_.engine->storage_manager().async_prefetcher()->complete(job);
+      ctx_.engine->end_of_operation();
+      pump();
+    });
+  };
+  auto run = [this, tier, move = std::move(move)]() mutable {
+    if (tier == lm::Tier::kRemote && ctx_.metadata_round_trip_ns > 0) {
+      ctx_.sim->schedule_after(ctx_.metadata_round_trip_ns, std::move(move));
+    } else {
+      move();
+    }
+  };
+  if (ctx_.run_on_worker) {
+    ctx_.run_on_worker(tier, std::move(run));
+  } else {
+    run();
+  }
 }
 
 }  // namespace kvtwin::sim::engine

@@ -3,8 +3,10 @@
 // client's receiver thread do upstream.
 //
 //   scheduler lookup ──▶ poke() ──(same time, own event)──▶ pump():
-//     advance the serializer: CPU jobs finish at once; a disk / remote job moves its bytes into the
-//       CPU pool through the mover (tier → CPU, node-wide links carry every rank's bytes), then
+//     advance the serializer: CPU jobs finish at once; a disk / remote job waits for a worker of
+//       its tier (run_on_worker: the owner's pools, shared with writes), (remote) asks for the
+//       chunks' metadata (one round trip), moves its bytes into the CPU pool through the mover
+//       (tier → CPU, node-wide links carry every rank's bytes), frees the worker, then
 //       complete(job) and pump again;
 //     a job without evictable memory retries on the first 0.1 s tick (upstream's sleep) after
 //       something that may free CPU memory (a step's end, a write's completion: memory_changed()),
@@ -39,6 +41,10 @@ class LmcachePrefetchDriver {
     std::function<void()> kick;  // wakes the instance (a no-op while it is busy)
     // Called with the keys of a remote job just before its GETs (fault injection).
     std::function<void(const std::vector<model::lmcache::CacheEngineKey>&)> before_remote_read;
+    // Runs the job once a worker of the tier is free (at once when unset); worker_done frees it.
+    std::function<void(model::lmcache::Tier, std::function<void()>)> run_on_worker;
+    std::function<void(model::lmcache::Tier)> worker_done;
+    SimDuration metadata_round_trip_ns = 0;  // a remote job's metadata GETs (run concurrently)
   };
   static constexpr SimDuration kBusyWaitRetry = 100'000'000;  // time.sleep(0.1)
 

@@ -123,6 +123,65 @@ TEST(LmcacheAsyncLoading, ARequestLargerThanThePoolIsRejectedDespiteItsPendingLo
   EXPECT_LT(c.first_scheduled - c.arrival, 3'100'000'000);
 }
 
+// The prefetch runs on LMCache's disk worker pool, which the disk writes share: 4 workers, the
+// prefetch (priority 0) ahead of queued writes but never preempting a running one. A stores its 4
+// chunks at 0 s, D 4 others at 5 s; B (2,048 tokens) at 10 s stores 8 chunks, which pushes A's
+// out of the 12-chunk CPU tier (they stay on disk), and queues 8 disk writes when its store copy
+// ends (its first token). C shares A's prompt and arrives at 10.04 s while B's first 4 writes
+// hold every worker; they share the write link and end together. C's prefetch (A's 4 chunks: the
+// CPU pool evicts D's to hold them) starts then, before B's other 4 writes, and reads for
+// 19.25 ms; the scheduler, polling every 11 ms (10-ms backoff, 1-ms idle sleep) since C's
+// arrival, admits C at its first poll after the read.
+TEST(LmcacheAsyncLoading, ThePrefetchWaitsForADiskWorkerAndGoesBeforeQueuedWrites) {
+  const char* trace =
+      "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
+      "0,1024,1,512,1 2\n"
+      "5,1024,1,512,7 8\n"
+      "10,2048,1,512,3 4 5 6\n"
+      "10.04,1024,1,512,1 2\n";
+  constexpr SimDuration kPoll = 11'000'000;
+  for (int64_t write_gbps : {1, 5}) {
+    Result r = run(scenario_with({"lmcache.enable_async_loading=true", "vllm.num_gpu_blocks=150",
+                                  "lmcache.max_local_cpu_size_gb=0.375",
+                                  "links.disk_write_gbps=" + std::to_string(write_gbps)}),
+                   trace);
+    const auto& b = r.records.at(2);
+    const auto& c = r.records.at(3);
+    EXPECT_EQ(c.loaded_tokens[report::kTierDisk], 1024) << write_gbps;
+    EXPECT_EQ(c.failed_load_tokens, 0) << write_gbps;
+    const SimTime writes_end = b.first_token + transfer_ns(4 * kChunkBytes, write_gbps, 80);
+    ASSERT_GT(writes_end, c.arrival) << write_gbps;
+    const SimTime read_end = writes_end + transfer_ns(4 * kChunkBytes, 7, 80);
+    const SimDuration polls = (read_end - c.arrival + kPoll - 1) / kPoll;
+    EXPECT_EQ(c.first_scheduled - c.arrival, polls * kPoll) << write_gbps;
+  }
+}
+
+// A Redis prefetch is one job at PREFETCH priority on the connector's workers; its GETs ask for
+// each chunk's metadata first (concurrently: one round trip), then move the bytes (a transfer
+// with its own round trip). A stores its prompt on instance 0; C, routed to instance 1, finds it
+// in Redis only. Raising links.network_latency_us from 0 to 20 ms delays C's prefetch by 40 ms;
+// the scheduler notices at its next 11-ms poll, so C is admitted 33 or 44 ms later.
+TEST(LmcacheAsyncLoading, ARedisPrefetchAsksForTheMetadataBeforeTheBytes) {
+  const char* trace =
+      "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
+      "0,1024,1,512,1 2\n"
+      "10,1024,1,512,1 2\n";
+  auto wait_of_c = [&](const char* latency_us) {
+    Result r = run(scenario_with({"lmcache.enable_async_loading=true", "lmcache.remote=true",
+                                  "cluster.instances=2", "cluster.router=round_robin",
+                                  std::string("links.network_latency_us=") + latency_us}),
+                   trace);
+    const auto& c = r.records.at(1);
+    EXPECT_EQ(c.instance, 1);
+    EXPECT_EQ(c.loaded_tokens[report::kTierRemote], 1024) << latency_us;
+    return c.first_scheduled - c.arrival;
+  };
+  const SimDuration shift = wait_of_c("20000") - wait_of_c("0");
+  EXPECT_GE(shift, 33'000'000);
+  EXPECT_LE(shift, 44'000'000);
+}
+
 TEST(LmcacheAsyncLoading, RunsAreDeterministic) {
   scenario::Scenario s =
       scenario_with({"lmcache.enable_async_loading=true", "cluster.instances=2",
