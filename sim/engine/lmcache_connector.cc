@@ -646,11 +646,7 @@ void LmcacheConnector::start_writes() {
     next_unseen_write_ = write_release_mark_;
   }
   constexpr int q = 0;  // disk; the Redis workers are dispatch_remote's
-  while (workers_busy_[q] < kWriteWorkers && !prefetch_jobs_[q].empty()) {
-    ++workers_busy_[q];
-    std::function<void()> job = std::move(prefetch_jobs_[q].front());
-    prefetch_jobs_[q].pop_front();
-    job();
+  while (start_prefetch_job(q)) {
   }
   while (workers_busy_[q] < kWriteWorkers && !write_queue_[q].empty()) {
     lm::PendingWrite w = std::move(write_queue_[q].front());
@@ -683,13 +679,7 @@ void LmcacheConnector::dispatch_remote() {
       run_exists(std::exchange(exists_waiting_, 0));  // takes a worker
       continue;
     }
-    if (!prefetch_jobs_[q].empty()) {
-      ++workers_busy_[q];
-      std::function<void()> job = std::move(prefetch_jobs_[q].front());
-      prefetch_jobs_[q].pop_front();
-      job();
-      continue;
-    }
+    if (start_prefetch_job(q)) continue;
     if (!get_queue_.empty()) {
       const uint64_t bytes = get_queue_.front();
       get_queue_.pop_front();
@@ -727,6 +717,15 @@ void LmcacheConnector::dispatch_remote() {
 void LmcacheConnector::run_prefetch_job(int q, std::function<void()> job) {
   prefetch_jobs_[q].push_back(std::move(job));
   start_writes();  // dispatches it at once when a worker is free
+}
+
+bool LmcacheConnector::start_prefetch_job(int q) {
+  if (workers_busy_[q] >= kWriteWorkers || prefetch_jobs_[q].empty()) return false;
+  ++workers_busy_[q];
+  std::function<void()> job = std::move(prefetch_jobs_[q].front());
+  prefetch_jobs_[q].pop_front();
+  job();
+  return true;
 }
 
 void LmcacheConnector::prefetch_job_done(int q) {

@@ -155,6 +155,9 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   // Runs `job` on a worker of tier q (0 disk, 1 Redis) ahead of the tier's queued writes (and, on
   // Redis, its GETs); the job calls prefetch_job_done(q) when its transfer ends.
   void run_prefetch_job(int q, std::function<void()> job);
+  // Gives a free worker of tier q to the oldest waiting prefetch job; false when none waits or
+  // every worker is busy.
+  bool start_prefetch_job(int q);
   void prefetch_job_done(int q);
   // The rest of begin_step: loads (bulk) or the layerwise pipeline; step_ready_ holds `ready`.
   void start_step_transfers();
