@@ -52,6 +52,10 @@ struct Transfer {
   int32_t instance = 0;   // serving instance; links are per instance except the remote network
   std::string_view kind;  // what it is for, for reports: "retrieve", "store", "prefetch", ...
   std::vector<KvObject> objects;
+  // How many times the host waits for the copy to finish before the transfer is done: LMCache's
+  // store copy (from_gpu) synchronises its stream after every chunk, so the next chunk's copy
+  // starts only then. A modeled transfer pays its path's fixed latency once per wait.
+  uint32_t host_waits = 1;
 
   uint64_t total_bytes() const {
     uint64_t n = 0;

@@ -608,6 +608,7 @@ void LmcacheConnector::store_from(size_t i, bool after_copy) {
     if (stored == 0) continue;
     Transfer t{Location::kGpu, Location::kCpu, ctx_.instance, "store", {}};
     t.objects.push_back(KvObject{"stored chunks", stored, -1, {}});
+    t.host_waits = static_cast<uint32_t>(log.stored.size());  // from_gpu syncs after each chunk
     ctx_.mover->start(std::move(t), [this, i](const TransferResult&) {
       release_writes();
       store_from(i, /*after_copy=*/true);

@@ -31,7 +31,9 @@
 //                load errors → Scheduler::handle_invalid_blocks (kv_load_failure_policy)
 //   forward      step model time
 //   end_step     wait_for_save: store → one GPU → CPU transfer of the stored chunks (blocks the
-//                  step, as LMCache's synchronous copy does); the disk / remote writes it queued
+//                  step, as LMCache's synchronous copy does; from_gpu synchronises its stream
+//                  after each chunk, so the PCIe latency is paid per chunk, host_waits); the disk /
+//                  remote writes it queued
 //                  run asynchronously afterwards, each completing its write in the model
 //                  (a key becomes visible to lookups only then)
 //

@@ -1,5 +1,6 @@
 #include "sim/hw/modeled_mover.h"
 
+#include <algorithm>
 #include <memory>
 #include <utility>
 
@@ -102,6 +103,7 @@ void ModeledMover::start(Transfer transfer, Done done) {
   SimDuration latency = 0;
   std::vector<FluidLinks::LinkId> links =
       path(transfer.src, transfer.dst, transfer.instance, &latency);
+  latency *= std::max<uint32_t>(transfer.host_waits, 1);
   // The transfer, its result and the caller's callback in one allocation. The completion event
   // captures only `this` and the pointer (trivially copyable, so std::function stores it without
   // allocating); it runs exactly once and frees the allocation.

@@ -272,7 +272,9 @@ std::vector<FieldSpec> make_fields() {
   f.push_back(numeric("links.pcie_d2h_gbps", &S::links, &LinksConfig::pcie_d2h_gbps, 0.001, 1e5,
                       "GB/s", "device-to-host bandwidth per instance"));
   f.push_back(numeric("links.pcie_latency_us", &S::links, &LinksConfig::pcie_latency_us, 0, 1e7,
-                      "us", "fixed cost per PCIe transfer"));
+                      "us",
+                      "fixed cost per PCIe transfer; a bulk store pays it per chunk (LMCache "
+                      "synchronises after each)"));
   f.push_back(numeric("links.disk_read_gbps", &S::links, &LinksConfig::disk_read_gbps, 0.001, 1e5,
                       "GB/s", "local disk read bandwidth per instance"));
   f.push_back(numeric("links.disk_write_gbps", &S::links, &LinksConfig::disk_write_gbps, 0.001, 1e5,

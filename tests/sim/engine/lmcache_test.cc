@@ -49,6 +49,12 @@ SimTime pcie_copy_ns(int64_t bytes, int64_t gbps) {
   return (bytes * 1'000'000'000 + gbps * 1'000'000'000 - 1) / (gbps * 1'000'000'000) + 10'000;
 }
 
+// A bulk store's GPU → CPU copy of `chunks` chunks: LMCache's from_gpu synchronises its stream
+// after each chunk, so the 10-µs latency is paid once per chunk.
+SimTime store_copy_ns(int64_t bytes, int64_t chunks, int64_t gbps) {
+  return pcie_copy_ns(bytes, gbps) + (chunks - 1) * 10'000;
+}
+
 // A and C share a 1024-token prompt; B in between evicts A's last 29 GPU blocks (the pool has
 // 99 usable blocks: B takes the 35 never-used ones, then A's blocks tail first).
 //   C: GPU hit 35 blocks = 560 tokens; LMCache holds A's 4 chunks (1024 tokens): the whole prompt
@@ -98,14 +104,14 @@ TEST(LmcacheEngine, LoadsOfOneStepRunRequestAfterRequest) {
 // wait_for_save stores request after request, each store copying its chunks GPU → CPU before the
 // next (and only then queueing their disk / remote writes). W runs alone; A and B arrive during
 // W's step and prefill together in the next one (2048 tokens: 3048 µs), then each copies its 4
-// chunks (128 MiB at 50 GB/s plus the 10-µs latency) in turn before the step ends.
+// chunks (128 MiB at 50 GB/s plus the 10-µs latency per chunk) in turn before the step ends.
 TEST(LmcacheEngine, StoresOfOneStepCopyRequestAfterRequest) {
   const char* trace =
       "0,1024,1,512,1 2\n"
       "0.001,1024,1,512,3 4\n"
       "0.001,1024,1,512,5 6\n";
   Result r = run(scenario_with({"vllm.num_gpu_blocks=300"}), trace);
-  const SimTime copy = pcie_copy_ns(134'217'728, 50);
+  const SimTime copy = store_copy_ns(134'217'728, 4, 50);
   const SimTime w_done = r.records.at(0).finish;
   ASSERT_GT(w_done, r.records.at(1).arrival);
   for (uint64_t i : {1, 2}) {
@@ -168,7 +174,7 @@ TEST(LmcacheEngine, FailedRemoteLoadsEndTheRequestOrAreRecomputedByPolicy) {
   // step S1 ran, still runs and samples C's first token (from the KV that failed to load:
   // upstream skips only the failed step's output); S1 also keeps its placeholder, so the
   // recompute step S3 schedules C's 1024 tokens plus 2 placeholders (1000 + 1026 µs), stores its
-  // 4 chunks (128 MiB over 50 GB/s + 10 µs: 2694.355 µs) and samples C's last token; the
+  // 4 chunks (128 MiB over 50 GB/s + 4 × 10 µs: 2724.355 µs) and samples C's last token; the
   // placeholder test holds C back meanwhile (1026 + 2 − 2 ≥ 1024 + 2). S1 starts after the
   // lookup's 4 Redis EXISTS round trips (4 × 50 µs).
   //   TP 2 (vLLM's mp executor): S2's token arrives when S2 ends.
@@ -182,7 +188,7 @@ TEST(LmcacheEngine, FailedRemoteLoadsEndTheRequestOrAreRecomputedByPolicy) {
     EXPECT_EQ(ca.failed_load_tokens, 1023) << tp;
     EXPECT_EQ(ca.output_tokens, 2) << tp;
     EXPECT_FALSE(ca.load_error) << tp;
-    const SimDuration s3 = 2'026'000 + pcie_copy_ns(134'217'728 / tp, 50);
+    const SimDuration s3 = 2'026'000 + store_copy_ns(134'217'728 / tp, 4, 50);
     EXPECT_EQ(ca.finish - ca.arrival, 4 * 50'000 + 2 * 1'001'000 + s3) << tp;
     EXPECT_EQ(ca.first_token - ca.arrival,
               tp == 2 ? 4 * 50'000 + 2 * 1'001'000 : ca.finish - ca.arrival);
@@ -295,7 +301,7 @@ TEST(LmcacheEngine, OneGpuWaitsInExecuteModelForAStepThatStores) {
     Result r =
         run(scenario_with({"vllm.num_gpu_blocks=200", "gpu.tensor_parallel=" + std::to_string(tp)}),
             trace);
-    const SimDuration store = pcie_copy_ns(134'217'728 / tp, 50);
+    const SimDuration store = store_copy_ns(134'217'728 / tp, 4, 50);
     const auto& a = r.records.at(0);
     const auto& rr = r.records.at(1);
     EXPECT_EQ(a.first_token, 2'024'000 + store) << tp;
@@ -309,7 +315,8 @@ TEST(LmcacheEngine, OneGpuWaitsInExecuteModelForAStepThatStores) {
 // and D arrive during W's step and store together in the next one: W's, A's, B's and C's puts
 // hold the 4 workers (D's waits). E (a new prompt) arrives 1 s later; its lookup misses the CPU
 // tier and asks Redis once. With 100-GB/s links every put is long done: E's TTFT is that round
-// trip (50 µs), its step (2024 µs) and its own store copy (128 MiB over the 50-GB/s PCIe link).
+// trip (50 µs), its step (2024 µs) and its own store copy (4 chunks, 128 MiB over the 50-GB/s
+// PCIe link).
 // With 0.1-GB/s links the puts (128 MiB each) still run, and E's EXISTS waits for the first to
 // end: seconds, not microseconds.
 TEST(LmcacheEngine, ALookupWaitsForARedisWorkerWhilePutsHoldThemAll) {
@@ -329,7 +336,7 @@ TEST(LmcacheEngine, ALookupWaitsForARedisWorkerWhilePutsHoldThemAll) {
   };
   Result fast = run_with("100");
   const auto& e = fast.records.at(5);
-  EXPECT_EQ(e.first_token - e.arrival, 50'000 + 2'024'000 + pcie_copy_ns(134'217'728, 50));
+  EXPECT_EQ(e.first_token - e.arrival, 50'000 + 2'024'000 + store_copy_ns(134'217'728, 4, 50));
   Result slow = run_with("0.1");
   const auto& es = slow.records.at(5);
   EXPECT_GT(es.first_token - es.arrival, 1'000'000'000);

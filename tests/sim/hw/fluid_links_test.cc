@@ -139,6 +139,25 @@ TEST(ModeledMover, TransferTimeFollowsTheLinkAndResultIsAsynchronous) {
   EXPECT_DOUBLE_EQ(reports[0].bytes, 35e6);
 }
 
+// A transfer whose host waits for the copy after each of its 3 chunks (LMCache's store copy)
+// pays the path's latency 3 times: 3 × 10 µs + 30 MB at 50 GB/s.
+TEST(ModeledMover, EachHostWaitPaysThePathsLatency) {
+  Simulator sim;
+  scenario::LinksConfig cfg;
+  cfg.pcie_d2h_gbps = 50;
+  cfg.pcie_latency_us = 10;
+  ModeledMover mover(&sim, cfg, 1, 0);
+  Transfer t;
+  t.src = Location::kGpu;
+  t.dst = Location::kCpu;
+  t.objects = {KvObject{"chunks", 30'000'000, -1, {}}};
+  t.host_waits = 3;
+  SimTime finish = -1;
+  mover.start(std::move(t), [&](const TransferResult& r) { finish = r.finish; });
+  sim.run();
+  EXPECT_EQ(finish, 600'000 + 3 * 10'000);
+}
+
 TEST(ModeledMover, RemoteFaultsAreSeededAndMoveNoBytes) {
   auto run = [](uint64_t seed) {
     Simulator sim;
