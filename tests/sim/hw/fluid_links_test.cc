@@ -113,16 +113,28 @@ TEST(ModeledMover, PathsCrossTheLinksOfTheirLocations) {
   EXPECT_EQ(lat, from_seconds((cfg.disk_latency_us + cfg.pcie_latency_us) * 1e-6));
 }
 
-TEST(ModeledMover, TransferTimeFollowsTheLinkAndResultIsAsynchronous) {
-  Simulator sim;
+// PCIe at 35 GB/s host to device, 50 GB/s back, 10 µs per transfer.
+scenario::LinksConfig pcie_links() {
   scenario::LinksConfig cfg;
   cfg.pcie_h2d_gbps = 35;
+  cfg.pcie_d2h_gbps = 50;
   cfg.pcie_latency_us = 10;
-  ModeledMover mover(&sim, cfg, 1, 0);
+  return cfg;
+}
+
+Transfer transfer(Location src, Location dst, std::vector<KvObject> objects) {
   Transfer t;
-  t.src = Location::kCpu;
-  t.dst = Location::kGpu;
-  t.objects = {KvObject{"a", 17'500'000, -1, {}}, KvObject{"b", 17'500'000, -1, {}}};
+  t.src = src;
+  t.dst = dst;
+  t.objects = std::move(objects);
+  return t;
+}
+
+TEST(ModeledMover, TransferTimeFollowsTheLinkAndResultIsAsynchronous) {
+  Simulator sim;
+  ModeledMover mover(&sim, pcie_links(), 1, 0);
+  Transfer t = transfer(Location::kCpu, Location::kGpu,
+                        {KvObject{"a", 17'500'000, -1, {}}, KvObject{"b", 17'500'000, -1, {}}});
   TransferResult got;
   bool called = false;
   mover.start(std::move(t), [&](const TransferResult& r) {
@@ -143,14 +155,8 @@ TEST(ModeledMover, TransferTimeFollowsTheLinkAndResultIsAsynchronous) {
 // pays the path's latency 3 times: 3 × 10 µs + 30 MB at 50 GB/s.
 TEST(ModeledMover, EachHostWaitPaysThePathsLatency) {
   Simulator sim;
-  scenario::LinksConfig cfg;
-  cfg.pcie_d2h_gbps = 50;
-  cfg.pcie_latency_us = 10;
-  ModeledMover mover(&sim, cfg, 1, 0);
-  Transfer t;
-  t.src = Location::kGpu;
-  t.dst = Location::kCpu;
-  t.objects = {KvObject{"chunks", 30'000'000, -1, {}}};
+  ModeledMover mover(&sim, pcie_links(), 1, 0);
+  Transfer t = transfer(Location::kGpu, Location::kCpu, {KvObject{"chunks", 30'000'000, -1, {}}});
   t.host_waits = 3;
   SimTime finish = -1;
   mover.start(std::move(t), [&](const TransferResult& r) { finish = r.finish; });
