@@ -23,6 +23,7 @@ struct EngineRequest {
   int64_t num_cached_tokens = -1;  // tokens computed at first schedule (local + external hits)
   int64_t num_external_computed_tokens = 0;
   int64_t num_encoder_tokens = 0;  // encoder input (encoder-decoder models)
+  int64_t priority = 0;            // vLLM's request priority (the trace's; lower runs first)
   // Async scheduling: tokens scheduled but not yet sampled (upstream's num_output_placeholders).
   int64_t num_output_placeholders = 0;
   // Async scheduling: batches in flight that hold this request. A request that leaves while one

@@ -40,6 +40,7 @@ SchedulerConfig scheduler_config(const scenario::Scenario& s, const KvCacheLayou
   c.block_size = layout.attention_block_size;
   c.recompute_kv_load_failures = s.vllm.kv_load_failure_policy == "recompute";
   c.async_scheduling = s.vllm.async_scheduling;
+  c.priority_policy = s.vllm.scheduling_policy == "priority";
   bool has_mamba = s.model.layer_pattern.find('M') != std::string::npos;
   c.mamba_block_aligned_split = has_mamba && s.vllm.mamba_cache_mode == "align";
   return c;

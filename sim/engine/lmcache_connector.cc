@@ -115,6 +115,7 @@ LmcacheConnector::RequestState& LmcacheConnector::state_of(const EngineRequest& 
   if (!st.mirror) {
     st.mirror = std::make_unique<lm::VllmRequest>();
     st.mirror->request_id = r.id();
+    st.mirror->priority = r.priority;  // LMCache's priority_limit reads it
     st.mirror->chunk_hashes = &st.chunk_hashes;
     st.mirror->token_capacity_hint = model::vllm::Request::token_capacity(
         static_cast<size_t>(r.req->num_prompt_tokens()), r.req->max_tokens());

@@ -15,7 +15,38 @@ Scheduler::Scheduler(const SchedulerConfig& config, model::vllm::KVCacheManager*
 
 void Scheduler::add_request(EngineRequest* r) {
   r->status = RequestStatus::kWaiting;
-  waiting_.push_back(r);
+  enqueue_waiting(r, /*front=*/false);
+}
+
+namespace {
+
+// Request.__lt__: priority, then arrival time, then the request id as a string.
+bool runs_before(const EngineRequest* a, const EngineRequest* b) {
+  if (a->priority != b->priority) return a->priority < b->priority;
+  if (a->record.arrival != b->record.arrival) return a->record.arrival < b->record.arrival;
+  return a->id() < b->id();
+}
+
+}  // namespace
+
+void Scheduler::enqueue_waiting(EngineRequest* r, bool front) {
+  if (config_.priority_policy) {
+    waiting_.insert(std::upper_bound(waiting_.begin(), waiting_.end(), r, runs_before), r);
+  } else if (front) {
+    waiting_.push_front(r);
+  } else {
+    waiting_.push_back(r);
+  }
+}
+
+EngineRequest* Scheduler::priority_victim() const {
+  EngineRequest* victim = nullptr;
+  for (EngineRequest* r : running_) {
+    if (victim == nullptr || std::pair(r->priority, r->record.arrival) >
+                                 std::pair(victim->priority, victim->record.arrival))
+      victim = r;
+  }
+  return victim;
 }
 
 void Scheduler::schedule(SchedulerOutput* out_ptr) {
@@ -67,8 +98,22 @@ void Scheduler::schedule_running(SchedulerOutput* out, int64_t* budget) {
     while (true) {
       blocks = kv_->allocate_slots(req, AllocateSlotsArgs{.num_new_tokens = n});
       if (blocks) break;
-      EngineRequest* victim = running_.back();
-      running_.pop_back();
+      EngineRequest* victim;
+      if (config_.priority_policy) {
+        victim = priority_victim();
+        running_.erase(std::find(running_.begin(), running_.end(), victim));
+        auto sched =
+            std::find_if(out->scheduled.begin(), out->scheduled.end(),
+                         [victim](const ScheduledRequest& s) { return s.request == victim; });
+        if (sched != out->scheduled.end()) {  // scheduled earlier in this step: undone
+          *budget += sched->num_new_tokens;
+          out->scheduled.erase(sched);
+          --index;
+        }
+      } else {
+        victim = running_.back();
+        running_.pop_back();
+      }
       preempt(victim);
       out->preempted.push_back(victim);
       if (victim != r) continue;
@@ -185,8 +230,12 @@ void Scheduler::schedule_waiting(SchedulerOutput* out, int64_t* budget) {
   }
   // Where admission stopped, before the skipped requests go back in front of it.
   stalled_ = waiting_.empty() ? nullptr : waiting_.front();
-  // Back to the front, in their original order.
-  waiting_.insert(waiting_.begin(), skipped.begin(), skipped.end());
+  // Back to the front, in their original order (PRIORITY: each to its place).
+  if (config_.priority_policy) {
+    for (EngineRequest* r : skipped) enqueue_waiting(r, /*front=*/true);
+  } else {
+    waiting_.insert(waiting_.begin(), skipped.begin(), skipped.end());
+  }
 }
 
 bool Scheduler::update_waiting_for_remote_kv(EngineRequest* r) {
@@ -218,7 +267,7 @@ void Scheduler::preempt(EngineRequest* r) {
   r->req->num_preemptions += 1;
   r->record.preemptions += 1;
   ++num_preemptions_;
-  waiting_.push_front(r);
+  enqueue_waiting(r, /*front=*/true);
 }
 
 int64_t Scheduler::mamba_block_aligned_split(const EngineRequest& r, int64_t num_new_tokens,

@@ -1,14 +1,23 @@
-// Scheduler: vLLM v0.17.0's v1 scheduler (vllm/v1/core/sched/scheduler.py), FCFS policy, for one
-// serving instance. Every allocation and prefix hit goes through model/vllm's KVCacheManager.
+// Scheduler: vLLM v0.17.0's v1 scheduler (vllm/v1/core/sched/scheduler.py), FCFS or priority
+// policy, for one serving instance. Every allocation and prefix hit goes through model/vllm's
+// KVCacheManager.
+//
+// Policies (SchedulerConfig::priority_policy): FCFS keeps the waiting queue in arrival order, a
+// preempted request goes to its front and skipped requests back to its front. PRIORITY
+// (PriorityRequestQueue) keeps it sorted by Request.__lt__ — (priority, arrival time, request id
+// as a string) — wherever a request enters it; preemption takes the running request with the
+// largest (priority, arrival time), the first such in running order, and when that request was
+// already scheduled in this step its tokens go back to the budget (upstream then steps its index
+// back; it does not for a victim it skipped, as upstream).
 //
 // schedule() — one engine step's batch, in upstream's order:
 //   new_step_starts()
 //   1. RUNNING requests, in queue order, while tokens remain in the budget:
 //        n = num_tokens − num_computed_tokens, capped by long_prefill_token_threshold, the budget
 //            and max_model_len − 1 − num_computed_tokens (Mamba "align": block-aligned split);
-//        allocate_slots(n); on failure preempt the LAST running request (recompute: free its
-//        blocks, num_computed_tokens = 0, to the FRONT of the waiting queue) and retry; a request
-//        that preempts itself is not scheduled and ends the loop.
+//        allocate_slots(n); on failure preempt the LAST running request (PRIORITY: see above;
+//        recompute: free its blocks, num_computed_tokens = 0, to the FRONT of the waiting queue)
+//        and retry; a request that preempts itself is not scheduled and ends the loop.
 //   2. WAITING requests, only if nothing was preempted in this step, while the budget lasts and
 //      fewer than max_num_seqs run:
 //        WAITING_FOR_REMOTE_KVS: ready → cache its loaded blocks and continue, else skip it;
@@ -43,7 +52,7 @@
 // once the step's stopped requests are freed.
 //
 // Not modelled: speculative decoding, LoRA limits, structured output, pipeline parallelism,
-// priorities (FCFS only), streaming input.
+// streaming input.
 //
 // Threading: single-threaded, owned by one Instance.
 #pragma once
@@ -77,6 +86,8 @@ struct SchedulerConfig {
   // vLLM's AsyncScheduler: a step is scheduled before the previous step's output is processed;
   // each sampling request holds one output placeholder per token in flight.
   bool async_scheduling = false;
+  // scheduling_policy "priority" (true) or "fcfs" (vLLM's default).
+  bool priority_policy = false;
 };
 
 struct ScheduledRequest {
@@ -178,6 +189,11 @@ class Scheduler {
   // blocks freed; status finished.
   void free_request(EngineRequest* r);
   void remove_waiting(EngineRequest* r);  // REQUIRES: r is in the waiting queue
+  // Into the waiting queue: FCFS at the back (add_request) or the front (a preempted or skipped
+  // request); PRIORITY at its place in (priority, arrival, request id) order either way.
+  void enqueue_waiting(EngineRequest* r, bool front);
+  // The running request vLLM's priority policy preempts: max (priority, arrival), first in order.
+  EngineRequest* priority_victim() const;
   void finish_with_error(EngineRequest* r);
 
   SchedulerConfig config_;

@@ -92,6 +92,9 @@ struct VllmConfig {
   // KV connector loads that fail (kv_transfer_config.kv_load_failure_policy): "fail" (vLLM
   // v0.17's default) ends the request with an error; "recompute" recomputes the lost tokens.
   std::string kv_load_failure_policy = "fail";
+  // scheduler_config.policy: "fcfs" (vLLM's default) or "priority" (the trace's priorities, lower
+  // first; preemption takes the lowest-priority running request).
+  std::string scheduling_policy = "fcfs";
   // Asynchronous scheduling (scheduler_config.async_scheduling; on by default in vLLM v0.17 with
   // its uni / mp executors): the engine schedules step N+1 while step N runs and processes step
   // N's output after that; false: the synchronous loop (schedule, run, update).

@@ -222,6 +222,10 @@ std::vector<FieldSpec> make_fields() {
                    {"fail", "recompute"},
                    "a failed KV connector load: fail (end the request with an error, vLLM's "
                    "default) or recompute the lost tokens"));
+  f.push_back(text("vllm.scheduling_policy", &S::vllm, &VllmConfig::scheduling_policy,
+                   {"fcfs", "priority"},
+                   "fcfs (vLLM's default) or priority: the waiting queue by (trace priority, "
+                   "arrival), lower first; preemption takes the lowest-priority running request"));
   f.push_back(boolean("vllm.async_scheduling", &S::vllm, &VllmConfig::async_scheduling,
                       "schedule the next step while one runs (vLLM v0.17's default)"));
   f.push_back(numeric("vllm.schedule_cpu_us", &S::vllm, &VllmConfig::schedule_cpu_us, 0, 1e7, "us",

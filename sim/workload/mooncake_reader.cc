@@ -70,6 +70,8 @@ class MooncakeReader final : public FormatReader {
         seen_ids = true;
       } else if (key == "session_id") {
         read_session(v, out);
+      } else if (key == "priority") {
+        check(v.get_int64().get(out->priority), key, "expected an integer");
       }
     }
     if (!seen_time) fail("timestamp", "missing");

@@ -8,8 +8,8 @@
 namespace kvtwin::sim::workload {
 namespace {
 
-constexpr const char* kColumns[] = {"arrival_s",  "prompt_tokens", "output_tokens",
-                                    "session_id", "block_size",    "block_ids"};
+constexpr const char* kColumns[] = {"arrival_s",  "prompt_tokens", "output_tokens", "session_id",
+                                    "block_size", "block_ids",     "priority"};
 
 class NativeReader final : public FormatReader {
  public:
@@ -18,7 +18,8 @@ class NativeReader final : public FormatReader {
         csv_(lines_->name(), std::make_unique<CsvByteSource>(lines_.get())) {
     try {
       csv_.read_header(::io::ignore_missing_column | ::io::ignore_extra_column, kColumns[0],
-                       kColumns[1], kColumns[2], kColumns[3], kColumns[4], kColumns[5]);
+                       kColumns[1], kColumns[2], kColumns[3], kColumns[4], kColumns[5],
+                       kColumns[6]);
     } catch (const ::io::error::base& e) {
       throw_csv_error(e, name(), 1);
     }
@@ -32,9 +33,9 @@ class NativeReader final : public FormatReader {
   }
 
   bool next(TraceRequest* out) override {
-    char* col[6] = {};
+    char* col[7] = {};
     try {
-      if (!csv_.read_row(col[0], col[1], col[2], col[3], col[4], col[5])) return false;
+      if (!csv_.read_row(col[0], col[1], col[2], col[3], col[4], col[5], col[6])) return false;
     } catch (const ::io::error::base& e) {
       throw_csv_error(e, name(), csv_.get_file_line());
     }
@@ -53,6 +54,7 @@ class NativeReader final : public FormatReader {
       out->session_id = *s;
     }
     if (has_ids_) read_ids(col[4], col[5], out);
+    if (col[6] && !io::trim(col[6]).empty()) out->priority = int_column(col[6], kColumns[6]);
     validate_request(*out, name(), line_, kColumns[1], kColumns[2], kColumns[5]);
     return true;
   }
@@ -88,7 +90,7 @@ class NativeReader final : public FormatReader {
   }
 
   std::unique_ptr<LineSource> lines_;
-  CsvReader<6> csv_;
+  CsvReader<7> csv_;
   bool has_ids_ = false;
   uint64_t line_ = 0;
 };

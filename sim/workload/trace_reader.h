@@ -3,10 +3,12 @@
 // Readers hold one row at a time (memory is independent of the trace length). Three formats:
 //
 //   native    CSV with header; columns arrival_s, prompt_tokens, output_tokens (required) and
-//             session_id, block_size, block_ids (optional; block_ids is a space-separated list
-//             of unsigned 64-bit ids, block_size its tokens per id). Any column order.
+//             session_id, block_size, block_ids, priority (optional; block_ids is a space-
+//             separated list of unsigned 64-bit ids, block_size its tokens per id; priority a
+//             signed integer, vLLM's request priority). Any column order.
 //   mooncake  JSON Lines: timestamp (ms), input_length, output_length, hash_ids (512-token
-//             chained block ids), optional session_id. Unknown fields are ignored.
+//             chained block ids), optional session_id and priority (an integer; kvtwin's
+//             extension). Unknown fields are ignored.
 //   azure     Azure LLM inference 2023 CSV: TIMESTAMP (YYYY-MM-DD HH:MM:SS[.fffffff]),
 //             ContextTokens, GeneratedTokens; arrivals relative to the first row.
 //

@@ -28,6 +28,9 @@ struct TraceRequest {
   uint64_t session_id = 0;  // conversation / session, when the trace has one
   int32_t block_size = 0;   // tokens per block id (0 when the trace carries none)
   std::vector<uint64_t> block_ids;
+  // vLLM's request priority (lower runs first under vllm.scheduling_policy = "priority"; the
+  // FCFS policy ignores it; LMCache's priority_limit skips saving above it). 0 when absent.
+  int64_t priority = 0;
 };
 
 }  // namespace kvtwin::sim::workload

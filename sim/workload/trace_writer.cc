@@ -44,6 +44,8 @@ std::string TraceWriter::native_row(const TraceRequest& r) {
   } else {
     s += ",";
   }
+  s += ",";
+  if (r.priority != 0) s += std::to_string(r.priority);
   return s;
 }
 
@@ -61,6 +63,7 @@ std::string TraceWriter::mooncake_row(const TraceRequest& r) {
   }
   s += "]";
   if (r.has_session) s += ", \"session_id\": " + std::to_string(r.session_id);
+  if (r.priority != 0) s += ", \"priority\": " + std::to_string(r.priority);
   return s + "}";
 }
 

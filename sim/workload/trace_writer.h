@@ -22,7 +22,7 @@ class TraceWriter {
   static std::string native_row(const TraceRequest& r);
   static std::string mooncake_row(const TraceRequest& r);
   static constexpr const char* kNativeHeader =
-      "arrival_s,prompt_tokens,output_tokens,session_id,block_size,block_ids";
+      "arrival_s,prompt_tokens,output_tokens,session_id,block_size,block_ids,priority";
 
  private:
   std::FILE* out_;

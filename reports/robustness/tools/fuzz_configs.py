@@ -2,7 +2,8 @@
 """Random valid configurations through `kvtwin run` (stop-17, 18 and 19 reports; stop 18 added
 vllm.kv_load_failure_policy and counts requests ended by a KV load error: finished + rejected +
 failed = total; stop 19 draws vllm.async_scheduling, 2 in 3 cases on; stop 20 the engine core's
-CPU time, vllm.schedule_cpu_us / output_cpu_us, nonzero in half the cases).
+CPU time, vllm.schedule_cpu_us / output_cpu_us, nonzero in half the cases; stop 21
+vllm.scheduling_policy, priority in a third).
 
 usage: fuzz_configs.py KVTWIN REPO {lmcache|vllm} CASES SEED LOG
 
@@ -79,6 +80,9 @@ def draw(rnd, mode):
     if rnd.random() < 0.5:
         sets['vllm.schedule_cpu_us'] = str(rnd.choice([100, 800, 1500, 4000]))
         sets['vllm.output_cpu_us'] = str(rnd.choice([0, 200, 500, 2000]))
+    # Stop 21: vLLM's priority policy (the example trace has no priorities: all 0, so the order is
+    # (arrival, request id) and preemption takes the latest arrival). Drawn after the rest.
+    sets['vllm.scheduling_policy'] = rnd.choice(['fcfs', 'fcfs', 'priority'])
     sets['output.plots'] = 'false'
     return sc, sets
 

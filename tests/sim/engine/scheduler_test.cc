@@ -43,13 +43,15 @@ struct SchedulerRig {
   }
 
   // Adds a request with prompt tokens [start, start + prompt) to the waiting queue.
-  EngineRequest* add(const std::string& id, int prompt, int64_t max_tokens, int start) {
+  EngineRequest* add(const std::string& id, int prompt, int64_t max_tokens, int start,
+                     int64_t priority = 0) {
     std::vector<vllm::TokenId> t;
     for (int i = 0; i < prompt; ++i) t.push_back(start + i);
     vllm::RequestOptions o;
     o.max_tokens = max_tokens;
     auto r = std::make_unique<EngineRequest>();
     r->req = std::make_unique<vllm::Request>(id, std::move(t), o, &hasher);
+    r->priority = priority;
     requests.push_back(std::move(r));
     scheduler.add_request(requests.back().get());
     return requests.back().get();
@@ -163,6 +165,60 @@ TEST(Scheduler, AStepThatPreemptsAdmitsNoWaitingRequest) {
   EXPECT_EQ(out3.total_num_scheduled_tokens, 1);
   EXPECT_EQ(x.scheduler.num_running(), 1u);
   EXPECT_EQ(x.kv.block_pool().get_num_free_blocks(), 2);
+}
+
+// scheduling_policy "priority": the waiting queue is ordered as Request.__lt__ orders it —
+// priority, then arrival (all 0 here), then the request id as a string ("10" before "9") —
+// whatever the order of arrival; FCFS keeps arrival order.
+TEST(Scheduler, ThePriorityPolicyOrdersTheWaitingQueueByPriorityArrivalAndId) {
+  for (bool priority : {true, false}) {
+    SchedulerConfig c = PreemptionRig::config();
+    c.max_num_seqs = 1;
+    c.priority_policy = priority;
+    SchedulerRig x(/*num_blocks=*/50, /*block_size=*/4, c, false);
+    x.add("a", 4, 2, 0, 5);
+    x.add("9", 4, 2, 100, 1);
+    x.add("10", 4, 2, 200, 1);
+    x.add("b", 4, 2, 300, -1);
+    if (priority) {
+      EXPECT_EQ(x.waiting(), (Ids{"b", "10", "9", "a"}));
+      EXPECT_EQ(SchedulerRig::ids(x.step()), (Ids{"b"}));
+    } else {
+      EXPECT_EQ(x.waiting(), (Ids{"a", "9", "10", "b"}));
+      EXPECT_EQ(SchedulerRig::ids(x.step()), (Ids{"a"}));
+    }
+  }
+}
+
+// Under the priority policy a failed allocation preempts the running request with the largest
+// (priority, arrival), not the last one. Four usable 4-token blocks, chunks of 4 tokens, two
+// seats. A (4 tokens, priority 1) runs alone in step 1; B (9 tokens) and C (4), priority 0,
+// arrive; step 2 admits B; in step 4 A's decode is scheduled first, then B's last chunk needs a
+// fifth block. FCFS preempts B itself; the priority policy preempts A — its scheduled token goes
+// back to the budget — and B's chunk fits in A's freed blocks. A then waits behind C.
+TEST(Scheduler, ThePriorityPolicyPreemptsTheLowestPriorityRequestEvenIfScheduled) {
+  for (bool priority : {true, false}) {
+    SchedulerConfig c = PreemptionRig::config();
+    c.priority_policy = priority;
+    SchedulerRig x(/*num_blocks=*/5, /*block_size=*/4, c, false);
+    x.add("a", 4, 16, 0, 1);
+    EXPECT_EQ(SchedulerRig::ids(x.step()), (Ids{"a"}));
+    x.add("b", 9, 16, 100, 0);
+    x.add("c", 4, 16, 200, 0);
+    EXPECT_EQ(SchedulerRig::ids(x.step()), (Ids{"a", "b"}));
+    EXPECT_EQ(SchedulerRig::ids(x.step()), (Ids{"a", "b"}));
+    const SchedulerOutput& out4 = x.step();
+    if (priority) {
+      EXPECT_EQ(SchedulerRig::ids(out4.preempted), (Ids{"a"}));
+      EXPECT_EQ(SchedulerRig::ids(out4), (Ids{"b"}));
+      EXPECT_EQ(out4.total_num_scheduled_tokens, 1);
+      EXPECT_EQ(x.waiting(), (Ids{"c", "a"}));
+    } else {
+      EXPECT_EQ(SchedulerRig::ids(out4.preempted), (Ids{"b"}));
+      EXPECT_EQ(SchedulerRig::ids(out4), (Ids{"a"}));
+      EXPECT_EQ(x.waiting(), (Ids{"b", "c"}));
+    }
+  }
 }
 
 // An encoder-decoder rig: 4-token blocks; self-attention group "l" and cross-attention group "c"

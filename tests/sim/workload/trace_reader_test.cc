@@ -79,6 +79,35 @@ TEST(NativeTrace, QuotedFieldsAndBlankLinesAreAccepted) {
   EXPECT_EQ(rows[0].block_ids.size(), 2u);
 }
 
+// The optional priority column: a signed integer, empty meaning 0; anything else is an error
+// naming the row and the column. Mooncake rows take an optional "priority" key.
+TEST(NativeTrace, ReadsPrioritiesAndRefusesMalformedOnes) {
+  std::string path = write_file("prio.csv",
+                                "arrival_s,prompt_tokens,output_tokens,priority\n"
+                                "0,10,1,-5\n"
+                                "1,10,1,\n"
+                                "2,10,1,12\n");
+  auto rows = read_all(path);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].priority, -5);
+  EXPECT_EQ(rows[1].priority, 0);
+  EXPECT_EQ(rows[2].priority, 12);
+  std::string bad =
+      write_file("prio_bad.csv", "arrival_s,prompt_tokens,output_tokens,priority\n0,10,1,high\n");
+  EXPECT_EQ(input_error([&] { read_all(bad); }),
+            bad + ":2: priority: expected an integer, got 'high'");
+  std::string moon = write_file("prio.jsonl",
+                                "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 1, "
+                                "\"hash_ids\": [], \"priority\": 3}\n"
+                                "{\"timestamp\": 1, \"input_length\": 10, \"output_length\": 1, "
+                                "\"hash_ids\": [], \"priority\": \"x\"}\n");
+  EXPECT_NE(input_error([&] { read_all(moon); }).find(moon + ":2: priority:"), std::string::npos);
+  auto reader = open_trace(moon, TraceFormat::kAuto);
+  TraceRequest r;
+  ASSERT_TRUE(reader->next(&r));
+  EXPECT_EQ(r.priority, 3);
+}
+
 TEST(NativeTrace, MalformedRowsNameFileLineAndColumn) {
   const std::string header = "arrival_s,prompt_tokens,output_tokens\n";
   std::string p1 = write_file("a.csv", header + "0,10,1\n1,abc,1\n");
