@@ -149,6 +149,7 @@ void Cluster::arrive() {
   r->record.prompt_tokens = t.prompt_tokens;
   r->num_encoder_tokens = s_.model.encoder_tokens;
   r->priority = t.priority;
+  r->record.priority = t.priority;
   EngineRequest* raw = r.get();
   live_.emplace(t.index, std::move(r));
   if (t.prompt_tokens >= s_.vllm.max_model_len) {  // vLLM rejects the prompt at admission

@@ -42,6 +42,7 @@ lm::LMCacheEngineConfig engine_config(const scenario::Scenario& s) {
   c.save_only_first_rank = l.save_only_first_rank;
   c.save_decode_cache = l.save_decode_cache;
   c.min_retrieve_tokens = l.min_retrieve_tokens;
+  c.priority_limit = l.priority_limit;
   c.enable_async_loading = l.enable_async_loading;
   c.lookup_timeout_ms = l.lookup_timeout_ms;
   c.lookup_backoff_time_s = l.lookup_backoff_ms / 1000.0;

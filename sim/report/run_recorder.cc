@@ -80,7 +80,7 @@ RunRecorder::RunRecorder(const scenario::Scenario& s, std::string trace_name, st
       "index,instance,arrival_s,first_scheduled_s,first_token_s,finish_s,ttft_ms,tpot_ms,e2e_ms,"
       "prompt_tokens,output_tokens,gpu_hit_tokens,lmcache_hit_tokens,cpu_loaded_tokens,"
       "disk_loaded_tokens,remote_loaded_tokens,failed_load_tokens,preemptions,rejected,"
-      "load_error\n",
+      "load_error,priority\n",
       requests_csv_);
   timeseries_csv_ = create(out_dir_ + "/timeseries.csv");
   std::fputs(
@@ -136,17 +136,17 @@ void RunRecorder::on_request_done(const RequestRecord& r) {
     if (ttft <= scenario_.slo.ttft_ms && (tpot < 0 || tpot <= scenario_.slo.tpot_ms)) ++slo_ok_;
   }
   if (!requests_csv_) return;
-  std::string row = std::to_string(r.index) + "," + std::to_string(r.instance) + "," +
-                    secs(r.arrival) + "," + secs(r.first_scheduled) + "," + secs(r.first_token) +
-                    "," + secs(r.finish) + "," + (ttft < 0 ? "" : fixed(ttft, 3)) + "," +
-                    (tpot < 0 ? "" : fixed(tpot, 3)) + "," + (e2e < 0 ? "" : fixed(e2e, 3)) + "," +
-                    std::to_string(r.prompt_tokens) + "," + std::to_string(r.output_tokens) + "," +
-                    std::to_string(r.gpu_hit_tokens) + "," + std::to_string(r.lmcache_hit_tokens) +
-                    "," + std::to_string(r.loaded_tokens[kTierCpu]) + "," +
-                    std::to_string(r.loaded_tokens[kTierDisk]) + "," +
-                    std::to_string(r.loaded_tokens[kTierRemote]) + "," +
-                    std::to_string(r.failed_load_tokens) + "," + std::to_string(r.preemptions) +
-                    "," + (r.rejected ? "1" : "0") + "," + (r.load_error ? "1" : "0") + "\n";
+  std::string row =
+      std::to_string(r.index) + "," + std::to_string(r.instance) + "," + secs(r.arrival) + "," +
+      secs(r.first_scheduled) + "," + secs(r.first_token) + "," + secs(r.finish) + "," +
+      (ttft < 0 ? "" : fixed(ttft, 3)) + "," + (tpot < 0 ? "" : fixed(tpot, 3)) + "," +
+      (e2e < 0 ? "" : fixed(e2e, 3)) + "," + std::to_string(r.prompt_tokens) + "," +
+      std::to_string(r.output_tokens) + "," + std::to_string(r.gpu_hit_tokens) + "," +
+      std::to_string(r.lmcache_hit_tokens) + "," + std::to_string(r.loaded_tokens[kTierCpu]) + "," +
+      std::to_string(r.loaded_tokens[kTierDisk]) + "," +
+      std::to_string(r.loaded_tokens[kTierRemote]) + "," + std::to_string(r.failed_load_tokens) +
+      "," + std::to_string(r.preemptions) + "," + (r.rejected ? "1" : "0") + "," +
+      (r.load_error ? "1" : "0") + "," + std::to_string(r.priority) + "\n";
   std::fwrite(row.data(), 1, row.size(), requests_csv_);
 }
 

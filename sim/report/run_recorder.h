@@ -57,6 +57,7 @@ struct RequestRecord {
   bool rejected = false;    // never finished: prompt too long for max_model_len, or its tokens
                             // need more blocks than the whole GPU pool
   bool load_error = false;  // ended with an error by a failed KV load (policy "fail")
+  int64_t priority = 0;     // the trace's priority (vLLM's; lower runs first)
 };
 
 // A snapshot of the cluster at one instant (sums over instances unless noted).

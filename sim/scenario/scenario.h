@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -127,6 +128,9 @@ struct LmcacheConfig {
   int lookup_timeout_ms = 3000;     // async lookups answer 0 after this long
   double lookup_backoff_ms = 10.0;  // scheduler sleep per async lookup sent / pending check
   int min_retrieve_tokens = 0;
+  // LMCache's priority_limit: a request whose priority is above it is never stored (its tracker's
+  // skip_save); unset (upstream's None) stores every request.
+  std::optional<int64_t> priority_limit;
   bool upstream_fixes = false;  // apply every later upstream fix of a reproduced quirk
 };
 

@@ -70,6 +70,25 @@ FieldSpec numeric(std::string key, S Scenario::*sec, T S::*mem, double lo, doubl
   return f;
 }
 
+// An integer that may be left unset (upstream's None): the dump writes an unset one as a comment.
+template <class S>
+FieldSpec optional_integer(std::string key, S Scenario::*sec, std::optional<int64_t> S::*mem,
+                           double lo, double hi, std::string unit, std::string doc) {
+  FieldSpec f;
+  f.key = std::move(key);
+  f.type = FieldType::kInt;
+  f.min = lo;
+  f.max = hi;
+  f.unit = std::move(unit);
+  f.doc = std::move(doc);
+  f.set = [sec, mem](Scenario* s, const FieldValue& v) { (s->*sec).*mem = std::get<int64_t>(v); };
+  f.get = [sec, mem](const Scenario& s) {
+    const std::optional<int64_t>& v = (s.*sec).*mem;
+    return v.has_value() ? std::to_string(*v) : std::string();
+  };
+  return f;
+}
+
 template <class S>
 FieldSpec boolean(std::string key, S Scenario::*sec, bool S::*mem, std::string doc) {
   FieldSpec f;
@@ -268,6 +287,10 @@ std::vector<FieldSpec> make_fields() {
   f.push_back(numeric("lmcache.min_retrieve_tokens", &S::lmcache,
                       &LmcacheConfig::min_retrieve_tokens, 0, 1 << 24, "tokens",
                       "skip loads shorter than this"));
+  f.push_back(optional_integer("lmcache.priority_limit", &S::lmcache,
+                               &LmcacheConfig::priority_limit, -1e15, 1e15, "",
+                               "requests whose trace priority is above it are not stored (unset: "
+                               "all are)"));
   f.push_back(boolean("lmcache.upstream_fixes", &S::lmcache, &LmcacheConfig::upstream_fixes,
                       "apply the later upstream fix of every reproduced quirk"));
   // [links]

@@ -29,7 +29,7 @@ struct FieldSpec {
   std::string doc;
   // Stores a value already checked against type, range and choices.
   std::function<void(Scenario*, const FieldValue&)> set;
-  // The current value in TOML syntax (strings quoted).
+  // The current value in TOML syntax (strings quoted); "" for an optional field left unset.
   std::function<std::string(const Scenario&)> get;
 };
 

@@ -341,7 +341,12 @@ std::string dump_scenario(const Scenario& s) {
       out += "# profile = " + f.get(s) + " (applied: its figures are in [links])\nprofile = \"\"\n";
       continue;
     }
-    out += f.key.substr(dot + 1) + " = " + f.get(s) + "\n";
+    const std::string value = f.get(s);
+    if (value.empty()) {
+      out += "# " + f.key.substr(dot + 1) + " unset\n";
+      continue;
+    }
+    out += f.key.substr(dot + 1) + " = " + value + "\n";
   }
   return out;
 }

@@ -73,6 +73,37 @@ TEST(LmcacheEngine, CpuTierServesWhatTheGpuEvicted) {
   EXPECT_DOUBLE_EQ(r.summary.link_bytes.at("pcie_d2h"), 8 * 33'554'432.0);
 }
 
+// LMCache's priority_limit: A (priority 5) is stored only while the limit is unset or at least 5;
+// above it A's tracker skips saving, so LMCache holds nothing for C, which recomputes the 464
+// tokens the GPU lost and stores its own 4 chunks (B's 4 are stored either way). C is alone on
+// the instance: its step (1000 + 464 µs) then copies its 4 chunks out before its token is out.
+TEST(LmcacheEngine, ARequestAbovePriorityLimitIsNeverStored) {
+  const std::string trace =
+      "arrival_s,prompt_tokens,output_tokens,block_size,block_ids,priority\n"
+      "0,1024,1,512,1 2,5\n"
+      "10,1024,1,512,3 4,0\n"
+      "20,1024,1,512,1 2,0\n";
+  for (const char* limit : {"", "5", "4", "-1"}) {
+    std::vector<std::string> sets;
+    if (*limit != '\0') sets.push_back(std::string("lmcache.priority_limit=") + limit);
+    Result r = harness::run_cluster(scenario_with(sets), trace);
+    const bool a_stored = *limit == '\0' || std::string(limit) == "5";
+    const auto& c = r.records.at(2);
+    EXPECT_EQ(c.gpu_hit_tokens, 560) << limit;
+    EXPECT_EQ(c.lmcache_hit_tokens, a_stored ? 463 : 0) << limit;
+    EXPECT_EQ(c.loaded_tokens[report::kTierCpu], a_stored ? 512 : 0) << limit;
+    // Limit -1: nobody is stored (every priority here is above it).
+    const double stored_chunks = std::string(limit) == "-1" ? 0 : 8;
+    EXPECT_DOUBLE_EQ(
+        r.summary.link_bytes.count("pcie_d2h") ? r.summary.link_bytes.at("pcie_d2h") : 0.0,
+        stored_chunks * 33'554'432.0)
+        << limit;
+    if (!a_stored && stored_chunks > 0) {
+      EXPECT_EQ(c.finish - c.arrival, 1'464'000 + store_copy_ns(134'217'728, 4, 50)) << limit;
+    }
+  }
+}
+
 // Upstream's start_load_kv retrieves request after request, each retrieve waiting for its own
 // copy to the GPU. C and D (A's prompt again) arrive while B's step runs, so the next step, which
 // starts when B is done, admits both. C hits 35 GPU blocks and loads chunks 2 and 3 (64 MiB) from

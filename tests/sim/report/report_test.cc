@@ -133,6 +133,7 @@ TEST(RunRecorder, SummaryFollowsTheRecordsAndTheSlos) {
   RequestRecord failed = record(3, 0, -1, 1'500'000'000, 0);
   failed.load_error = true;
   failed.failed_load_tokens = 64;
+  failed.priority = -3;
   rec.on_request_done(failed);
   const Summary& sum = rec.finish(2'000'000'000);
   EXPECT_EQ(sum.requests, 4u);
@@ -151,8 +152,8 @@ TEST(RunRecorder, SummaryFollowsTheRecordsAndTheSlos) {
   EXPECT_DOUBLE_EQ(sum.goodput, 1 / 1.2);
   EXPECT_DOUBLE_EQ(sum.gpu_hit_rate, 80.0 / 400.0);  // hits of finished / all prompt tokens
   std::string csv = slurp(dir + "/requests.csv");
-  EXPECT_NE(csv.find(",preemptions,rejected,load_error\n"), std::string::npos) << csv;
-  EXPECT_NE(csv.find("\n3,0,0.000000,0.000000,,1.500000,,,,100,0,40,0,0,0,0,64,0,0,1\n"),
+  EXPECT_NE(csv.find(",preemptions,rejected,load_error,priority\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("\n3,0,0.000000,0.000000,,1.500000,,,,100,0,40,0,0,0,0,64,0,0,1,-3\n"),
             std::string::npos)
       << csv;
   EXPECT_NE(csv.find("\n0,0,0.000000,0.000000,0.050000,0.250000,50.000,10.000,250.000,100,21,40,"),

@@ -129,6 +129,21 @@ TEST(ScenarioDump, ReloadingTheDumpGivesTheSameScenario) {
   EXPECT_EQ(back.run.name, "quote\"d");
 }
 
+// An optional field (upstream's None) dumps as a comment while unset, and reloads either way.
+TEST(ScenarioDump, AnUnsetOptionalFieldReloadsUnset) {
+  Scenario s = load("[lmcache]\nenabled = true\n");
+  EXPECT_FALSE(s.lmcache.priority_limit.has_value());
+  std::string dump = dump_scenario(s);
+  EXPECT_NE(dump.find("\n# priority_limit unset\n"), std::string::npos) << dump;
+  EXPECT_FALSE(load_scenario_text(dump, "dump.toml", ".").lmcache.priority_limit.has_value());
+  apply_override(&s, "lmcache.priority_limit=-2");
+  dump = dump_scenario(s);
+  EXPECT_NE(dump.find("\npriority_limit = -2\n"), std::string::npos) << dump;
+  EXPECT_EQ(load_scenario_text(dump, "dump.toml", ".").lmcache.priority_limit, -2);
+  EXPECT_EQ(input_error([&] { apply_override(&s, "lmcache.priority_limit=1.5"); }),
+            "--set: lmcache.priority_limit: expected an integer");
+}
+
 std::vector<std::string> shipped_scenarios() {
   std::vector<std::string> out;
   for (const auto& e :
