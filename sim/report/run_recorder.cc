@@ -107,6 +107,8 @@ void RunRecorder::on_request_done(const RequestRecord& r) {
   ++summary_.requests;
   if (first_arrival_ < 0 || r.arrival < first_arrival_) first_arrival_ = r.arrival;
   summary_.prompt_tokens += static_cast<uint64_t>(r.prompt_tokens);
+  PerPriority& pc = per_priority_[r.priority];
+  ++pc.requests;
   double ttft = -1, tpot = -1, e2e = -1;
   if (r.rejected) {
     ++summary_.rejected;
@@ -133,7 +135,14 @@ void RunRecorder::on_request_done(const RequestRecord& r) {
       summary_.loaded_tokens[t] += static_cast<uint64_t>(r.loaded_tokens[t]);
     summary_.failed_load_tokens += static_cast<uint64_t>(r.failed_load_tokens);
     summary_.preemptions += static_cast<uint64_t>(r.preemptions);
-    if (ttft <= scenario_.slo.ttft_ms && (tpot < 0 || tpot <= scenario_.slo.tpot_ms)) ++slo_ok_;
+    const bool slo_ok =
+        ttft <= scenario_.slo.ttft_ms && (tpot < 0 || tpot <= scenario_.slo.tpot_ms);
+    if (slo_ok) ++slo_ok_;
+    pc.slo_ok += slo_ok ? 1 : 0;
+    pc.lmcache_hit_tokens += static_cast<uint64_t>(r.lmcache_hit_tokens);
+    pc.ttft_ms.push_back(ttft);
+    pc.e2e_ms.push_back(e2e);
+    pc.queue_ms.push_back(queue_ms_.back());
   }
   if (!requests_csv_) return;
   std::string row =
@@ -227,6 +236,21 @@ const Summary& RunRecorder::finish(SimTime end) {
   s.tpot = stats_of(&tpot_ms_);
   s.e2e = stats_of(&e2e_ms_);
   s.queue = stats_of(&queue_ms_);
+  s.by_priority.clear();
+  if (per_priority_.size() > 1) {
+    for (auto& [priority, pc] : per_priority_) {
+      Summary::PriorityClass k;
+      k.priority = priority;
+      k.requests = pc.requests;
+      k.finished = pc.ttft_ms.size();
+      k.slo_attainment = k.finished ? static_cast<double>(pc.slo_ok) / k.finished : 0;
+      k.lmcache_hit_tokens = pc.lmcache_hit_tokens;
+      k.ttft = stats_of(&pc.ttft_ms);
+      k.e2e = stats_of(&pc.e2e_ms);
+      k.queue = stats_of(&pc.queue_ms);
+      s.by_priority.push_back(k);
+    }
+  }
   s.itl.count = itl_.count();
   s.itl.mean = itl_.mean_ns() * 1e-6;
   s.itl.p50 = itl_.quantile_ns(0.5) * 1e-6;
@@ -299,6 +323,23 @@ std::string RunRecorder::summary_json(const Summary& s) {
   lat("itl_ms", s.itl);
   lat("e2e_ms", s.e2e);
   lat("queue_ms", s.queue);
+  if (!s.by_priority.empty()) {
+    j.key("by_priority");
+    j.begin_array();
+    for (const Summary::PriorityClass& k : s.by_priority) {
+      j.begin_object();
+      j.field("priority", k.priority);
+      j.field("requests", k.requests);
+      j.field("finished", k.finished);
+      j.field("slo_attainment", k.slo_attainment);
+      j.field("lmcache_hit_tokens", k.lmcache_hit_tokens);
+      lat("ttft_ms", k.ttft);
+      lat("e2e_ms", k.e2e);
+      lat("queue_ms", k.queue);
+      j.end_object();
+    }
+    j.end_array();
+  }
   j.key("gpu_prefix_cache");
   j.begin_object();
   j.field("prompt_tokens", s.prompt_tokens);
@@ -389,6 +430,13 @@ std::string RunRecorder::screen(const Summary& s) {
   lat("  TPOT", s.tpot);
   lat("  ITL", s.itl);
   lat("  E2E", s.e2e);
+  for (const Summary::PriorityClass& k : s.by_priority) {
+    char name[32];
+    std::snprintf(name, sizeof name, "  prio %lld", static_cast<long long>(k.priority));
+    line("%-11s %10.1f %10.1f %10.1f %10.1f  TTFT of %llu finished, %.1f%% meet the SLOs\n", name,
+         k.ttft.mean, k.ttft.p50, k.ttft.p90, k.ttft.p99,
+         static_cast<unsigned long long>(k.finished), 100 * k.slo_attainment);
+  }
   line("GPU cache   %.1f%% prefix hit rate, KV usage peak %.0f%% mean %.0f%%, %llu preemptions\n",
        100 * s.gpu_hit_rate, 100 * s.gpu_kv_usage_peak, 100 * s.gpu_kv_usage_mean,
        static_cast<unsigned long long>(s.preemptions));

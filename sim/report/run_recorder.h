@@ -124,6 +124,15 @@ struct Summary {
   uint64_t steps = 0;
   double mean_batch_tokens = 0;
   int64_t trace_events_dropped = 0;
+  // Per trace priority, lowest first; empty when every request has the same priority.
+  struct PriorityClass {
+    int64_t priority = 0;
+    uint64_t requests = 0, finished = 0;
+    double slo_attainment = 0;  // of its finished requests
+    uint64_t lmcache_hit_tokens = 0;
+    LatencyStats ttft, e2e, queue;
+  };
+  std::vector<PriorityClass> by_priority;
 };
 
 class RunRecorder {
@@ -170,6 +179,12 @@ class RunRecorder {
   std::string out_dir_;
   Summary summary_;
   std::vector<double> ttft_ms_, tpot_ms_, e2e_ms_, queue_ms_;
+  // The same per trace priority (Summary::by_priority).
+  struct PerPriority {
+    uint64_t requests = 0, slo_ok = 0, lmcache_hit_tokens = 0;
+    std::vector<double> ttft_ms, e2e_ms, queue_ms;
+  };
+  std::map<int64_t, PerPriority> per_priority_;
   LogHistogram itl_;
   uint64_t slo_ok_ = 0;
   SimTime first_arrival_ = -1;

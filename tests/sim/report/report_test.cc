@@ -162,6 +162,55 @@ TEST(RunRecorder, SummaryFollowsTheRecordsAndTheSlos) {
   EXPECT_EQ(scenario::load_scenario_file(dir + "/scenario.toml").slo.ttft_ms, 100);
 }
 
+// Requests of several trace priorities get a class each (lowest first): counts, SLO attainment and
+// latencies of their own finished requests; a run of one priority gets none.
+TEST(RunRecorder, SummarySplitsTheLatenciesByPriority) {
+  scenario::Scenario s = scenario::load_scenario_text(
+      "[slo]\nttft_ms = 100\ntpot_ms = 10\n[output]\nplots = false\nchrome_trace = false\n",
+      "s.toml", ".");
+  std::string dir = kvtwin::testing::scratch_dir() + "/run";
+  RunRecorder rec(s, "trace.csv", dir);
+  RequestRecord a = record(0, 0, 50'000'000, 250'000'000, 21);  // TTFT 50 ms, meets the SLOs
+  a.priority = 2;
+  RequestRecord b = record(1, 0, 200'000'000, 400'000'000, 21);  // TTFT 200 ms, misses
+  b.priority = 2;
+  RequestRecord c = record(2, 0, 30'000'000, 230'000'000, 21);  // TTFT 30 ms
+  c.priority = -1;
+  c.lmcache_hit_tokens = 7;
+  RequestRecord d;  // rejected: counted in its class, out of its latencies
+  d.index = 3;
+  d.priority = -1;
+  d.rejected = true;
+  for (const RequestRecord& r : {a, b, c, d}) rec.on_request_done(r);
+  const Summary& sum = rec.finish(1'000'000'000);
+  ASSERT_EQ(sum.by_priority.size(), 2u);
+  const auto& lo = sum.by_priority[0];
+  const auto& hi = sum.by_priority[1];
+  EXPECT_EQ(lo.priority, -1);
+  EXPECT_EQ(lo.requests, 2u);
+  EXPECT_EQ(lo.finished, 1u);
+  EXPECT_EQ(lo.lmcache_hit_tokens, 7u);
+  EXPECT_DOUBLE_EQ(lo.ttft.mean, 30);
+  EXPECT_DOUBLE_EQ(lo.slo_attainment, 1);
+  EXPECT_EQ(hi.priority, 2);
+  EXPECT_EQ(hi.finished, 2u);
+  EXPECT_DOUBLE_EQ(hi.ttft.mean, 125);
+  EXPECT_DOUBLE_EQ(hi.ttft.max, 200);
+  EXPECT_DOUBLE_EQ(hi.e2e.max, 400);
+  EXPECT_DOUBLE_EQ(hi.slo_attainment, 0.5);
+  const std::string json = slurp(dir + "/summary.json");
+  const size_t classes = json.find("\"by_priority\": [");
+  ASSERT_NE(classes, std::string::npos) << json;
+  EXPECT_LT(json.find("\"priority\": -1,", classes), json.find("\"priority\": 2,", classes));
+  EXPECT_NE(RunRecorder::screen(sum).find("  prio 2"), std::string::npos);
+
+  RunRecorder one(s, "trace.csv", dir);
+  one.on_request_done(a);
+  one.on_request_done(b);
+  EXPECT_TRUE(one.finish(1'000'000'000).by_priority.empty());
+  EXPECT_EQ(slurp(dir + "/summary.json").find("by_priority"), std::string::npos);
+}
+
 // The run says which engine loop it modelled, in summary.json and on the screen.
 TEST(RunRecorder, SummaryNamesTheEngineLoop) {
   for (bool async : {true, false}) {
