@@ -87,6 +87,15 @@ class Mover {
   // time (never calls it synchronously, even for an empty or zero-time transfer).
   virtual void start(Transfer transfer, Done done) = 0;
 
+  // The tier deleted object `key` at `loc` of `instance` (LMCache's disk eviction unlinks the
+  // chunk's file). A mover that models the host's page cache drops the file's pages; others
+  // ignore it (real tiers delete their own files).
+  virtual void discard(Location loc, int32_t instance, std::string_view key) {
+    (void)loc;
+    (void)instance;
+    (void)key;
+  }
+
   // Name for reports and logs: "modeled", "real", "validating", ...
   virtual std::string_view name() const = 0;
 };

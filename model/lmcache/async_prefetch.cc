@@ -122,12 +122,13 @@ std::optional<PrefetchTransfer> AsyncPrefetcher::in_flight() const {
   if (queue_.empty() || !queue_.front().allocated || !queue_.front().needs_time)
     return std::nullopt;
   const Job& j = queue_.front();
-  PrefetchTransfer t{j.id, j.lookup_id, j.tier, 0, 0, {}};
+  PrefetchTransfer t{j.id, j.lookup_id, j.tier, 0, 0, {}, {}};
   for (size_t i = 0; i < j.bufs.size(); ++i) {
     if (!j.bufs[i]) continue;
     ++t.num_chunks;
     t.bytes += j.bufs[i]->byte_len;
     t.keys.push_back(j.keys[i]);
+    t.key_bytes.push_back(j.bufs[i]->byte_len);
   }
   return t;
 }

@@ -81,6 +81,7 @@ struct PrefetchTransfer {
   int num_chunks = 0;
   uint64_t bytes = 0;
   std::vector<CacheEngineKey> keys;  // the chunks with a buffer
+  std::vector<uint64_t> key_bytes;   // each such chunk's bytes
 };
 
 struct LookupResponse {

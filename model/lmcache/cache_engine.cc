@@ -128,7 +128,7 @@ RetrieveResult LMCacheEngine::retrieve(const RetrieveRequest& req) {
     for (const ProcessedChunk& c : chunks) {
       const MemoryObj& o = *c.obj;
       bool bad = !o.valid || o.content != expected_content(c.key);
-      out.loaded.push_back({c.start, c.end, c.location, bad, async});
+      out.loaded.push_back({c.start, c.end, c.location, bad, async, c.key});
     }
     for (const ProcessedChunk& c : chunks) {
       if (c.unpin) storage_manager_->allocator().unpin(c.obj.id());

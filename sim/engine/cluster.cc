@@ -269,6 +269,16 @@ void Cluster::report_links() {
       recorder_->set_tier_evictions(t, evicted[t]);
     }
   }
+  if (mover_.page_cache(0) != nullptr) {
+    report::Summary::PageCache p;
+    for (int i = 0; i < s_.cluster.instances; ++i) {
+      p.capacity_bytes += static_cast<double>(mover_.page_cache(i)->capacity_bytes());
+      p.peak_bytes += static_cast<double>(mover_.page_cache(i)->peak_bytes());
+    }
+    p.hit_bytes = mover_.page_cache_totals().hit_bytes;
+    p.miss_bytes = mover_.page_cache_totals().miss_bytes;
+    recorder_->set_page_cache(p);
+  }
   SimTime span = std::max<SimTime>(sim_.now(), 1);
   for (const auto& l : mover_.link_reports())
     recorder_->set_link_stats(l.kind, l.bytes, static_cast<double>(l.busy_ns) / span);

@@ -69,6 +69,7 @@ lm::LMCacheMetadata engine_metadata(const scenario::Scenario& s, const hw::Model
 LmcacheConnector::LmcacheConnector(const scenario::Scenario& s, Context ctx)
     : s_(s),
       ctx_(std::move(ctx)),
+      keyed_disk_io_(s.links.page_cache_gb > 0),
       config_(engine_config(s)),
       metadata_(engine_metadata(s, *ctx_.geometry)),
       faults_(s.run.seed, "remote_faults_" + std::to_string(ctx_.instance)) {
@@ -99,6 +100,7 @@ LmcacheConnector::LmcacheConnector(const scenario::Scenario& s, Context ctx)
     };
     p.worker_done = [this](lm::Tier tier) { prefetch_job_done(tier == lm::Tier::kDisk ? 0 : 1); };
     p.metadata_round_trip_ns = from_seconds(s_.links.network_latency_us * 1e-6);
+    p.keyed_disk_io = keyed_disk_io_;
     prefetch_ = std::make_unique<LmcachePrefetchDriver>(std::move(p));
   }
 }
@@ -438,20 +440,27 @@ void LmcacheConnector::load_bulk() {
     EngineRequest* live = it != requests_.end() ? it->second.live : nullptr;
     uint64_t from_disk = 0, to_gpu = 0;
     std::vector<uint64_t> remote_chunks;  // one GET job each
+    std::vector<KvObject> disk_objects;   // keyed_disk_io_ only
     for (const lm::LoadedChunk& c : log.loaded) {
       int t = tier_of(c.location);
       int64_t tokens = c.end - c.start;
       uint64_t b = object_bytes(tokens);
       stats_.loaded_tokens[t] += static_cast<uint64_t>(tokens);
       if (live != nullptr) live->record.loaded_tokens[t] += tokens;
-      if (t == report::kTierDisk && !c.prefetched) from_disk += b;
+      if (t == report::kTierDisk && !c.prefetched) {
+        from_disk += b;
+        if (keyed_disk_io_)
+          disk_objects.push_back(
+              KvObject{c.key.to_string(), b * static_cast<uint64_t>(tier_ranks()), -1, {}});
+      }
       if (t == report::kTierRemote && !c.prefetched) remote_chunks.push_back(b);
       if (c.bad) ++stats_.wrong_kv_chunks;
       to_gpu += b;
     }
     if (to_gpu == 0) continue;
     if (!stages) stages = std::make_shared<std::vector<LoadStage>>();
-    if (from_disk > 0) stages->push_back({LoadStage::kFetchDisk, from_disk});
+    if (from_disk > 0)
+      stages->push_back({LoadStage::kFetchDisk, from_disk, {}, std::move(disk_objects)});
     if (!remote_chunks.empty())
       stages->push_back({LoadStage::kFetchRemote, 0, std::move(remote_chunks)});
     if (broadcast_ns(to_gpu) > 0) stages->push_back({LoadStage::kBroadcast, to_gpu});
@@ -487,9 +496,10 @@ void LmcacheConnector::run_load_stages(std::shared_ptr<const std::vector<LoadSta
     dispatch_remote();
     return;
   }
-  ctx_.mover->start(st.kind == LoadStage::kToGpu ? to_gpu_transfer(st.bytes)
-                                                 : fetch_transfer(Location::kDisk, st.bytes),
-                    [then](const TransferResult&) { then(); });
+  Transfer t = st.kind == LoadStage::kToGpu ? to_gpu_transfer(st.bytes)
+                                            : fetch_transfer(Location::kDisk, st.bytes);
+  if (!st.objects.empty()) t.objects = st.objects;  // the same bytes, one keyed object per chunk
+  ctx_.mover->start(std::move(t), [then](const TransferResult&) { then(); });
 }
 
 Transfer LmcacheConnector::fetch_transfer(Location src, uint64_t bytes) const {
@@ -642,7 +652,7 @@ void LmcacheConnector::start_writes() {
     // Ids are handed out in increasing order: every pending write below next_unseen_write_ was
     // queued by an earlier scan (and leaves the pending lists when done).
     for (lm::PendingWrite& w :
-         engine_->storage_manager().pending_writes(next_unseen_write_, /*with_keys=*/false)) {
+         engine_->storage_manager().pending_writes(next_unseen_write_, keyed_disk_io_)) {
       if (w.id >= write_release_mark_) continue;
       write_queue_[w.tier == lm::Tier::kDisk ? 0 : 1].push_back(std::move(w));
     }
@@ -659,7 +669,10 @@ void LmcacheConnector::start_writes() {
     // inline in its std::function instead of allocated.
     const uint64_t id_and_queue = w.id << 1 | static_cast<uint64_t>(q);
     Transfer t{Location::kCpu, Location::kDisk, ctx_.instance, "write", {}};
-    t.objects.push_back(KvObject{"write", w.bytes * static_cast<uint64_t>(tier_ranks()), -1, {}});
+    t.objects.push_back(KvObject{keyed_disk_io_ ? w.keys.at(0).to_string() : std::string("write"),
+                                 w.bytes * static_cast<uint64_t>(tier_ranks()),
+                                 -1,
+                                 {}});
     ctx_.mover->start(std::move(t),
                       [this, id_and_queue](const TransferResult&) { finish_write(id_and_queue); });
   }
@@ -738,10 +751,14 @@ void LmcacheConnector::prefetch_job_done(int q) {
 
 void LmcacheConnector::drain_storage_events() {
   auto& events = engine_->storage_manager().events();
-  for (const auto& r : events.removed)
+  for (const auto& r : events.removed) {
     stats_.evictions[r.tier == lm::Tier::kDisk     ? report::kTierDisk
                      : r.tier == lm::Tier::kRemote ? report::kTierRemote
                                                    : report::kTierCpu] += 1;
+    // LMCache deleted the chunk's file: the page cache drops it.
+    if (keyed_disk_io_ && r.tier == lm::Tier::kDisk)
+      ctx_.mover->discard(Location::kDisk, ctx_.instance, r.key.to_string());
+  }
   events.removed.clear();  // the write counters are start_writes' signal
   stats_.failed_remote_writes += std::exchange(events.remote_write_errors, 0);
 }

@@ -173,6 +173,8 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
     enum Kind { kFetchDisk, kFetchRemote, kBroadcast, kToGpu } kind;
     uint64_t bytes;  // per rank that holds tiers (disk fetch), or per GPU; kFetchRemote: unused
     std::vector<uint64_t> chunks = {};  // kFetchRemote: each chunk's bytes (one GET job each)
+    // kFetchDisk with a modelled page cache: one object per chunk, keyed (bytes of every rank).
+    std::vector<KvObject> objects = {};
   };
   void run_load_stages(std::shared_ptr<const std::vector<LoadStage>> stages, size_t next);
   // A disk / Redis → CPU read of `bytes` per rank that holds tiers (node-wide links carry every
@@ -200,6 +202,10 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
 
   const scenario::Scenario& s_;
   Context ctx_;
+  // links.page_cache_gb > 0: disk transfers carry one object per chunk, keyed by its
+  // CacheEngineKey string, and LMCache's disk deletions reach the mover (Mover::discard), so the
+  // modelled page cache follows the files. Off: one aggregate object per disk transfer.
+  bool keyed_disk_io_ = false;
   Instance* instance_ = nullptr;
   model::lmcache::LMCacheEngineConfig config_;
   model::lmcache::LMCacheMetadata metadata_;

@@ -59,8 +59,14 @@ void LmcachePrefetchDriver::pump() {
               ctx_.instance,
               "prefetch",
               {}};
-  tr.objects.push_back(
-      KvObject{"prefetched chunks", t.bytes * static_cast<uint64_t>(ctx_.tp), -1, {}});
+  if (ctx_.keyed_disk_io && t.tier == lm::Tier::kDisk) {
+    for (size_t i = 0; i < t.keys.size(); ++i)
+      tr.objects.push_back(
+          KvObject{t.keys[i].to_string(), t.key_bytes[i] * static_cast<uint64_t>(ctx_.tp), -1, {}});
+  } else {
+    tr.objects.push_back(
+        KvObject{"prefetched chunks", t.bytes * static_cast<uint64_t>(ctx_.tp), -1, {}});
+  }
   const uint64_t job = t.job_id;
   const lm::Tier tier = t.tier;
   auto move = [this, tr = std::move(tr), job, tier]() mutable {

@@ -45,6 +45,8 @@ class LmcachePrefetchDriver {
     std::function<void(model::lmcache::Tier, std::function<void()>)> run_on_worker;
     std::function<void(model::lmcache::Tier)> worker_done;
     SimDuration metadata_round_trip_ns = 0;  // a remote job's metadata GETs (run concurrently)
+    // A disk job's transfer carries one object per chunk, keyed (the modelled page cache).
+    bool keyed_disk_io = false;
   };
   static constexpr SimDuration kBusyWaitRetry = 100'000'000;  // time.sleep(0.1)
 

@@ -37,6 +37,46 @@ ModeledMover::ModeledMover(Simulator* sim, const scenario::LinksConfig& links, i
   }
   remote_rx_ = add("remote_rx", -1, links.remote_server_gbps);
   remote_tx_ = add("remote_tx", -1, links.remote_server_gbps);
+  if (links.page_cache_gb > 0) {
+    for (int i = 0; i < num_instances; ++i) {
+      instances_[static_cast<size_t>(i)].page_cache = add("page_cache", i, links.page_cache_gbps);
+      page_caches_.push_back(std::make_unique<PageCache>(
+          static_cast<uint64_t>(links.page_cache_gb * 1024.0 * 1024.0 * 1024.0)));
+    }
+  }
+}
+
+const PageCache* ModeledMover::page_cache(int instance) const {
+  if (page_caches_.empty()) return nullptr;
+  return page_caches_.at(static_cast<size_t>(instance)).get();
+}
+
+void ModeledMover::discard(Location loc, int32_t instance, std::string_view key) {
+  if (loc == Location::kDisk && !page_caches_.empty())
+    page_caches_.at(static_cast<size_t>(instance))->erase(key);
+}
+
+ModeledMover::CacheSplit ModeledMover::split_page_cache(const Transfer& t,
+                                                        const std::vector<uint8_t>& ok) {
+  CacheSplit s;
+  if (page_caches_.empty() || (t.src != Location::kDisk && t.dst != Location::kDisk)) return s;
+  PageCache& pc = *page_caches_.at(static_cast<size_t>(t.instance));
+  for (size_t i = 0; i < t.objects.size(); ++i) {
+    const KvObject& o = t.objects[i];
+    if (!ok[i]) continue;
+    if (t.src == Location::kDisk && pc.touch(o.key)) {
+      ++s.hits;
+      s.hit_bytes += static_cast<double>(o.bytes);
+      page_cache_totals_.hit_bytes += o.bytes;
+    } else {
+      pc.insert(o.key, o.bytes);  // written, or read from the device
+      if (t.src == Location::kDisk) {
+        ++s.misses;
+        page_cache_totals_.miss_bytes += o.bytes;
+      }
+    }
+  }
+  return s;
 }
 
 std::vector<FluidLinks::LinkId> ModeledMover::path(Location src, Location dst, int instance,
@@ -93,6 +133,7 @@ struct ModeledMover::InFlight {
   Done done;
   InFlight* prev;
   InFlight* next;
+  int flows_left = 1;  // 2 for a disk read split between the page cache and the device
 };
 
 ModeledMover::~ModeledMover() {
@@ -123,7 +164,9 @@ void ModeledMover::start(Transfer transfer, Done done) {
     }
     bytes += static_cast<double>(t.objects[i].bytes);
   }
+  const CacheSplit split = split_page_cache(t, result.ok);
   auto finish = [this, f] {
+    if (--f->flows_left > 0) return;
     std::unique_ptr<InFlight> owned(f);
     (f->prev ? f->prev->next : in_flight_) = f->next;
     if (f->next) f->next->prev = f->prev;
@@ -136,7 +179,24 @@ void ModeledMover::start(Transfer transfer, Done done) {
     sim_->schedule_after(0, finish);
     return;
   }
-  links_.start_flow(std::move(links), bytes, latency, finish);
+  if (split.hits == 0) {
+    links_.start_flow(std::move(links), bytes, latency, finish);
+    return;
+  }
+  // Resident objects: a memory copy over page_cache[i], then on from host memory as the rest of
+  // the path goes (for a disk → GPU read, the PCIe leg and its latency).
+  SimDuration cache_latency = 0;
+  std::vector<FluidLinks::LinkId> cache_path =
+      path(Location::kCpu, t.dst, t.instance, &cache_latency);
+  cache_latency *= std::max<uint32_t>(t.host_waits, 1);
+  cache_path.insert(cache_path.begin(), instances_[static_cast<size_t>(t.instance)].page_cache);
+  if (split.misses == 0) {
+    links_.start_flow(std::move(cache_path), bytes, cache_latency, finish);
+    return;
+  }
+  f->flows_left = 2;
+  links_.start_flow(std::move(cache_path), split.hit_bytes, cache_latency, finish);
+  links_.start_flow(std::move(links), bytes - split.hit_bytes, latency, finish);
 }
 
 std::vector<ModeledMover::LinkReport> ModeledMover::link_reports() {

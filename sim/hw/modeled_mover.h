@@ -14,6 +14,14 @@
 //   cpu → remote     nic_tx[i], remote_rx                 network_latency
 //   gpu ↔ disk/remote: the PCIe link plus the disk/network links, latencies added
 //
+// With links.page_cache_gb > 0 each instance also has page_cache[i] (links.page_cache_gbps) and a
+// PageCache of the disk tier's files, keyed by KvObject::key: a write to disk and a read from the
+// device bring an object's file in (when the transfer starts, as the kernel fills pages while
+// the I/O runs); a read of a resident object crosses page_cache[i] instead of disk_read[i], with
+// no disk latency. A disk read that mixes resident and other objects is two flows; the transfer
+// completes when both have. discard() drops a deleted file. Callers that use it give each disk
+// object its own key; without it, disk transfers are unchanged.
+//
 // A transfer is one flow of its total bytes. Remote reads fail per object with probability
 // links.remote_get_failure_rate (seeded stream "remote_faults", drawn in call order); a failed
 // object is reported ok = 0 and moves no bytes.
@@ -27,6 +35,7 @@
 #include <vector>
 
 #include "sim/hw/fluid_links.h"
+#include "sim/hw/page_cache.h"
 #include "sim/mover.h"
 #include "sim/random.h"
 #include "sim/scenario/scenario.h"
@@ -43,7 +52,16 @@ class ModeledMover final : public Mover {
   ModeledMover& operator=(const ModeledMover&) = delete;
 
   void start(Transfer transfer, Done done) override;
+  void discard(Location loc, int32_t instance, std::string_view key) override;
   std::string_view name() const override { return "modeled"; }
+
+  // Instance i's page cache, or nullptr when links.page_cache_gb is 0.
+  const PageCache* page_cache(int instance) const;
+  // Bytes of disk reads the page caches served, and that went to the devices (all instances).
+  struct PageCacheTotals {
+    uint64_t hit_bytes = 0, miss_bytes = 0;
+  };
+  const PageCacheTotals& page_cache_totals() const { return page_cache_totals_; }
 
   // Called once per finished transfer (reports, traces).
   using Observer = std::function<void(const Transfer&, const TransferResult&)>;
@@ -65,7 +83,14 @@ class ModeledMover final : public Mover {
  private:
   struct InstanceLinks {
     FluidLinks::LinkId h2d, d2h, disk_read, disk_write, nic_tx, nic_rx;
+    FluidLinks::LinkId page_cache = 0;  // with page_caches_ only
   };
+  // A disk transfer's objects split into page-cache hits and device I/O (the cache updated).
+  struct CacheSplit {
+    double hit_bytes = 0;
+    int hits = 0, misses = 0;
+  };
+  CacheSplit split_page_cache(const Transfer& t, const std::vector<uint8_t>& ok);
 
   Simulator* sim_;
   scenario::LinksConfig config_;
@@ -75,6 +100,8 @@ class ModeledMover final : public Mover {
   std::vector<std::pair<std::string, int>> link_names_;  // kind, instance per LinkId
   Rng faults_;
   Observer observer_;
+  std::vector<std::unique_ptr<PageCache>> page_caches_;  // per instance; empty: not modelled
+  PageCacheTotals page_cache_totals_;
   // Transfers in flight: a doubly linked list, so that completion unlinks in O(1) and the
   // destructor frees what never completed.
   struct InFlight;

@@ -380,6 +380,15 @@ std::string RunRecorder::summary_json(const Summary& s) {
     j.field("capacity_bytes", s.tier_capacity_bytes[t]);
     j.field("peak_bytes", s.tier_bytes_peak[t]);
     j.field("mean_bytes", s.tier_bytes_mean[t]);
+    if (t == kTierDisk && s.page_cache.capacity_bytes > 0) {
+      j.key("page_cache");
+      j.begin_object();
+      j.field("capacity_bytes", s.page_cache.capacity_bytes);
+      j.field("peak_bytes", s.page_cache.peak_bytes);
+      j.field("hit_bytes", s.page_cache.hit_bytes);
+      j.field("device_read_bytes", s.page_cache.miss_bytes);
+      j.end_object();
+    }
     j.end_object();
   }
   j.end_object();
@@ -466,6 +475,13 @@ std::string RunRecorder::screen(const Summary& s) {
       line("  %-6s    peak %.1f GiB of %.1f GiB, mean %.1f GiB, %llu evictions\n", tier_name(t),
            s.tier_bytes_peak[t] / kGiB, s.tier_capacity_bytes[t] / kGiB,
            s.tier_bytes_mean[t] / kGiB, static_cast<unsigned long long>(s.tier_evictions[t]));
+  if (s.page_cache.capacity_bytes > 0)
+    line(
+        "  page cache %.1f GiB of disk reads from memory, %.1f GiB from the device; peak %.1f GiB "
+        "of %.1f GiB\n",
+        static_cast<double>(s.page_cache.hit_bytes) / kGiB,
+        static_cast<double>(s.page_cache.miss_bytes) / kGiB, s.page_cache.peak_bytes / kGiB,
+        s.page_cache.capacity_bytes / kGiB);
   std::string links;
   for (const auto& [kind, bytes] : s.link_bytes)
     if (bytes > 0) {

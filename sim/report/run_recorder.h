@@ -109,6 +109,13 @@ struct Summary {
   struct AsyncLoading {
     uint64_t lookups = 0, timeouts = 0, prefetch_bytes = 0, busy_waits = 0, wrong_kv_chunks = 0;
   } async_loading;
+  // The page cache over the disk tier's files (links.page_cache_gb > 0; capacity 0: off). Sums over
+  // instances; peak: the sum of each instance's peak.
+  struct PageCache {
+    double capacity_bytes = 0, peak_bytes = 0;
+    uint64_t hit_bytes = 0;   // disk reads served from memory
+    uint64_t miss_bytes = 0;  // disk reads that went to the device
+  } page_cache;
   uint64_t preemptions = 0;
   int64_t gpu_evictions = -1;  // -1: not tracked (vLLM KV events off)
   std::array<uint64_t, kNumTiers> tier_evictions{};
@@ -165,6 +172,7 @@ class RunRecorder {
     summary_.failed_remote_writes = failed_remote_writes;
   }
   void set_lmcache_async(const Summary::AsyncLoading& a) { summary_.async_loading = a; }
+  void set_page_cache(const Summary::PageCache& p) { summary_.page_cache = p; }
   void set_link_stats(const std::string& kind, double bytes, double busy_fraction);
 
   // Computes the summary, writes summary.json, plots; returns the summary.

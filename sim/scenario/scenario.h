@@ -141,6 +141,11 @@ struct LinksConfig {
   double disk_read_gbps = 7.0;
   double disk_write_gbps = 5.0;
   double disk_latency_us = 80.0;
+  // The page cache over the disk tier's files (LMCache writes and reads them buffered): GiB of
+  // host memory per instance (0 = none, as with use_odirect), and the copy bandwidth of a read
+  // it serves. See sim/hw/page_cache.h.
+  double page_cache_gb = 0.0;
+  double page_cache_gbps = 8.0;
   double network_gbps = 12.5;  // each instance's NIC, per direction
   double network_latency_us = 50.0;
   double remote_server_gbps = 25.0;      // the shared remote store's NIC, per direction

@@ -308,6 +308,11 @@ std::vector<FieldSpec> make_fields() {
                       "GB/s", "local disk write bandwidth per instance"));
   f.push_back(numeric("links.disk_latency_us", &S::links, &LinksConfig::disk_latency_us, 0, 1e7,
                       "us", "fixed cost per disk transfer"));
+  f.push_back(numeric("links.page_cache_gb", &S::links, &LinksConfig::page_cache_gb, 0, 1e6, "GiB",
+                      "host memory the page cache gives the disk tier's files, per instance "
+                      "(0 = none: every disk read goes to the device)"));
+  f.push_back(numeric("links.page_cache_gbps", &S::links, &LinksConfig::page_cache_gbps, 0.001, 1e5,
+                      "GB/s", "copy bandwidth of disk reads served from the page cache"));
   f.push_back(numeric("links.network_gbps", &S::links, &LinksConfig::network_gbps, 0.001, 1e5,
                       "GB/s", "each instance's NIC bandwidth per direction"));
   f.push_back(numeric("links.network_latency_us", &S::links, &LinksConfig::network_latency_us, 0,

@@ -68,6 +68,10 @@ class ValidatingMover final : public Mover {
   }
 
   void start(Transfer transfer, Done done) override;
+  // The modeled mover's page cache follows the run (real tiers delete their own files).
+  void discard(Location loc, int32_t instance, std::string_view key) override {
+    modeled_.discard(loc, instance, key);
+  }
   std::string_view name() const override { return "validating"; }
 
   // Samples in completion order of both halves (deterministic for kPredicted).

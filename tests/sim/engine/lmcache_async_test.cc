@@ -1,6 +1,7 @@
 // LMCache's async loading inside the simulated engine (lmcache.enable_async_loading): a request
 // whose prefix is on disk only waits for the prefetch, then hits from CPU; computed by hand and
-// compared with the synchronous load of the same request.
+// compared with the synchronous load of the same request. Then the same disk reads served by the
+// host's page cache (links.page_cache_gb).
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -155,6 +156,53 @@ TEST(LmcacheAsyncLoading, ThePrefetchWaitsForADiskWorkerAndGoesBeforeQueuedWrite
     const SimDuration polls = (read_end - c.arrival + kPoll - 1) / kPoll;
     EXPECT_EQ(c.first_scheduled - c.arrival, polls * kPoll) << write_gbps;
   }
+}
+
+// links.page_cache_gb: A's and B's chunk files stay in a 1-GiB page cache after their writes, so
+// C's read of chunks 2-3 is a memory copy at 10 GB/s without the disk latency. A page cache of 2
+// chunks holds only B's last two by then: C reads from the device, as without one.
+TEST(LmcachePageCache, ADiskPrefixStillInThePageCacheLoadsAtMemorySpeed) {
+  const SimTime to_gpu = transfer_ns(2 * kChunkBytes, 35, 10) + 1'001'000;
+  Result big = run(scenario_with({"links.page_cache_gb=1", "links.page_cache_gbps=10"}), kTrace);
+  const auto& c = big.records.at(2);
+  EXPECT_EQ(c.loaded_tokens[report::kTierDisk], 512);
+  EXPECT_EQ(c.first_token - c.arrival, transfer_ns(2 * kChunkBytes, 10, 0) + to_gpu);
+  EXPECT_EQ(big.summary.page_cache.hit_bytes, 2u * kChunkBytes);
+  EXPECT_EQ(big.summary.page_cache.miss_bytes, 0u);
+  EXPECT_DOUBLE_EQ(big.summary.page_cache.peak_bytes, 8.0 * kChunkBytes);
+  EXPECT_DOUBLE_EQ(big.summary.link_bytes.at("page_cache"), 2.0 * kChunkBytes);
+  EXPECT_DOUBLE_EQ(big.summary.link_bytes.at("disk_read"), 0);
+
+  Result small =
+      run(scenario_with({"links.page_cache_gb=0.0625", "links.page_cache_gbps=10"}), kTrace);
+  const auto& c2 = small.records.at(2);
+  EXPECT_EQ(c2.first_token - c2.arrival, transfer_ns(2 * kChunkBytes, 7, 80) + to_gpu);
+  EXPECT_EQ(small.summary.page_cache.hit_bytes, 0u);
+  EXPECT_EQ(small.summary.page_cache.miss_bytes, 2u * kChunkBytes);
+  EXPECT_DOUBLE_EQ(small.summary.page_cache.capacity_bytes, 2.0 * kChunkBytes);
+}
+
+// LMCache's disk eviction deletes the file, and the page cache lets its pages go. With a 4-chunk
+// disk, each of B's writes first evicts one of A's chunks, so the 1-GiB page cache never holds
+// more than 4 chunks; C then finds nothing of A's prompt on disk.
+TEST(LmcachePageCache, FilesLMCacheDeletesLeaveThePageCache) {
+  Result r =
+      run(scenario_with({"links.page_cache_gb=1", "lmcache.max_local_disk_size_gb=0.125"}), kTrace);
+  EXPECT_EQ(r.records.at(2).loaded_tokens[report::kTierDisk], 0);
+  EXPECT_DOUBLE_EQ(r.summary.page_cache.peak_bytes, 4.0 * kChunkBytes);
+}
+
+// Async loading's prefetch reads A's 4 chunks from the page cache too: 128 MiB at 10 GB/s
+// (13.4 ms), done before the scheduler's second poll at 11 ms + 11 ms, which admits C.
+TEST(LmcachePageCache, APrefetchReadsFromThePageCache) {
+  Result r = run(scenario_with({"lmcache.enable_async_loading=true", "links.page_cache_gb=1",
+                                "links.page_cache_gbps=10"}),
+                 kTrace);
+  const auto& c = r.records.at(2);
+  EXPECT_EQ(c.loaded_tokens[report::kTierDisk], 512);
+  EXPECT_EQ(r.summary.page_cache.hit_bytes, 4u * kChunkBytes);
+  EXPECT_DOUBLE_EQ(r.summary.link_bytes.at("disk_read"), 0);
+  EXPECT_EQ(c.first_scheduled - c.arrival, 22'000'000);
 }
 
 // A Redis prefetch is one job at PREFETCH priority on the connector's workers; its GETs ask for
