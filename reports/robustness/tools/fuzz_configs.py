@@ -3,7 +3,7 @@
 vllm.kv_load_failure_policy and counts requests ended by a KV load error: finished + rejected +
 failed = total; stop 19 draws vllm.async_scheduling, 2 in 3 cases on; stop 20 the engine core's
 CPU time, vllm.schedule_cpu_us / output_cpu_us, nonzero in half the cases; stop 21
-vllm.scheduling_policy, priority in a third; stop 22 links.page_cache_gb and
+vllm.scheduling_policy, priority in a third, then links.page_cache_gb and
 lmcache.priority_limit in LMCache cases).
 
 usage: fuzz_configs.py KVTWIN REPO {lmcache|vllm} CASES SEED LOG
@@ -84,8 +84,8 @@ def draw(rnd, mode):
     # Stop 21: vLLM's priority policy (the example trace has no priorities: all 0, so the order is
     # (arrival, request id) and preemption takes the latest arrival). Drawn after the rest.
     sets['vllm.scheduling_policy'] = rnd.choice(['fcfs', 'fcfs', 'priority'])
-    # Stop 22: the page cache over the disk tier's files (not with layerwise objects), and LMCache's
-    # priority_limit (every example request has priority 0: limit -1 stores nothing).
+    # Stop 21, later: the page cache over the disk tier's files (not with layerwise objects), and
+    # LMCache's priority_limit (every example request has priority 0: limit -1 stores nothing).
     if mode == 'lmcache':
         page_cache = rnd.choice([0, 0, 1, 16])
         if page_cache and sets['lmcache.use_layerwise'] == 'false':

@@ -113,10 +113,15 @@ RequestRecord record(uint64_t index, SimTime arrival, SimTime first_token, SimTi
   return r;
 }
 
-TEST(RunRecorder, SummaryFollowsTheRecordsAndTheSlos) {
-  scenario::Scenario s = scenario::load_scenario_text(
+// SLOs of 100 ms TTFT and 10 ms TPOT; no plots, no trace.
+scenario::Scenario slo_scenario() {
+  return scenario::load_scenario_text(
       "[slo]\nttft_ms = 100\ntpot_ms = 10\n[output]\nplots = false\nchrome_trace = false\n",
       "s.toml", ".");
+}
+
+TEST(RunRecorder, SummaryFollowsTheRecordsAndTheSlos) {
+  scenario::Scenario s = slo_scenario();
   std::string dir = kvtwin::testing::scratch_dir() + "/run";
   RunRecorder rec(s, "trace.csv", dir);
   // TTFT 50 ms, TPOT (250-50)/20 = 10 ms: meets both SLOs.
@@ -165,9 +170,7 @@ TEST(RunRecorder, SummaryFollowsTheRecordsAndTheSlos) {
 // Requests of several trace priorities get a class each (lowest first): counts, SLO attainment and
 // latencies of their own finished requests; a run of one priority gets none.
 TEST(RunRecorder, SummarySplitsTheLatenciesByPriority) {
-  scenario::Scenario s = scenario::load_scenario_text(
-      "[slo]\nttft_ms = 100\ntpot_ms = 10\n[output]\nplots = false\nchrome_trace = false\n",
-      "s.toml", ".");
+  scenario::Scenario s = slo_scenario();
   std::string dir = kvtwin::testing::scratch_dir() + "/run";
   RunRecorder rec(s, "trace.csv", dir);
   RequestRecord a = record(0, 0, 50'000'000, 250'000'000, 21);  // TTFT 50 ms, meets the SLOs
@@ -233,9 +236,7 @@ TEST(RunRecorder, SummaryNamesTheEngineLoop) {
 TEST(RunRecorder, ARequestExactlyAtBothSloLimitsMeetsThem) {
   // The SLOs are upper bounds met with equality (TTFT <= ttft_ms, TPOT <= tpot_ms): TTFT 100 ms
   // and TPOT (300 − 100) / 20 = 10 ms count toward goodput.
-  scenario::Scenario s = scenario::load_scenario_text(
-      "[slo]\nttft_ms = 100\ntpot_ms = 10\n[output]\nplots = false\nchrome_trace = false\n",
-      "s.toml", ".");
+  scenario::Scenario s = slo_scenario();
   RunRecorder rec(s, "trace.csv", kvtwin::testing::scratch_dir() + "/run");
   rec.on_request_done(record(0, 0, 100'000'000, 300'000'000, 21));
   const Summary& sum = rec.finish(1'000'000'000);
