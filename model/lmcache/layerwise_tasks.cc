@@ -146,8 +146,11 @@ void RetrieveLayerTask::start() {
     for (int l = 0; l < L; ++l) keys_[l].push_back(layers[l]);
   }
   gets_.push_back({location_, static_cast<int>(chunk_keys.size()), 0, 0, true});
-  for (const TokenRange& r : ranges_)
-    loaded_.push_back({r.start, r.end, location_, false, false, {}});
+  for (size_t i = 0; i < ranges_.size(); ++i) {
+    const CacheEngineKey& first = chunk_keys[i][0];
+    loaded_.push_back({ranges_[i].start, ranges_[i].end, location_, false, false,
+                       CacheEngineKey{first.scope, first.chunk_hash, -1}});
+  }
   for (char c : ret_mask_) first_yield_ += c;
   layer_ = 0;
   pending_ = e.storage_manager().layerwise_get_layer(keys_[0], location_);

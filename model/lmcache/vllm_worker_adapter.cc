@@ -41,6 +41,7 @@ void LMCacheWorkerAdapter::start_load_kv(ConnectorMetadata& meta, WorkerLog* log
           make_call(AdapterCall::Kind::kRetrieveLayer, std::nullopt, n, num_masked));
       task->next();
       log->loaded.insert(log->loaded.end(), task->loaded().begin(), task->loaded().end());
+      log->calls.back().num_loaded = task->loaded().size();
       task->next();
       retrievers_.push_back(std::move(task));
       continue;
@@ -51,6 +52,7 @@ void LMCacheWorkerAdapter::start_load_kv(ConnectorMetadata& meta, WorkerLog* log
     if (res.error) raise(*res.error, "retrieve");
     AdapterCall call = make_call(AdapterCall::Kind::kRetrieve, r.req_id, n, num_masked);
     call.ret_tokens = res.ret_tokens;
+    call.num_loaded = res.loaded.size();
     log->calls.push_back(std::move(call));
     log->loaded.insert(log->loaded.end(), res.loaded.begin(), res.loaded.end());
     if (res.ret_tokens < ls.lmcache_cached_tokens - ls.vllm_cached_tokens && n > 0) {

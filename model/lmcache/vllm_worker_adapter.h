@@ -38,6 +38,7 @@ struct AdapterCall {
   int64_t num_tokens = 0;
   int64_t num_masked = 0;
   int64_t ret_tokens = 0;          // retrieve
+  size_t num_loaded = 0;           // retrieve, retrieve_layer: its chunks in WorkerLog::loaded
   std::vector<TokenRange> stored;  // store
   PinMap unpinned;                 // unpin
 };

@@ -365,12 +365,44 @@ void LmcacheConnector::start_step_transfers() {
   }
   engine_->end_of_operation();
   std::map<int, uint64_t> by_tier;
+  std::vector<KvObject> disk_objects;  // keyed_disk_io_: one per layer object read from disk
   uint64_t to_gpu = 0;
-  for (const lm::LoadedChunk& c : log.loaded) {
+  const int num_layers = engine_->num_layers();
+  // Which request each loaded chunk is for: retrieve_layer calls run in metadata order, one per
+  // request with a LoadSpec, each appending its chunks.
+  std::vector<EngineRequest*> owner;
+  owner.reserve(log.loaded.size());
+  {
+    auto m = meta_.requests.begin();
+    for (const lm::AdapterCall& call : log.calls) {
+      if (call.kind != lm::AdapterCall::Kind::kRetrieveLayer) continue;
+      while (m != meta_.requests.end() && !m->load_spec) ++m;
+      EngineRequest* live = nullptr;
+      if (m != meta_.requests.end()) {
+        auto it = requests_.find(m->req_id);
+        if (it != requests_.end()) live = it->second.live;
+        ++m;
+      }
+      owner.insert(owner.end(), call.num_loaded, live);
+    }
+  }
+  for (size_t i = 0; i < log.loaded.size(); ++i) {
+    const lm::LoadedChunk& c = log.loaded[i];
     int t = tier_of(c.location);
     uint64_t b = object_bytes(c.end - c.start);
     stats_.loaded_tokens[t] += static_cast<uint64_t>(c.end - c.start);
+    if (i < owner.size() && owner[i] != nullptr)
+      owner[i]->record.loaded_tokens[t] += c.end - c.start;
     if (t != report::kTierCpu) by_tier[t] += b;
+    if (t == report::kTierDisk && keyed_disk_io_) {
+      // Each layer's file holds an equal share of the chunk's bytes.
+      const uint64_t layer_bytes = b / static_cast<uint64_t>(num_layers);
+      for (int l = 0; l < num_layers; ++l) {
+        const uint64_t own = l + 1 < num_layers ? layer_bytes : b - layer_bytes * (num_layers - 1);
+        disk_objects.push_back(KvObject{
+            c.key.layer(l).to_string(), own * static_cast<uint64_t>(tier_ranks()), -1, {}});
+      }
+    }
     to_gpu += b;
   }
   uint64_t stored = 0;
@@ -382,7 +414,7 @@ void LmcacheConnector::start_step_transfers() {
   pending_ = 0;
   if (to_gpu > 0) {
     ++pending_;
-    start_fetches(by_tier, to_gpu, [this] {
+    start_fetches(by_tier, std::move(disk_objects), to_gpu, [this] {
       loads_done_ = ctx_.sim->now();
       if (--pending_ == 0 && on_idle_) on_idle_();
     });
@@ -533,7 +565,8 @@ void LmcacheConnector::fire_done() {
 // Layerwise loads: tier → CPU fetches (disk and remote in parallel), then one CPU → GPU copy of
 // everything (the per-layer pipeline overlaps them with the layers).
 void LmcacheConnector::start_fetches(const std::map<int, uint64_t>& bytes_by_tier,
-                                     uint64_t to_gpu_bytes, std::function<void()> done) {
+                                     std::vector<KvObject> disk_objects, uint64_t to_gpu_bytes,
+                                     std::function<void()> done) {
   auto h2d = [this, to_gpu_bytes, done = std::move(done)] {
     ctx_.mover->start(to_gpu_transfer(to_gpu_bytes), [done](const TransferResult&) { done(); });
   };
@@ -545,7 +578,9 @@ void LmcacheConnector::start_fetches(const std::map<int, uint64_t>& bytes_by_tie
   auto after = std::make_shared<std::function<void()>>(std::move(h2d));
   for (const auto& [tier, bytes] : bytes_by_tier) {
     Location src = tier == report::kTierDisk ? Location::kDisk : Location::kRemote;
-    ctx_.mover->start(fetch_transfer(src, bytes), [remaining, after](const TransferResult&) {
+    Transfer t = fetch_transfer(src, bytes);
+    if (src == Location::kDisk && !disk_objects.empty()) t.objects = std::move(disk_objects);
+    ctx_.mover->start(std::move(t), [remaining, after](const TransferResult&) {
       if (--*remaining == 0) (*after)();
     });
   }

@@ -181,7 +181,10 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   // such rank's bytes), and the CPU → GPU copy of loaded chunks (PCIe: one GPU's bytes).
   Transfer fetch_transfer(Location src, uint64_t bytes) const;
   Transfer to_gpu_transfer(uint64_t bytes) const;
-  void start_fetches(const std::map<int, uint64_t>& bytes_by_tier, uint64_t to_gpu_bytes,
+  // Layerwise loads' reads; disk_objects (keyed_disk_io_): the disk read's objects, one per layer
+  // file, replacing the aggregate.
+  void start_fetches(const std::map<int, uint64_t>& bytes_by_tier,
+                     std::vector<KvObject> disk_objects, uint64_t to_gpu_bytes,
                      std::function<void()> done);
   // Starts queued writes while fewer than kWriteWorkers per tier are in flight; only writes below
   // the release mark (whose bytes reached CPU memory) start.

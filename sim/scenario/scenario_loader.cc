@@ -211,10 +211,6 @@ void validate_rest(const Scenario& s) {
     if (s.model.layer_pattern.find('S') != std::string::npos)
       invalid(s, "lmcache.enabled",
               "LMCache needs one KV cache group (vLLM's hybrid manager off): use layer_pattern F");
-    if (s.links.page_cache_gb > 0 && l.use_layerwise)
-      conflict(s, {"links.page_cache_gb", "lmcache.use_layerwise"},
-               "the page cache is not modelled for layerwise objects yet: use "
-               "links.page_cache_gb = 0 with lmcache.use_layerwise = true");
     if (l.enable_async_loading && l.use_layerwise)
       invalid(s, "lmcache.enable_async_loading",
               "LMCache's async loading has no layerwise path (use_layerwise = false)");

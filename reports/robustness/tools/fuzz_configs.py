@@ -84,11 +84,11 @@ def draw(rnd, mode):
     # Stop 21: vLLM's priority policy (the example trace has no priorities: all 0, so the order is
     # (arrival, request id) and preemption takes the latest arrival). Drawn after the rest.
     sets['vllm.scheduling_policy'] = rnd.choice(['fcfs', 'fcfs', 'priority'])
-    # Stop 21, later: the page cache over the disk tier's files (not with layerwise objects), and
+    # Stop 21, later: the page cache over the disk tier's files, and
     # LMCache's priority_limit (every example request has priority 0: limit -1 stores nothing).
     if mode == 'lmcache':
         page_cache = rnd.choice([0, 0, 1, 16])
-        if page_cache and sets['lmcache.use_layerwise'] == 'false':
+        if page_cache:
             sets['links.page_cache_gb'] = str(page_cache)
         limit = rnd.choice([None, None, 0, -1])
         if limit is not None:

@@ -205,6 +205,22 @@ TEST(LmcachePageCache, APrefetchReadsFromThePageCache) {
   EXPECT_EQ(c.first_scheduled - c.arrival, 22'000'000);
 }
 
+// Layerwise mode writes one file per layer of a chunk (32 layers of 1 MiB here) and reads C's
+// chunks 2-3 layer by layer: with the page cache every one of those 64 files is still in memory.
+TEST(LmcachePageCache, LayerwiseReadsFindEachLayersFile) {
+  Result off = run(scenario_with({"lmcache.use_layerwise=true"}), kTrace);
+  Result on = run(scenario_with({"lmcache.use_layerwise=true", "links.page_cache_gb=1",
+                                 "links.page_cache_gbps=10"}),
+                  kTrace);
+  EXPECT_EQ(off.records.at(2).loaded_tokens[report::kTierDisk], 512);
+  EXPECT_EQ(on.records.at(2).loaded_tokens[report::kTierDisk], 512);
+  EXPECT_DOUBLE_EQ(off.summary.link_bytes.at("disk_read"), 2.0 * kChunkBytes);
+  EXPECT_DOUBLE_EQ(on.summary.link_bytes.at("disk_read"), 0);
+  EXPECT_EQ(on.summary.page_cache.hit_bytes, 2u * kChunkBytes);
+  EXPECT_DOUBLE_EQ(on.summary.page_cache.peak_bytes, 8.0 * kChunkBytes);
+  EXPECT_LT(on.records.at(2).first_token, off.records.at(2).first_token);
+}
+
 // A Redis prefetch is one job at PREFETCH priority on the connector's workers; its GETs ask for
 // each chunk's metadata first (concurrently: one round trip), then move the bytes (a transfer
 // with its own round trip). A stores its prompt on instance 0; C, routed to instance 1, finds it

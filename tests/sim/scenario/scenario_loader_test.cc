@@ -95,17 +95,12 @@ TEST(ScenarioLoader, AsyncLoadingIsAcceptedButNotWithLayerwise) {
             std::string::npos);
 }
 
-TEST(ScenarioLoader, ThePageCacheIsRefusedWithLayerwiseObjects) {
+TEST(ScenarioLoader, ThePageCacheTakesMemoryAndABandwidth) {
   Scenario s = load("[lmcache]\nenabled = true\n[links]\npage_cache_gb = 64\n");
   EXPECT_EQ(s.links.page_cache_gb, 64);
   EXPECT_EQ(s.links.page_cache_gbps, 8);
-  EXPECT_EQ(input_error([] {
-              load("[lmcache]\nenabled = true\nuse_layerwise = true\n[links]\npage_cache_gb = 1\n");
-            }),
-            "s.toml:5: links.page_cache_gb: the page cache is not modelled for layerwise objects "
-            "yet: use links.page_cache_gb = 0 with lmcache.use_layerwise = true "
-            "(links.page_cache_gb = 1.0, lmcache.use_layerwise = true)");
   EXPECT_EQ(input_error([] { load("[links]\npage_cache_gb = -1\n"); }).find("s.toml:2: "), 0u);
+  EXPECT_EQ(input_error([] { load("[links]\npage_cache_gbps = 0\n"); }).find("s.toml:2: "), 0u);
 }
 
 TEST(ScenarioLoader, MissingFileIsAnInputError) {
