@@ -277,6 +277,7 @@ void Cluster::report_links() {
     }
     p.hit_bytes = mover_.page_cache_totals().hit_bytes;
     p.miss_bytes = mover_.page_cache_totals().miss_bytes;
+    p.buffered_write_bytes = mover_.page_cache_totals().buffered_write_bytes;
     recorder_->set_page_cache(p);
   }
   SimTime span = std::max<SimTime>(sim_.now(), 1);

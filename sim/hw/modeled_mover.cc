@@ -43,6 +43,9 @@ ModeledMover::ModeledMover(Simulator* sim, const scenario::LinksConfig& links, i
       page_caches_.push_back(std::make_unique<PageCache>(
           static_cast<uint64_t>(links.page_cache_gb * 1024.0 * 1024.0 * 1024.0)));
     }
+    dirty_bytes_.assign(static_cast<size_t>(num_instances), 0);
+    dirty_limit_ = static_cast<uint64_t>(links.page_cache_dirty_ratio *
+                                         static_cast<double>(page_caches_[0]->capacity_bytes()));
   }
 }
 
@@ -61,19 +64,32 @@ ModeledMover::CacheSplit ModeledMover::split_page_cache(const Transfer& t,
   CacheSplit s;
   if (page_caches_.empty() || (t.src != Location::kDisk && t.dst != Location::kDisk)) return s;
   PageCache& pc = *page_caches_.at(static_cast<size_t>(t.instance));
+  if (t.dst == Location::kDisk) {
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < t.objects.size(); ++i) {
+      if (!ok[i]) continue;
+      pc.insert(t.objects[i].key, t.objects[i].bytes);
+      bytes += t.objects[i].bytes;
+    }
+    uint64_t& dirty = dirty_bytes_.at(static_cast<size_t>(t.instance));
+    if (bytes > 0 && dirty + bytes <= dirty_limit_) {
+      dirty += bytes;
+      page_cache_totals_.buffered_write_bytes += bytes;
+      s.buffered_write = true;
+    }
+    return s;
+  }
   for (size_t i = 0; i < t.objects.size(); ++i) {
     const KvObject& o = t.objects[i];
     if (!ok[i]) continue;
-    if (t.src == Location::kDisk && pc.touch(o.key)) {
+    if (pc.touch(o.key)) {
       ++s.hits;
       s.hit_bytes += static_cast<double>(o.bytes);
       page_cache_totals_.hit_bytes += o.bytes;
     } else {
-      pc.insert(o.key, o.bytes);  // written, or read from the device
-      if (t.src == Location::kDisk) {
-        ++s.misses;
-        page_cache_totals_.miss_bytes += o.bytes;
-      }
+      pc.insert(o.key, o.bytes);  // read from the device
+      ++s.misses;
+      page_cache_totals_.miss_bytes += o.bytes;
     }
   }
   return s;
@@ -177,6 +193,24 @@ void ModeledMover::start(Transfer transfer, Done done) {
   };
   if (links.empty()) {  // same location: nothing moves, completion still comes as an event
     sim_->schedule_after(0, finish);
+    return;
+  }
+  if (split.buffered_write) {
+    // Done once copied into memory (from host memory: over page_cache[i] alone); the writeback
+    // runs on over the device path without anyone waiting.
+    SimDuration copy_latency = 0;
+    std::vector<FluidLinks::LinkId> copy_path =
+        path(t.src, Location::kCpu, t.instance, &copy_latency);
+    copy_latency *= std::max<uint32_t>(t.host_waits, 1);
+    copy_path.push_back(instances_[static_cast<size_t>(t.instance)].page_cache);
+    links_.start_flow(std::move(copy_path), bytes, copy_latency, finish);
+    SimDuration writeback_latency = 0;
+    std::vector<FluidLinks::LinkId> writeback =
+        path(Location::kCpu, Location::kDisk, t.instance, &writeback_latency);
+    const auto instance = static_cast<size_t>(t.instance);
+    const auto written = static_cast<uint64_t>(bytes);
+    links_.start_flow(std::move(writeback), bytes, writeback_latency,
+                      [this, instance, written] { dirty_bytes_[instance] -= written; });
     return;
   }
   if (split.hits == 0) {

@@ -22,6 +22,13 @@
 // completes when both have. discard() drops a deleted file. Callers that use it give each disk
 // object its own key; without it, disk transfers are unchanged.
 //
+// Writes (buffered, as LMCache's are): a write whose bytes fit the instance's dirty budget
+// (links.page_cache_dirty_ratio of the page cache, Linux's vm.dirty_ratio) completes once copied
+// over page_cache[i], and its writeback starts at once as a flow on disk_write[i] (with the disk
+// latency) that nobody waits for; the budget is freed when it ends. A write that does not fit
+// waits for the device, as a writer the kernel throttles does. Ratio 0: every write waits for
+// the device.
+//
 // A transfer is one flow of its total bytes. Remote reads fail per object with probability
 // links.remote_get_failure_rate (seeded stream "remote_faults", drawn in call order); a failed
 // object is reported ok = 0 and moves no bytes.
@@ -60,6 +67,7 @@ class ModeledMover final : public Mover {
   // Bytes of disk reads the page caches served, and that went to the devices (all instances).
   struct PageCacheTotals {
     uint64_t hit_bytes = 0, miss_bytes = 0;
+    uint64_t buffered_write_bytes = 0;  // writes that returned once in memory (written back later)
   };
   const PageCacheTotals& page_cache_totals() const { return page_cache_totals_; }
 
@@ -89,6 +97,7 @@ class ModeledMover final : public Mover {
   struct CacheSplit {
     double hit_bytes = 0;
     int hits = 0, misses = 0;
+    bool buffered_write = false;  // a write that fits the instance's dirty budget
   };
   CacheSplit split_page_cache(const Transfer& t, const std::vector<uint8_t>& ok);
 
@@ -101,6 +110,10 @@ class ModeledMover final : public Mover {
   Rng faults_;
   Observer observer_;
   std::vector<std::unique_ptr<PageCache>> page_caches_;  // per instance; empty: not modelled
+  // Bytes written into each instance's page cache and not yet written back (dirty), and the most
+  // it holds: links.page_cache_dirty_ratio of the page cache.
+  std::vector<uint64_t> dirty_bytes_;
+  uint64_t dirty_limit_ = 0;
   PageCacheTotals page_cache_totals_;
   // Transfers in flight: a doubly linked list, so that completion unlinks in O(1) and the
   // destructor frees what never completed.

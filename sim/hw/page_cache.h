@@ -12,8 +12,9 @@
 //   touch(key)          a read: true when resident (it becomes most recently used)
 //   erase(key)          the file was deleted (LMCache's disk eviction unlinks it): its pages go
 //
-// Not modelled: dirty pages and writeback (a write is charged to the device, as sustained
-// writes are once the kernel's dirty limits throttle the writer), read-ahead, partial files.
+// Dirty data and writeback are the mover's (ModeledMover: a budget of dirty bytes per instance);
+// here a written file is simply resident. Not modelled: read-ahead, partial files, reclaim
+// waiting for a dirty file's writeback.
 //
 // Threading: the simulation thread only.
 #pragma once

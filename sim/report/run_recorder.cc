@@ -387,6 +387,7 @@ std::string RunRecorder::summary_json(const Summary& s) {
       j.field("peak_bytes", s.page_cache.peak_bytes);
       j.field("hit_bytes", s.page_cache.hit_bytes);
       j.field("device_read_bytes", s.page_cache.miss_bytes);
+      j.field("buffered_write_bytes", s.page_cache.buffered_write_bytes);
       j.end_object();
     }
     j.end_object();

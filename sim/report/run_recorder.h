@@ -113,8 +113,9 @@ struct Summary {
   // instances; peak: the sum of each instance's peak.
   struct PageCache {
     double capacity_bytes = 0, peak_bytes = 0;
-    uint64_t hit_bytes = 0;   // disk reads served from memory
-    uint64_t miss_bytes = 0;  // disk reads that went to the device
+    uint64_t hit_bytes = 0;             // disk reads served from memory
+    uint64_t miss_bytes = 0;            // disk reads that went to the device
+    uint64_t buffered_write_bytes = 0;  // disk writes done once in memory (written back later)
   } page_cache;
   uint64_t preemptions = 0;
   int64_t gpu_evictions = -1;  // -1: not tracked (vLLM KV events off)

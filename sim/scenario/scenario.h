@@ -146,7 +146,8 @@ struct LinksConfig {
   // it serves. See sim/hw/page_cache.h.
   double page_cache_gb = 0.0;
   double page_cache_gbps = 8.0;
-  double network_gbps = 12.5;  // each instance's NIC, per direction
+  double page_cache_dirty_ratio = 0.2;  // share of it that may hold unwritten data (vm.dirty_ratio)
+  double network_gbps = 12.5;           // each instance's NIC, per direction
   double network_latency_us = 50.0;
   double remote_server_gbps = 25.0;      // the shared remote store's NIC, per direction
   double remote_get_failure_rate = 0.0;  // fraction of remote reads that fail (a miss)

@@ -170,8 +170,12 @@ TEST(LmcachePageCache, ADiskPrefixStillInThePageCacheLoadsAtMemorySpeed) {
   EXPECT_EQ(big.summary.page_cache.hit_bytes, 2u * kChunkBytes);
   EXPECT_EQ(big.summary.page_cache.miss_bytes, 0u);
   EXPECT_DOUBLE_EQ(big.summary.page_cache.peak_bytes, 8.0 * kChunkBytes);
-  EXPECT_DOUBLE_EQ(big.summary.link_bytes.at("page_cache"), 2.0 * kChunkBytes);
   EXPECT_DOUBLE_EQ(big.summary.link_bytes.at("disk_read"), 0);
+  // A's and B's 8 chunk writes fit the dirty budget (20 % of 1 GiB): each returned once in
+  // memory, and all 8 were still written back.
+  EXPECT_EQ(big.summary.page_cache.buffered_write_bytes, 8u * kChunkBytes);
+  EXPECT_DOUBLE_EQ(big.summary.link_bytes.at("page_cache"), 10.0 * kChunkBytes);
+  EXPECT_DOUBLE_EQ(big.summary.link_bytes.at("disk_write"), 8.0 * kChunkBytes);
 
   Result small =
       run(scenario_with({"links.page_cache_gb=0.0625", "links.page_cache_gbps=10"}), kTrace);
@@ -203,6 +207,41 @@ TEST(LmcachePageCache, APrefetchReadsFromThePageCache) {
   EXPECT_EQ(r.summary.page_cache.hit_bytes, 4u * kChunkBytes);
   EXPECT_DOUBLE_EQ(r.summary.link_bytes.at("disk_read"), 0);
   EXPECT_EQ(c.first_scheduled - c.arrival, 22'000'000);
+}
+
+// The same queue as ThePrefetchWaitsForADiskWorkerAndGoesBeforeQueuedWrites (1-GB/s disk
+// writes), with a 1-GiB page cache whose dirty budget (half of it) takes B's 256 MiB of writes:
+// each returns once copied into memory (4 at a time: 13.4 ms), so C's prefetch finds a worker
+// within milliseconds instead of after the 134-ms device writes, and reads A's chunks from
+// memory; C is admitted within three polls (22 ms here; 132 ms with the dirty budget at 0,
+// when the writes wait for the device). Every byte still reaches the device.
+TEST(LmcachePageCache, BufferedWritesFreeTheDiskWorkersForAPrefetch) {
+  const char* trace =
+      "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
+      "0,1024,1,512,1 2\n"
+      "5,1024,1,512,7 8\n"
+      "10,2048,1,512,3 4 5 6\n"
+      "10.04,1024,1,512,1 2\n";
+  std::vector<std::string> sets = {"lmcache.enable_async_loading=true",
+                                   "vllm.num_gpu_blocks=150",
+                                   "lmcache.max_local_cpu_size_gb=0.375",
+                                   "links.disk_write_gbps=1",
+                                   "links.page_cache_gb=1",
+                                   "links.page_cache_gbps=10"};
+  sets.push_back("links.page_cache_dirty_ratio=0");
+  Result through = run(scenario_with(sets), trace);
+  sets.back() = "links.page_cache_dirty_ratio=0.5";
+  Result buffered = run(scenario_with(sets), trace);
+  auto wait = [](const Result& r) {
+    return r.records.at(3).first_scheduled - r.records.at(3).arrival;
+  };
+  EXPECT_GT(wait(through), 11 * 11'000'000);
+  EXPECT_LE(wait(buffered), 3 * 11'000'000);
+  EXPECT_EQ(buffered.records.at(3).loaded_tokens[report::kTierDisk], 1024);
+  EXPECT_EQ(buffered.summary.page_cache.buffered_write_bytes, 16u * kChunkBytes);  // A, D, B
+  EXPECT_EQ(through.summary.page_cache.buffered_write_bytes, 0u);
+  EXPECT_DOUBLE_EQ(buffered.summary.link_bytes.at("disk_write"),
+                   through.summary.link_bytes.at("disk_write"));
 }
 
 // Layerwise mode writes one file per layer of a chunk (32 layers of 1 MiB here) and reads C's

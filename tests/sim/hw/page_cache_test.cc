@@ -130,6 +130,40 @@ TEST(ModeledMoverPageCache, ADeletedFileIsReadFromTheDevice) {
   EXPECT_EQ(move(&sim, &mover, Location::kDisk, Location::kCpu, {"a"}), 480'000);
 }
 
+// A dirty budget of half the 1-MiB cache (524,288 bytes) holds one 400,000-byte write at a time.
+TEST(ModeledMoverPageCache, AWriteThatFitsTheDirtyBudgetReturnsOnceInMemory) {
+  scenario::LinksConfig cfg = disk_links(kOneMiB);
+  cfg.page_cache_dirty_ratio = 0.5;
+  Simulator sim;
+  ModeledMover mover(&sim, cfg, 1, 0);
+  // A copy at 10 bytes per ns; its writeback runs on after it (the run drains it).
+  EXPECT_EQ(move(&sim, &mover, Location::kCpu, Location::kDisk, {"a"}), 40'000);
+  auto bytes = bytes_by_kind(&mover);
+  EXPECT_DOUBLE_EQ(bytes["disk_write"], kObject);
+  EXPECT_DOUBLE_EQ(bytes["page_cache"], kObject);
+  // b fits the budget, c (started with it) does not: c waits for the device, where it shares
+  // disk_write with b's writeback (80 µs, then 800,000 bytes at 1 byte per ns between them).
+  SimDuration b_took = -1, c_took = -1;
+  for (const char* key : {"b", "c"}) {
+    Transfer t;
+    t.src = Location::kCpu;
+    t.dst = Location::kDisk;
+    t.objects.push_back(KvObject{key, kObject, -1, {}});
+    SimDuration* took = *key == 'b' ? &b_took : &c_took;
+    mover.start(std::move(t), [took](const TransferResult& r) { *took = r.finish - r.start; });
+  }
+  sim.run();
+  EXPECT_EQ(b_took, 40'000);
+  EXPECT_EQ(c_took, 80'000 + 800'000);
+  EXPECT_EQ(mover.page_cache_totals().buffered_write_bytes, 2 * kObject);
+  // Written back: the budget is free again.
+  EXPECT_EQ(move(&sim, &mover, Location::kCpu, Location::kDisk, {"d"}), 40'000);
+  // A write larger than the whole budget always waits for the device.
+  cfg.page_cache_dirty_ratio = 0.3;
+  ModeledMover strict(&sim, cfg, 1, 0);
+  EXPECT_EQ(move(&sim, &strict, Location::kCpu, Location::kDisk, {"a"}), 480'000);
+}
+
 TEST(ModeledMoverPageCache, WithoutOneEveryReadGoesToTheDevice) {
   Simulator sim;
   ModeledMover mover(&sim, disk_links(0), 1, 0);
