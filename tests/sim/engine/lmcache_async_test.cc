@@ -124,6 +124,14 @@ TEST(LmcacheAsyncLoading, ARequestLargerThanThePoolIsRejectedDespiteItsPendingLo
   EXPECT_LT(c.first_scheduled - c.arrival, 3'100'000'000);
 }
 
+// A stores at 0 s, D at 5 s, B (2,048 tokens) at 10 s; C, A's prompt again, at 10.04 s.
+const char* kWorkerQueueTrace =
+    "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
+    "0,1024,1,512,1 2\n"
+    "5,1024,1,512,7 8\n"
+    "10,2048,1,512,3 4 5 6\n"
+    "10.04,1024,1,512,1 2\n";
+
 // The prefetch runs on LMCache's disk worker pool, which the disk writes share: 4 workers, the
 // prefetch (priority 0) ahead of queued writes but never preempting a running one. A stores its 4
 // chunks at 0 s, D 4 others at 5 s; B (2,048 tokens) at 10 s stores 8 chunks, which pushes A's
@@ -134,18 +142,12 @@ TEST(LmcacheAsyncLoading, ARequestLargerThanThePoolIsRejectedDespiteItsPendingLo
 // 19.25 ms; the scheduler, polling every 11 ms (10-ms backoff, 1-ms idle sleep) since C's
 // arrival, admits C at its first poll after the read.
 TEST(LmcacheAsyncLoading, ThePrefetchWaitsForADiskWorkerAndGoesBeforeQueuedWrites) {
-  const char* trace =
-      "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
-      "0,1024,1,512,1 2\n"
-      "5,1024,1,512,7 8\n"
-      "10,2048,1,512,3 4 5 6\n"
-      "10.04,1024,1,512,1 2\n";
   constexpr SimDuration kPoll = 11'000'000;
   for (int64_t write_gbps : {1, 5}) {
     Result r = run(scenario_with({"lmcache.enable_async_loading=true", "vllm.num_gpu_blocks=150",
                                   "lmcache.max_local_cpu_size_gb=0.375",
                                   "links.disk_write_gbps=" + std::to_string(write_gbps)}),
-                   trace);
+                   kWorkerQueueTrace);
     const auto& b = r.records.at(2);
     const auto& c = r.records.at(3);
     EXPECT_EQ(c.loaded_tokens[report::kTierDisk], 1024) << write_gbps;
@@ -216,12 +218,6 @@ TEST(LmcachePageCache, APrefetchReadsFromThePageCache) {
 // memory; C is admitted within three polls (22 ms here; 132 ms with the dirty budget at 0,
 // when the writes wait for the device). Every byte still reaches the device.
 TEST(LmcachePageCache, BufferedWritesFreeTheDiskWorkersForAPrefetch) {
-  const char* trace =
-      "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
-      "0,1024,1,512,1 2\n"
-      "5,1024,1,512,7 8\n"
-      "10,2048,1,512,3 4 5 6\n"
-      "10.04,1024,1,512,1 2\n";
   std::vector<std::string> sets = {"lmcache.enable_async_loading=true",
                                    "vllm.num_gpu_blocks=150",
                                    "lmcache.max_local_cpu_size_gb=0.375",
@@ -229,9 +225,9 @@ TEST(LmcachePageCache, BufferedWritesFreeTheDiskWorkersForAPrefetch) {
                                    "links.page_cache_gb=1",
                                    "links.page_cache_gbps=10"};
   sets.push_back("links.page_cache_dirty_ratio=0");
-  Result through = run(scenario_with(sets), trace);
+  Result through = run(scenario_with(sets), kWorkerQueueTrace);
   sets.back() = "links.page_cache_dirty_ratio=0.5";
-  Result buffered = run(scenario_with(sets), trace);
+  Result buffered = run(scenario_with(sets), kWorkerQueueTrace);
   auto wait = [](const Result& r) {
     return r.records.at(3).first_scheduled - r.records.at(3).arrival;
   };
