@@ -44,9 +44,27 @@ ModeledMover::ModeledMover(Simulator* sim, const scenario::LinksConfig& links, i
           static_cast<uint64_t>(links.page_cache_gb * 1024.0 * 1024.0 * 1024.0)));
     }
     dirty_bytes_.assign(static_cast<size_t>(num_instances), 0);
+    writeback_queued_.assign(static_cast<size_t>(num_instances), 0);
+    writeback_in_flight_.assign(static_cast<size_t>(num_instances), 0);
     dirty_limit_ = static_cast<uint64_t>(links.page_cache_dirty_ratio *
                                          static_cast<double>(page_caches_[0]->capacity_bytes()));
   }
+}
+
+// The instance's flusher: one writeback at a time, of everything queued when it starts (the
+// kernel writes dirty pages back in batches; one flow per write would also make thousands of
+// concurrent flows share the link).
+void ModeledMover::start_writeback(size_t instance) {
+  const uint64_t bytes = std::exchange(writeback_queued_[instance], 0);
+  if (bytes == 0) return;
+  writeback_in_flight_[instance] = bytes;
+  SimDuration latency = 0;
+  std::vector<FluidLinks::LinkId> links =
+      path(Location::kCpu, Location::kDisk, static_cast<int32_t>(instance), &latency);
+  links_.start_flow(std::move(links), static_cast<double>(bytes), latency, [this, instance] {
+    dirty_bytes_[instance] -= std::exchange(writeback_in_flight_[instance], 0);
+    start_writeback(instance);
+  });
 }
 
 const PageCache* ModeledMover::page_cache(int instance) const {
@@ -204,13 +222,9 @@ void ModeledMover::start(Transfer transfer, Done done) {
     copy_latency *= std::max<uint32_t>(t.host_waits, 1);
     copy_path.push_back(instances_[static_cast<size_t>(t.instance)].page_cache);
     links_.start_flow(std::move(copy_path), bytes, copy_latency, finish);
-    SimDuration writeback_latency = 0;
-    std::vector<FluidLinks::LinkId> writeback =
-        path(Location::kCpu, Location::kDisk, t.instance, &writeback_latency);
     const auto instance = static_cast<size_t>(t.instance);
-    const auto written = static_cast<uint64_t>(bytes);
-    links_.start_flow(std::move(writeback), bytes, writeback_latency,
-                      [this, instance, written] { dirty_bytes_[instance] -= written; });
+    writeback_queued_[instance] += static_cast<uint64_t>(bytes);
+    if (writeback_in_flight_[instance] == 0) start_writeback(instance);
     return;
   }
   if (split.hits == 0) {

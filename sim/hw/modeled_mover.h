@@ -24,8 +24,9 @@
 //
 // Writes (buffered, as LMCache's are): a write whose bytes fit the instance's dirty budget
 // (links.page_cache_dirty_ratio of the page cache, Linux's vm.dirty_ratio) completes once copied
-// over page_cache[i], and its writeback starts at once as a flow on disk_write[i] (with the disk
-// latency) that nobody waits for; the budget is freed when it ends. A write that does not fit
+// over page_cache[i], and its bytes join the instance's writeback: one flow at a time on
+// disk_write[i] (with the disk latency) of everything queued when it starts, that nobody waits
+// for; the budget is freed as each ends. A write that does not fit
 // waits for the device, as a writer the kernel throttles does. Ratio 0: every write waits for
 // the device.
 //
@@ -114,6 +115,9 @@ class ModeledMover final : public Mover {
   // it holds: links.page_cache_dirty_ratio of the page cache.
   std::vector<uint64_t> dirty_bytes_;
   uint64_t dirty_limit_ = 0;
+  // Dirty bytes waiting for the instance's flusher, and those it is writing back (0: idle).
+  std::vector<uint64_t> writeback_queued_, writeback_in_flight_;
+  void start_writeback(size_t instance);
   PageCacheTotals page_cache_totals_;
   // Transfers in flight: a doubly linked list, so that completion unlinks in O(1) and the
   // destructor frees what never completed.
