@@ -4,7 +4,8 @@ vllm.kv_load_failure_policy and counts requests ended by a KV load error: finish
 failed = total; stop 19 draws vllm.async_scheduling, 2 in 3 cases on; stop 20 the engine core's
 CPU time, vllm.schedule_cpu_us / output_cpu_us, nonzero in half the cases; stop 21
 vllm.scheduling_policy, priority in a third, then links.page_cache_gb and
-lmcache.priority_limit in LMCache cases).
+lmcache.priority_limit in LMCache cases, and in a third of all cases a copy of the trace with
+priorities 0-2).
 
 usage: fuzz_configs.py KVTWIN REPO {lmcache|vllm} CASES SEED LOG
 
@@ -14,10 +15,12 @@ instances, routers; vLLM: hybrid, Mamba, MLA, encoder-decoder models with prefix
 prefill, budgets and block sizes varied) and runs it on the 10-minute example trace under a 90-s
 timeout and a 2-GB file-size limit. A case is bad when the run crashes, exits non-zero (exit 2 with
 a one-line error is a refusal, counted apart), times out (SLOW), loses a request (finished +
-rejected + failed != total), reports GPU prefix hits with prefix caching off, or — every fifth case, run
+rejected + failed != total), reports GPU prefix hits with prefix caching off, splits a trace with
+priorities into classes that do not add up to the requests, or — every fifth case, run
 twice — writes different bytes. One JSON line per case goes to LOG.
 """
 import json
+import os
 import random
 import shutil
 import subprocess
@@ -93,8 +96,32 @@ def draw(rnd, mode):
         limit = rnd.choice([None, None, 0, -1])
         if limit is not None:
             sets['lmcache.priority_limit'] = str(limit)
+    # A third of the cases replay the example trace with a priority of 0, 1 or 2 per request
+    # (drawn from this seed; see priority_trace), so that the priority policy and priority_limit
+    # see requests that differ. Not a --set: command() turns it into the trace path.
+    if rnd.random() < 1 / 3:
+        sets['_trace_priorities'] = rnd.randrange(1 << 30)
     sets['output.plots'] = 'false'
     return sc, sets
+
+
+def priority_trace(repo, seed):
+    """The example trace with "priority" 0, 1 or 2 added to every request (drawn from `seed`),
+    written once under the temp directory; its path."""
+    path = os.path.join(tempfile.gettempdir(), f'kvtwin_fuzz_priorities_{seed}.jsonl')
+    if not os.path.exists(path):
+        rnd = random.Random(seed)
+        lines = []
+        with open(f'{repo}/{TRACE}') as f:
+            for line in f:
+                row = json.loads(line)
+                row['priority'] = rnd.choice([0, 1, 2])
+                lines.append(json.dumps(row) + '\n')
+        tmp = f'{path}.{os.getpid()}'
+        with open(tmp, 'w') as f:
+            f.writelines(lines)
+        os.replace(tmp, path)
+    return path
 
 
 def command(kvtwin, repo, sc, sets, out):
@@ -102,9 +129,13 @@ def command(kvtwin, repo, sc, sets, out):
     if sc != 'default':
         args += ['--scenario', f'{repo}/scenarios/{sc}.toml']
     if sc != 'whisper_large_v3_encdec':
-        args += ['--trace', f'{repo}/{TRACE}']
+        trace = f'{repo}/{TRACE}'
+        if '_trace_priorities' in sets:
+            trace = priority_trace(repo, sets['_trace_priorities'])
+        args += ['--trace', trace]
     for k, v in sets.items():
-        args += ['--set', f'{k}={v}']
+        if not k.startswith('_'):
+            args += ['--set', f'{k}={v}']
     return args
 
 
@@ -166,6 +197,12 @@ def fuzz_case(kvtwin, repo, rnd, i, sc, sets, work):
         if sets.get('vllm.enable_prefix_caching') == 'false' and \
                 s['gpu_prefix_cache']['hit_tokens'] != 0:
             status = 'BAD-hits'
+        # A trace with priorities: the classes partition the requests and the finished ones.
+        classes = s.get('by_priority', [])
+        if '_trace_priorities' in sets and sc != 'whisper_large_v3_encdec' and (
+                sum(c['requests'] for c in classes) != r['total'] or
+                sum(c['finished'] for c in classes) != r['finished']):
+            status = 'BAD-priorities'
     return {'status': status, 'rc': rc, 'err': err[-300:]}, status not in ('ok', 'refused')
 
 
