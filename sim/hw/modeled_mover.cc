@@ -39,7 +39,9 @@ ModeledMover::ModeledMover(Simulator* sim, const scenario::LinksConfig& links, i
   remote_tx_ = add("remote_tx", -1, links.remote_server_gbps);
   if (links.page_cache_gb > 0) {
     for (int i = 0; i < num_instances; ++i) {
-      instances_[static_cast<size_t>(i)].page_cache = add("page_cache", i, links.page_cache_gbps);
+      InstanceLinks& l = instances_[static_cast<size_t>(i)];
+      l.page_cache = add("page_cache", i, links.page_cache_gbps);
+      l.page_cache_write = add("page_cache_write", i, links.page_cache_write_gbps);
       page_caches_.push_back(std::make_unique<PageCache>(
           static_cast<uint64_t>(links.page_cache_gb * 1024.0 * 1024.0 * 1024.0)));
     }
@@ -214,13 +216,13 @@ void ModeledMover::start(Transfer transfer, Done done) {
     return;
   }
   if (split.buffered_write) {
-    // Done once copied into memory (from host memory: over page_cache[i] alone); the writeback
-    // runs on over the device path without anyone waiting.
+    // Done once copied into memory (from host memory: over page_cache_write[i] alone); the
+    // writeback runs on over the device path without anyone waiting.
     SimDuration copy_latency = 0;
     std::vector<FluidLinks::LinkId> copy_path =
         path(t.src, Location::kCpu, t.instance, &copy_latency);
     copy_latency *= std::max<uint32_t>(t.host_waits, 1);
-    copy_path.push_back(instances_[static_cast<size_t>(t.instance)].page_cache);
+    copy_path.push_back(instances_[static_cast<size_t>(t.instance)].page_cache_write);
     links_.start_flow(std::move(copy_path), bytes, copy_latency, finish);
     const auto instance = static_cast<size_t>(t.instance);
     writeback_queued_[instance] += static_cast<uint64_t>(bytes);

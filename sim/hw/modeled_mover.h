@@ -14,8 +14,9 @@
 //   cpu → remote     nic_tx[i], remote_rx                 network_latency
 //   gpu ↔ disk/remote: the PCIe link plus the disk/network links, latencies added
 //
-// With links.page_cache_gb > 0 each instance also has page_cache[i] (links.page_cache_gbps) and a
-// PageCache of the disk tier's files, keyed by KvObject::key: a write to disk and a read from the
+// With links.page_cache_gb > 0 each instance also has page_cache[i] (reads it serves,
+// links.page_cache_gbps), page_cache_write[i] (buffered writes into it, page_cache_write_gbps) and
+// a PageCache of the disk tier's files, keyed by KvObject::key: a write to disk and a read from the
 // device bring an object's file in (when the transfer starts, as the kernel fills pages while
 // the I/O runs); a read of a resident object crosses page_cache[i] instead of disk_read[i], with
 // no disk latency. A disk read that mixes resident and other objects is two flows; the transfer
@@ -24,7 +25,7 @@
 //
 // Writes (buffered, as LMCache's are): a write whose bytes fit the instance's dirty budget
 // (links.page_cache_dirty_ratio of the page cache, Linux's vm.dirty_ratio) completes once copied
-// over page_cache[i], and its bytes join the instance's writeback: one flow at a time on
+// over page_cache_write[i], and its bytes join the instance's writeback: one flow at a time on
 // disk_write[i] (with the disk latency) of everything queued when it starts, that nobody waits
 // for; the budget is freed as each ends. A write that does not fit
 // waits for the device, as a writer the kernel throttles does. Ratio 0: every write waits for
@@ -92,7 +93,7 @@ class ModeledMover final : public Mover {
  private:
   struct InstanceLinks {
     FluidLinks::LinkId h2d, d2h, disk_read, disk_write, nic_tx, nic_rx;
-    FluidLinks::LinkId page_cache = 0;  // with page_caches_ only
+    FluidLinks::LinkId page_cache = 0, page_cache_write = 0;  // with page_caches_ only
   };
   // A disk transfer's objects split into page-cache hits and device I/O (the cache updated).
   struct CacheSplit {

@@ -145,7 +145,8 @@ struct LinksConfig {
   // host memory per instance (0 = none, as with use_odirect), and the copy bandwidth of a read
   // it serves. See sim/hw/page_cache.h.
   double page_cache_gb = 0.0;
-  double page_cache_gbps = 8.0;
+  double page_cache_gbps = 10.0;        // reads it serves
+  double page_cache_write_gbps = 8.0;   // buffered writes into it
   double page_cache_dirty_ratio = 0.2;  // share of it that may hold unwritten data (vm.dirty_ratio)
   double network_gbps = 12.5;           // each instance's NIC, per direction
   double network_latency_us = 50.0;

@@ -313,6 +313,8 @@ std::vector<FieldSpec> make_fields() {
                       "(0 = none: every disk read goes to the device)"));
   f.push_back(numeric("links.page_cache_gbps", &S::links, &LinksConfig::page_cache_gbps, 0.001, 1e5,
                       "GB/s", "copy bandwidth of disk reads served from the page cache"));
+  f.push_back(numeric("links.page_cache_write_gbps", &S::links, &LinksConfig::page_cache_write_gbps,
+                      0.001, 1e5, "GB/s", "copy bandwidth of buffered disk writes into it"));
   f.push_back(numeric("links.page_cache_dirty_ratio", &S::links,
                       &LinksConfig::page_cache_dirty_ratio, 0, 1, "fraction",
                       "share of the page cache that buffered disk writes may hold before written "

@@ -5,7 +5,10 @@
 //           per object, no header, checksum, fallocate or rename: one at a time (what dd does)
 //           and through io_uring at the tier's depth. tier = DiskTier (O_DIRECT; io_uring at that
 //           depth, and posix). Fresh files every round for all of them. dd itself runs once as a
-//           cross-check when it is installed.
+//           cross-check when it is installed. tier buffered = DiskTier without O_DIRECT (posix),
+//           as LMCache writes by default: its writes land in the page cache (within the
+//           kernel's dirty limits) and its reads of the files just written come back from it —
+//           the figures for the simulator's links.page_cache_write_gbps and page_cache_gbps.
 //   redis   the Redis tier's put / get of the same objects (pipeline depth 1 and 8) against
 //           redis-benchmark -d <object bytes> -c 1 -P <depth> on the same server (a private
 //           redis-server on loopback unless --remote-url is given).
@@ -123,9 +126,12 @@ void bench_disk(const Options& o) {
   uc.queue_depth = o.depth;
   DiskTierConfig pc = uc;
   pc.use_uring = false;
+  DiskTierConfig bc = pc;
+  bc.direct_io = false;
   auto tier_uring = DiskTier::open(uc, &error);
   auto tier_posix = DiskTier::open(pc, &error);
-  if (!tier_uring || !tier_posix) throw std::runtime_error(error);
+  auto tier_buffered = DiskTier::open(bc, &error);
+  if (!tier_uring || !tier_posix || !tier_buffered) throw std::runtime_error(error);
   std::vector<DiskPut> puts;
   std::vector<DiskGet> gets;
   std::vector<std::string> keys;
@@ -170,12 +176,19 @@ void bench_disk(const Options& o) {
     check("tier posix get");
     verify();
     for (const auto& k : keys) tier_posix->remove(k);
+    rec("tier buffered write", seconds_of([&] { tier_buffered->batched_put(puts, status); }));
+    check("tier buffered put");
+    rec("tier buffered read", seconds_of([&] { tier_buffered->batched_get(gets, status); }));
+    check("tier buffered get");
+    verify();
+    for (const auto& k : keys) tier_buffered->remove(k);
   }
   std::printf("disk: %s, %d x %llu MiB objects per round, median of %d rounds (GB/s)\n",
               o.disk_path.c_str(), o.objects, static_cast<unsigned long long>(o.object_bytes >> 20),
               o.rounds);
   std::printf("  %-22s %8s %8s\n", "", "write", "read");
-  for (const char* v : {"raw depth 1", "raw io_uring", "tier posix", "tier io_uring"})
+  for (const char* v :
+       {"raw depth 1", "raw io_uring", "tier posix", "tier io_uring", "tier buffered"})
     std::printf("  %-22s %8.3f %8.3f\n", v, median(gbps[std::string(v) + " write"]),
                 median(gbps[std::string(v) + " read"]));
   const double raw_w =
@@ -185,6 +198,9 @@ void bench_disk(const Options& o) {
   std::printf("  tier io_uring / best raw: write %.0f%%, read %.0f%% (target >= 90%%)\n",
               100 * median(gbps["tier io_uring write"]) / raw_w,
               100 * median(gbps["tier io_uring read"]) / raw_r);
+  std::printf(
+      "  (tier buffered: into and back from the page cache, links.page_cache_write_gbps and "
+      "page_cache_gbps)\n");
   // dd as a cross-check of the raw figures.
   const std::string f = o.disk_path + "/dd.bin";
   const std::string count = std::to_string(o.objects * (o.object_bytes >> 20) / 32);

@@ -176,7 +176,8 @@ TEST(LmcachePageCache, ADiskPrefixStillInThePageCacheLoadsAtMemorySpeed) {
   // A's and B's 8 chunk writes fit the dirty budget (20 % of 1 GiB): each returned once in
   // memory, and all 8 were still written back.
   EXPECT_EQ(big.summary.page_cache.buffered_write_bytes, 8u * kChunkBytes);
-  EXPECT_DOUBLE_EQ(big.summary.link_bytes.at("page_cache"), 10.0 * kChunkBytes);
+  EXPECT_DOUBLE_EQ(big.summary.link_bytes.at("page_cache"), 2.0 * kChunkBytes);
+  EXPECT_DOUBLE_EQ(big.summary.link_bytes.at("page_cache_write"), 8.0 * kChunkBytes);
   EXPECT_DOUBLE_EQ(big.summary.link_bytes.at("disk_write"), 8.0 * kChunkBytes);
 
   Result small =
@@ -223,7 +224,8 @@ TEST(LmcachePageCache, BufferedWritesFreeTheDiskWorkersForAPrefetch) {
                                    "lmcache.max_local_cpu_size_gb=0.375",
                                    "links.disk_write_gbps=1",
                                    "links.page_cache_gb=1",
-                                   "links.page_cache_gbps=10"};
+                                   "links.page_cache_gbps=10",
+                                   "links.page_cache_write_gbps=10"};
   sets.push_back("links.page_cache_dirty_ratio=0");
   Result through = run(scenario_with(sets), kWorkerQueueTrace);
   sets.back() = "links.page_cache_dirty_ratio=0.5";

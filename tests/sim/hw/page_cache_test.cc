@@ -59,6 +59,7 @@ scenario::LinksConfig disk_links(double page_cache_gb) {
   cfg.pcie_latency_us = 10;
   cfg.page_cache_gb = page_cache_gb;
   cfg.page_cache_gbps = 10;
+  cfg.page_cache_write_gbps = 10;
   return cfg;
 }
 constexpr double kOneMiB = 1.0 / 1024;
@@ -140,7 +141,8 @@ TEST(ModeledMoverPageCache, AWriteThatFitsTheDirtyBudgetReturnsOnceInMemory) {
   EXPECT_EQ(move(&sim, &mover, Location::kCpu, Location::kDisk, {"a"}), 40'000);
   auto bytes = bytes_by_kind(&mover);
   EXPECT_DOUBLE_EQ(bytes["disk_write"], kObject);
-  EXPECT_DOUBLE_EQ(bytes["page_cache"], kObject);
+  EXPECT_DOUBLE_EQ(bytes["page_cache_write"], kObject);
+  EXPECT_DOUBLE_EQ(bytes["page_cache"], 0);
   // b fits the budget, c (started with it) does not: c waits for the device, where it shares
   // disk_write with b's writeback (80 µs, then 800,000 bytes at 1 byte per ns between them).
   SimDuration b_took = -1, c_took = -1;
@@ -158,6 +160,11 @@ TEST(ModeledMoverPageCache, AWriteThatFitsTheDirtyBudgetReturnsOnceInMemory) {
   EXPECT_EQ(mover.page_cache_totals().buffered_write_bytes, 2 * kObject);
   // Written back: the budget is free again.
   EXPECT_EQ(move(&sim, &mover, Location::kCpu, Location::kDisk, {"d"}), 40'000);
+  // Writes into the cache have their own copy rate: at 5 bytes per ns, 80 µs.
+  cfg.page_cache_write_gbps = 5;
+  ModeledMover slower(&sim, cfg, 1, 0);
+  EXPECT_EQ(move(&sim, &slower, Location::kCpu, Location::kDisk, {"a"}), 80'000);
+  cfg.page_cache_write_gbps = 10;
   // A write larger than the whole budget always waits for the device.
   cfg.page_cache_dirty_ratio = 0.3;
   ModeledMover strict(&sim, cfg, 1, 0);

@@ -98,7 +98,8 @@ TEST(ScenarioLoader, AsyncLoadingIsAcceptedButNotWithLayerwise) {
 TEST(ScenarioLoader, ThePageCacheTakesMemoryAndABandwidth) {
   Scenario s = load("[lmcache]\nenabled = true\n[links]\npage_cache_gb = 64\n");
   EXPECT_EQ(s.links.page_cache_gb, 64);
-  EXPECT_EQ(s.links.page_cache_gbps, 8);
+  EXPECT_EQ(s.links.page_cache_gbps, 10);
+  EXPECT_EQ(s.links.page_cache_write_gbps, 8);
   EXPECT_EQ(input_error([] { load("[links]\npage_cache_gb = -1\n"); }).find("s.toml:2: "), 0u);
   EXPECT_EQ(input_error([] { load("[links]\npage_cache_gbps = 0\n"); }).find("s.toml:2: "), 0u);
 }
