@@ -107,7 +107,7 @@ struct LoadedChunk {
   std::string location;
   bool bad = false;         // the object did not hold this key's KV (never, upstream, in the data)
   bool prefetched = false;  // async loading: already in the CPU pool (`location` was its source)
-  CacheEngineKey key;       // the chunk's key (layerwise: the chunk's; its layers' are key.layer(l))
+  CacheEngineKey key;  // the chunk's key (layerwise: the chunk's; its layers' are key.layer(l))
 };
 
 // One StorageManager.batched_get (or one layerwise_batched_get).

@@ -65,13 +65,19 @@ scenario::LinksConfig disk_links(double page_cache_gb) {
 constexpr double kOneMiB = 1.0 / 1024;
 constexpr uint64_t kObject = 400'000;
 
-// Runs one transfer of `keys` alone (each kObject bytes); returns its duration.
-SimDuration move(Simulator* sim, ModeledMover* mover, Location src, Location dst,
-                 std::vector<std::string> keys) {
+// A transfer of `keys`, each kObject bytes.
+Transfer transfer_of(Location src, Location dst, std::vector<std::string> keys) {
   Transfer t;
   t.src = src;
   t.dst = dst;
   for (std::string& k : keys) t.objects.push_back(KvObject{std::move(k), kObject, -1, {}});
+  return t;
+}
+
+// Runs one transfer of `keys` alone; returns its duration.
+SimDuration move(Simulator* sim, ModeledMover* mover, Location src, Location dst,
+                 std::vector<std::string> keys) {
+  Transfer t = transfer_of(src, dst, std::move(keys));
   SimDuration took = -1;
   mover->start(std::move(t), [&](const TransferResult& r) { took = r.finish - r.start; });
   sim->run();
@@ -147,12 +153,9 @@ TEST(ModeledMoverPageCache, AWriteThatFitsTheDirtyBudgetReturnsOnceInMemory) {
   // disk_write with b's writeback (80 µs, then 800,000 bytes at 1 byte per ns between them).
   SimDuration b_took = -1, c_took = -1;
   for (const char* key : {"b", "c"}) {
-    Transfer t;
-    t.src = Location::kCpu;
-    t.dst = Location::kDisk;
-    t.objects.push_back(KvObject{key, kObject, -1, {}});
     SimDuration* took = *key == 'b' ? &b_took : &c_took;
-    mover.start(std::move(t), [took](const TransferResult& r) { *took = r.finish - r.start; });
+    mover.start(transfer_of(Location::kCpu, Location::kDisk, {key}),
+                [took](const TransferResult& r) { *took = r.finish - r.start; });
   }
   sim.run();
   EXPECT_EQ(b_took, 40'000);
@@ -181,11 +184,8 @@ TEST(ModeledMoverPageCache, TheFlusherWritesBackOneBatchAtATime) {
   ModeledMover mover(&sim, cfg, 1, 0);
   std::vector<SimTime> done;
   for (const char* key : {"a", "b"}) {
-    Transfer t;
-    t.src = Location::kCpu;
-    t.dst = Location::kDisk;
-    t.objects.push_back(KvObject{key, kObject, -1, {}});
-    mover.start(std::move(t), [&](const TransferResult& r) { done.push_back(r.finish); });
+    mover.start(transfer_of(Location::kCpu, Location::kDisk, {key}),
+                [&](const TransferResult& r) { done.push_back(r.finish); });
   }
   sim.run();
   EXPECT_EQ(done, (std::vector<SimTime>{80'000, 80'000}));
