@@ -123,8 +123,8 @@ void RetrieveLayerTask::start() {
   const KeyScope* scope = e.token_database().key_scope(has_configs_ ? &configs_ : nullptr);
   std::vector<std::vector<CacheEngineKey>> chunk_keys;
   for (const ChunkSpan& s : e.token_database().process_tokens(tokens_, num_masked_)) {
-    std::vector<CacheEngineKey> layers =
-        ChunkedTokenDatabase::make_key(s.hash, scope).split_layers(L);
+    const CacheEngineKey chunk = ChunkedTokenDatabase::make_key(s.hash, scope);
+    std::vector<CacheEngineKey> layers = chunk.split_layers(L);
     std::string current = e.storage_manager().contains(layers[0], nullptr, false);
     if (current.empty()) break;
     if (location_.empty()) {
@@ -134,6 +134,7 @@ void RetrieveLayerTask::start() {
             "All retrieved keys should be from the same location when use layerwise retrieval.");
     }
     ranges_.push_back({s.start, s.end});
+    loaded_.push_back({s.start, s.end, location_, false, false, chunk});
     chunk_keys.push_back(std::move(layers));
     std::fill(ret_mask_.begin() + s.start, ret_mask_.begin() + s.end, 1);
   }
@@ -146,11 +147,6 @@ void RetrieveLayerTask::start() {
     for (int l = 0; l < L; ++l) keys_[l].push_back(layers[l]);
   }
   gets_.push_back({location_, static_cast<int>(chunk_keys.size()), 0, 0, true});
-  for (size_t i = 0; i < ranges_.size(); ++i) {
-    const CacheEngineKey& first = chunk_keys[i][0];
-    loaded_.push_back({ranges_[i].start, ranges_[i].end, location_, false, false,
-                       CacheEngineKey{first.scope, first.chunk_hash, -1}});
-  }
   for (char c : ret_mask_) first_yield_ += c;
   layer_ = 0;
   pending_ = e.storage_manager().layerwise_get_layer(keys_[0], location_);

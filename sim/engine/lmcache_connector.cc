@@ -399,8 +399,7 @@ void LmcacheConnector::start_step_transfers() {
       const uint64_t layer_bytes = b / static_cast<uint64_t>(num_layers);
       for (int l = 0; l < num_layers; ++l) {
         const uint64_t own = l + 1 < num_layers ? layer_bytes : b - layer_bytes * (num_layers - 1);
-        disk_objects.push_back(KvObject{
-            c.key.layer(l).to_string(), own * static_cast<uint64_t>(tier_ranks()), -1, {}});
+        disk_objects.push_back(disk_object(c.key.layer(l), own));
       }
     }
     to_gpu += b;
@@ -481,9 +480,7 @@ void LmcacheConnector::load_bulk() {
       if (live != nullptr) live->record.loaded_tokens[t] += tokens;
       if (t == report::kTierDisk && !c.prefetched) {
         from_disk += b;
-        if (keyed_disk_io_)
-          disk_objects.push_back(
-              KvObject{c.key.to_string(), b * static_cast<uint64_t>(tier_ranks()), -1, {}});
+        if (keyed_disk_io_) disk_objects.push_back(disk_object(c.key, b));
       }
       if (t == report::kTierRemote && !c.prefetched) remote_chunks.push_back(b);
       if (c.bad) ++stats_.wrong_kv_chunks;
@@ -532,6 +529,10 @@ void LmcacheConnector::run_load_stages(std::shared_ptr<const std::vector<LoadSta
                                             : fetch_transfer(Location::kDisk, st.bytes);
   if (!st.objects.empty()) t.objects = st.objects;  // the same bytes, one keyed object per chunk
   ctx_.mover->start(std::move(t), [then](const TransferResult&) { then(); });
+}
+
+KvObject LmcacheConnector::disk_object(const lm::CacheEngineKey& key, uint64_t bytes) const {
+  return KvObject{key.to_string(), bytes * static_cast<uint64_t>(tier_ranks()), -1, {}};
 }
 
 Transfer LmcacheConnector::fetch_transfer(Location src, uint64_t bytes) const {
@@ -704,10 +705,9 @@ void LmcacheConnector::start_writes() {
     // inline in its std::function instead of allocated.
     const uint64_t id_and_queue = w.id << 1 | static_cast<uint64_t>(q);
     Transfer t{Location::kCpu, Location::kDisk, ctx_.instance, "write", {}};
-    t.objects.push_back(KvObject{keyed_disk_io_ ? w.keys.at(0).to_string() : std::string("write"),
-                                 w.bytes * static_cast<uint64_t>(tier_ranks()),
-                                 -1,
-                                 {}});
+    t.objects.push_back(
+        keyed_disk_io_ ? disk_object(w.keys.at(0), w.bytes)
+                       : KvObject{"write", w.bytes * static_cast<uint64_t>(tier_ranks()), -1, {}});
     ctx_.mover->start(std::move(t),
                       [this, id_and_queue](const TransferResult&) { finish_write(id_and_queue); });
   }

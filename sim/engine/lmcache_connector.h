@@ -180,6 +180,9 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   // A disk / Redis → CPU read of `bytes` per rank that holds tiers (node-wide links carry every
   // such rank's bytes), and the CPU → GPU copy of loaded chunks (PCIe: one GPU's bytes).
   Transfer fetch_transfer(Location src, uint64_t bytes) const;
+  // keyed_disk_io_: the disk file of `key`, `bytes` per rank that holds tiers (the page cache's
+  // unit).
+  KvObject disk_object(const model::lmcache::CacheEngineKey& key, uint64_t bytes) const;
   Transfer to_gpu_transfer(uint64_t bytes) const;
   // Layerwise loads' reads; disk_objects (keyed_disk_io_): the disk read's objects, one per layer
   // file, replacing the aggregate.

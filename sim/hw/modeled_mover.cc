@@ -80,17 +80,14 @@ void ModeledMover::discard(Location loc, int32_t instance, std::string_view key)
 }
 
 ModeledMover::CacheSplit ModeledMover::split_page_cache(const Transfer& t,
-                                                        const std::vector<uint8_t>& ok) {
+                                                        const std::vector<uint8_t>& ok,
+                                                        uint64_t bytes) {
   CacheSplit s;
   if (page_caches_.empty() || (t.src != Location::kDisk && t.dst != Location::kDisk)) return s;
   PageCache& pc = *page_caches_.at(static_cast<size_t>(t.instance));
   if (t.dst == Location::kDisk) {
-    uint64_t bytes = 0;
-    for (size_t i = 0; i < t.objects.size(); ++i) {
-      if (!ok[i]) continue;
-      pc.insert(t.objects[i].key, t.objects[i].bytes);
-      bytes += t.objects[i].bytes;
-    }
+    for (size_t i = 0; i < t.objects.size(); ++i)
+      if (ok[i]) pc.insert(t.objects[i].key, t.objects[i].bytes);
     uint64_t& dirty = dirty_bytes_.at(static_cast<size_t>(t.instance));
     if (bytes > 0 && dirty + bytes <= dirty_limit_) {
       dirty += bytes;
@@ -200,7 +197,7 @@ void ModeledMover::start(Transfer transfer, Done done) {
     }
     bytes += static_cast<double>(t.objects[i].bytes);
   }
-  const CacheSplit split = split_page_cache(t, result.ok);
+  const CacheSplit split = split_page_cache(t, result.ok, static_cast<uint64_t>(bytes));
   auto finish = [this, f] {
     if (--f->flows_left > 0) return;
     std::unique_ptr<InFlight> owned(f);

@@ -27,9 +27,8 @@
 // (links.page_cache_dirty_ratio of the page cache, Linux's vm.dirty_ratio) completes once copied
 // over page_cache_write[i], and its bytes join the instance's writeback: one flow at a time on
 // disk_write[i] (with the disk latency) of everything queued when it starts, that nobody waits
-// for; the budget is freed as each ends. A write that does not fit
-// waits for the device, as a writer the kernel throttles does. Ratio 0: every write waits for
-// the device.
+// for; the budget is freed as each ends. A write that does not fit waits for the device, as a
+// writer the kernel throttles does. Ratio 0: every write waits for the device.
 //
 // A transfer is one flow of its total bytes. Remote reads fail per object with probability
 // links.remote_get_failure_rate (seeded stream "remote_faults", drawn in call order); a failed
@@ -95,13 +94,14 @@ class ModeledMover final : public Mover {
     FluidLinks::LinkId h2d, d2h, disk_read, disk_write, nic_tx, nic_rx;
     FluidLinks::LinkId page_cache = 0, page_cache_write = 0;  // with page_caches_ only
   };
-  // A disk transfer's objects split into page-cache hits and device I/O (the cache updated).
+  // A disk transfer's objects split into page-cache hits and device I/O (the cache updated);
+  // `bytes`: those of its objects that move (ok).
   struct CacheSplit {
     double hit_bytes = 0;
     int hits = 0, misses = 0;
     bool buffered_write = false;  // a write that fits the instance's dirty budget
   };
-  CacheSplit split_page_cache(const Transfer& t, const std::vector<uint8_t>& ok);
+  CacheSplit split_page_cache(const Transfer& t, const std::vector<uint8_t>& ok, uint64_t bytes);
 
   Simulator* sim_;
   scenario::LinksConfig config_;

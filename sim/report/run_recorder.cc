@@ -140,9 +140,7 @@ void RunRecorder::on_request_done(const RequestRecord& r) {
     if (slo_ok) ++slo_ok_;
     pc.slo_ok += slo_ok ? 1 : 0;
     pc.lmcache_hit_tokens += static_cast<uint64_t>(r.lmcache_hit_tokens);
-    pc.ttft_ms.push_back(ttft);
-    pc.e2e_ms.push_back(e2e);
-    pc.queue_ms.push_back(queue_ms_.back());
+    finished_priority_.push_back(r.priority);
   }
   if (!requests_csv_) return;
   std::string row =
@@ -232,25 +230,34 @@ const Summary& RunRecorder::finish(SimTime end) {
     s.goodput = slo_ok_ / s.duration_s;
   }
   s.slo_attainment = s.finished ? static_cast<double>(slo_ok_) / s.finished : 0;
+  // Per priority first: stats_of sorts the run's latencies in place, and the split reads them in
+  // finishing order, beside finished_priority_.
+  s.by_priority.clear();
+  if (per_priority_.size() > 1) {
+    for (const auto& [priority, pc] : per_priority_) {
+      std::vector<double> ttft, e2e, queue;
+      for (size_t i = 0; i < finished_priority_.size(); ++i) {
+        if (finished_priority_[i] != priority) continue;
+        ttft.push_back(ttft_ms_[i]);
+        e2e.push_back(e2e_ms_[i]);
+        queue.push_back(queue_ms_[i]);
+      }
+      Summary::PriorityClass k;
+      k.priority = priority;
+      k.requests = pc.requests;
+      k.finished = ttft.size();
+      k.slo_attainment = k.finished ? static_cast<double>(pc.slo_ok) / k.finished : 0;
+      k.lmcache_hit_tokens = pc.lmcache_hit_tokens;
+      k.ttft = stats_of(&ttft);
+      k.e2e = stats_of(&e2e);
+      k.queue = stats_of(&queue);
+      s.by_priority.push_back(k);
+    }
+  }
   s.ttft = stats_of(&ttft_ms_);
   s.tpot = stats_of(&tpot_ms_);
   s.e2e = stats_of(&e2e_ms_);
   s.queue = stats_of(&queue_ms_);
-  s.by_priority.clear();
-  if (per_priority_.size() > 1) {
-    for (auto& [priority, pc] : per_priority_) {
-      Summary::PriorityClass k;
-      k.priority = priority;
-      k.requests = pc.requests;
-      k.finished = pc.ttft_ms.size();
-      k.slo_attainment = k.finished ? static_cast<double>(pc.slo_ok) / k.finished : 0;
-      k.lmcache_hit_tokens = pc.lmcache_hit_tokens;
-      k.ttft = stats_of(&pc.ttft_ms);
-      k.e2e = stats_of(&pc.e2e_ms);
-      k.queue = stats_of(&pc.queue_ms);
-      s.by_priority.push_back(k);
-    }
-  }
   s.itl.count = itl_.count();
   s.itl.mean = itl_.mean_ns() * 1e-6;
   s.itl.p50 = itl_.quantile_ns(0.5) * 1e-6;

@@ -188,10 +188,11 @@ class RunRecorder {
   std::string out_dir_;
   Summary summary_;
   std::vector<double> ttft_ms_, tpot_ms_, e2e_ms_, queue_ms_;
-  // The same per trace priority (Summary::by_priority).
+  // The trace priority of each finished request, parallel to ttft_ms_, e2e_ms_ and queue_ms_
+  // (Summary::by_priority splits those by it), and per priority the counts.
+  std::vector<int64_t> finished_priority_;
   struct PerPriority {
     uint64_t requests = 0, slo_ok = 0, lmcache_hit_tokens = 0;
-    std::vector<double> ttft_ms, e2e_ms, queue_ms;
   };
   std::map<int64_t, PerPriority> per_priority_;
   LogHistogram itl_;
