@@ -15,15 +15,22 @@ Scheduler::Scheduler(const SchedulerConfig& config, model::vllm::KVCacheManager*
 
 void Scheduler::add_request(EngineRequest* r) {
   r->status = RequestStatus::kWaiting;
+  r->arrival_seq = next_arrival_seq_++;
   enqueue_waiting(r, /*front=*/false);
 }
 
 namespace {
 
-// Request.__lt__: priority, then arrival time, then the request id as a string.
+// vLLM's arrival_time: the trace's arrival, then the order of arrival (see the header).
+std::pair<SimTime, uint64_t> arrival_time(const EngineRequest* r) {
+  return {r->record.arrival, r->arrival_seq};
+}
+
+// Request.__lt__: priority, then arrival time, then the request id as a string (the last never
+// decides here: arrival times are distinct).
 bool runs_before(const EngineRequest* a, const EngineRequest* b) {
   if (a->priority != b->priority) return a->priority < b->priority;
-  if (a->record.arrival != b->record.arrival) return a->record.arrival < b->record.arrival;
+  if (arrival_time(a) != arrival_time(b)) return arrival_time(a) < arrival_time(b);
   return a->id() < b->id();
 }
 
@@ -42,8 +49,8 @@ void Scheduler::enqueue_waiting(EngineRequest* r, bool front) {
 EngineRequest* Scheduler::priority_victim() const {
   EngineRequest* victim = nullptr;
   for (EngineRequest* r : running_) {
-    if (victim == nullptr || std::pair(r->priority, r->record.arrival) >
-                                 std::pair(victim->priority, victim->record.arrival))
+    if (victim == nullptr ||
+        std::pair(r->priority, arrival_time(r)) > std::pair(victim->priority, arrival_time(victim)))
       victim = r;
   }
   return victim;

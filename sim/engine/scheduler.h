@@ -10,6 +10,15 @@
 // already scheduled in this step its tokens go back to the budget (upstream then steps its index
 // back; it does not for a victim it skipped, as upstream).
 //
+// Arrival time: upstream stamps each request with time.time() when it comes in, so two requests
+// never share one and the later one is the larger. Traces give times in milliseconds or coarser,
+// and many requests share one (the Mooncake traces start with 8 at 0 ms). The simulator's arrival
+// time is therefore (trace arrival, order of arrival at this scheduler). Ties taken at face value
+// would make the request id decide the waiting order ("10" before "9") and make preemption take
+// the first tied request in running order, which has the most work done: each preemption then
+// lands on the request that was about to finish, and with a small KV pool (fuzz case: Gemma-3,
+// 2,000 blocks, 8 requests at 0 ms) the requests preempted each other in turn for ever.
+//
 // schedule() — one engine step's batch, in upstream's order:
 //   new_step_starts()
 //   1. RUNNING requests, in queue order, while tokens remain in the budget:
@@ -205,6 +214,7 @@ class Scheduler {
   std::set<EngineRequest*> finished_recving_;
   std::set<EngineRequest*> failed_recving_;
   uint64_t num_preemptions_ = 0;
+  uint64_t next_arrival_seq_ = 0;  // EngineRequest::arrival_seq of the next add_request
 };
 
 }  // namespace kvtwin::sim::engine

@@ -168,9 +168,11 @@ TEST(Scheduler, AStepThatPreemptsAdmitsNoWaitingRequest) {
 }
 
 // scheduling_policy "priority": the waiting queue is ordered as Request.__lt__ orders it —
-// priority, then arrival (all 0 here), then the request id as a string ("10" before "9") —
-// whatever the order of arrival; FCFS keeps arrival order.
-TEST(Scheduler, ThePriorityPolicyOrdersTheWaitingQueueByPriorityArrivalAndId) {
+// priority, then arrival time — whatever the order of arrival; FCFS keeps arrival order. The
+// rig's arrivals are all at time 0; the arrival order breaks the tie, as upstream's distinct
+// time.time() stamps would ("9" before "10", which the request id, Request.__lt__'s last key,
+// would put first).
+TEST(Scheduler, ThePriorityPolicyOrdersTheWaitingQueueByPriorityThenArrival) {
   for (bool priority : {true, false}) {
     SchedulerConfig c = PreemptionRig::config();
     c.max_num_seqs = 1;
@@ -181,7 +183,7 @@ TEST(Scheduler, ThePriorityPolicyOrdersTheWaitingQueueByPriorityArrivalAndId) {
     x.add("10", 4, 2, 200, 1);
     x.add("b", 4, 2, 300, -1);
     if (priority) {
-      EXPECT_EQ(x.waiting(), (Ids{"b", "10", "9", "a"}));
+      EXPECT_EQ(x.waiting(), (Ids{"b", "9", "10", "a"}));
       EXPECT_EQ(SchedulerRig::ids(x.step()), (Ids{"b"}));
     } else {
       EXPECT_EQ(x.waiting(), (Ids{"a", "9", "10", "b"}));
@@ -219,6 +221,52 @@ TEST(Scheduler, ThePriorityPolicyPreemptsTheLowestPriorityRequestEvenIfScheduled
       EXPECT_EQ(x.waiting(), (Ids{"b", "c"}));
     }
   }
+}
+
+// Upstream stamps arrival_time with time.time() as each request comes in: distinct, larger for the
+// later one. The rig's requests all arrive at time 0, as many trace requests share a millisecond;
+// the simulator breaks such ties by the order of arrival. "9" then "10", priority 0, 7 prompt
+// tokens each, four usable 4-token blocks: the waiting queue keeps arrival order (the id string
+// alone would put "10" first); both prefill in two chunks and decode once, holding two blocks
+// each; in step 4 "9" needs a third block and the priority policy preempts "10", the later
+// arrival, not "9", the first of the tie in running order.
+TEST(Scheduler, ThePriorityPolicyBreaksArrivalTimeTiesByArrivalOrder) {
+  SchedulerConfig c = PreemptionRig::config();
+  c.priority_policy = true;
+  SchedulerRig x(/*num_blocks=*/5, /*block_size=*/4, c, false);
+  x.add("9", 7, 16, 0);
+  x.add("10", 7, 16, 100);
+  EXPECT_EQ(x.waiting(), (Ids{"9", "10"}));
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(SchedulerRig::ids(x.step()), (Ids{"9", "10"})) << i;
+  const SchedulerOutput& out4 = x.step();
+  EXPECT_EQ(SchedulerRig::ids(out4.preempted), (Ids{"10"}));
+  EXPECT_EQ(SchedulerRig::ids(out4), (Ids{"9"}));
+  EXPECT_EQ(x.waiting(), (Ids{"10"}));
+}
+
+// Eight requests arriving together in a pool that holds three of them at their longest: under the
+// priority policy the earliest arrivals keep their blocks and finish, the later ones are preempted
+// and recomputed, and every request finishes (taking the first of a tie in running order, the
+// request with the most work done, preempted the requests in turn and never finished).
+TEST(Scheduler, ThePriorityPolicyFinishesRequestsThatArriveTogether) {
+  SchedulerConfig c = PreemptionRig::config();
+  c.priority_policy = true;
+  c.max_num_seqs = 8;
+  c.long_prefill_token_threshold = 0;
+  SchedulerRig x(/*num_blocks=*/13, /*block_size=*/4, c, false);
+  std::vector<EngineRequest*> rs;
+  for (int i = 0; i < 8; ++i) rs.push_back(x.add("r" + std::to_string(i), 9, 6, 100 * i));
+  int steps = 0;
+  std::vector<std::string> finish_order;
+  while (x.scheduler.has_unfinished()) {
+    x.step();
+    for (EngineRequest* r : x.outcome.finished) finish_order.push_back(r->id());
+    ASSERT_LT(++steps, 1000) << "requests still unfinished: " << x.waiting().size() << " waiting";
+  }
+  for (EngineRequest* r : rs) EXPECT_EQ(r->req->num_output_tokens(), 6) << r->id();
+  ASSERT_EQ(finish_order.size(), 8u);
+  EXPECT_EQ(finish_order.front(), "r0");
+  EXPECT_GT(x.scheduler.num_preemptions(), 0u);
 }
 
 // An encoder-decoder rig: 4-token blocks; self-attention group "l" and cross-attention group "c"
