@@ -5,7 +5,8 @@ failed = total; stop 19 draws vllm.async_scheduling, 2 in 3 cases on; stop 20 th
 CPU time, vllm.schedule_cpu_us / output_cpu_us, nonzero in half the cases; stop 21
 vllm.scheduling_policy, priority in a third, then links.page_cache_gb and
 lmcache.priority_limit in LMCache cases, and in a third of all cases a copy of the trace with
-priorities 0-2).
+priorities 0-2; stop 22, in a quarter of the cases, a copy whose arrival times are floored to
+10 s or 60 s, so that bursts of requests share one timestamp).
 
 usage: fuzz_configs.py KVTWIN REPO {lmcache|vllm} CASES SEED LOG
 
@@ -16,8 +17,10 @@ prefill, budgets and block sizes varied) and runs it on the 10-minute example tr
 timeout and a 2-GB file-size limit. A case is bad when the run crashes, exits non-zero (exit 2 with
 a one-line error is a refusal, counted apart), times out (SLOW), loses a request (finished +
 rejected + failed != total), reports GPU prefix hits with prefix caching off, splits a trace with
-priorities into classes that do not add up to the requests, or — every fifth case, run
-twice — writes different bytes. One JSON line per case goes to LOG.
+priorities into classes that do not add up to the requests, breaks an invariant of its outputs
+(check_outputs: ordered percentiles and timestamps, hits within prompts, occupancy within
+capacity), or — every fifth case, run twice — writes different bytes. One JSON line per case goes
+to LOG.
 """
 import json
 import os
@@ -85,7 +88,7 @@ def draw(rnd, mode):
         sets['vllm.schedule_cpu_us'] = str(rnd.choice([100, 800, 1500, 4000]))
         sets['vllm.output_cpu_us'] = str(rnd.choice([0, 200, 500, 2000]))
     # Stop 21: vLLM's priority policy (the example trace has no priorities: all 0, so the order is
-    # (arrival, request id) and preemption takes the latest arrival). Drawn after the rest.
+    # the arrival order and preemption takes the latest arrival). Drawn after the rest.
     sets['vllm.scheduling_policy'] = rnd.choice(['fcfs', 'fcfs', 'priority'])
     # Stop 21, later: the page cache over the disk tier's files, and
     # LMCache's priority_limit (every example request has priority 0: limit -1 stores nothing).
@@ -97,25 +100,34 @@ def draw(rnd, mode):
         if limit is not None:
             sets['lmcache.priority_limit'] = str(limit)
     # A third of the cases replay the example trace with a priority of 0, 1 or 2 per request
-    # (drawn from this seed; see priority_trace), so that the priority policy and priority_limit
+    # (drawn from this seed; see derived_trace), so that the priority policy and priority_limit
     # see requests that differ. Not a --set: command() turns it into the trace path.
     if rnd.random() < 1 / 3:
         sets['_trace_priorities'] = rnd.randrange(1 << 30)
+    # Stop 22: arrival times floored to 10 s or 60 s (the example trace's are whole seconds, about
+    # 3 requests to a second; tied priority-policy requests once preempted each other for ever).
+    if rnd.random() < 1 / 4:
+        sets['_trace_tie_s'] = rnd.choice([10, 60])
     sets['output.plots'] = 'false'
     return sc, sets
 
 
-def priority_trace(repo, seed):
-    """The example trace with "priority" 0, 1 or 2 added to every request (drawn from `seed`),
-    written once under the temp directory; its path."""
-    path = os.path.join(tempfile.gettempdir(), f'kvtwin_fuzz_priorities_{seed}.jsonl')
+def derived_trace(repo, priority_seed, tie_s):
+    """The example trace with "priority" 0, 1 or 2 added to every request (drawn from
+    `priority_seed`, when not None) and its timestamps (ms) floored to multiples of `tie_s`
+    seconds (when not None), written once under the temp directory; its path."""
+    path = os.path.join(tempfile.gettempdir(),
+                        f'kvtwin_fuzz_trace_p{priority_seed}_t{tie_s}.jsonl')
     if not os.path.exists(path):
-        rnd = random.Random(seed)
+        rnd = random.Random(priority_seed)
         lines = []
         with open(f'{repo}/{TRACE}') as f:
             for line in f:
                 row = json.loads(line)
-                row['priority'] = rnd.choice([0, 1, 2])
+                if priority_seed is not None:
+                    row['priority'] = rnd.choice([0, 1, 2])
+                if tie_s is not None:
+                    row['timestamp'] = row['timestamp'] // (1000 * tie_s) * (1000 * tie_s)
                 lines.append(json.dumps(row) + '\n')
         tmp = f'{path}.{os.getpid()}'
         with open(tmp, 'w') as f:
@@ -130,8 +142,8 @@ def command(kvtwin, repo, sc, sets, out):
         args += ['--scenario', f'{repo}/scenarios/{sc}.toml']
     if sc != 'whisper_large_v3_encdec':
         trace = f'{repo}/{TRACE}'
-        if '_trace_priorities' in sets:
-            trace = priority_trace(repo, sets['_trace_priorities'])
+        if '_trace_priorities' in sets or '_trace_tie_s' in sets:
+            trace = derived_trace(repo, sets.get('_trace_priorities'), sets.get('_trace_tie_s'))
         args += ['--trace', trace]
     for k, v in sets.items():
         if not k.startswith('_'):
@@ -174,6 +186,52 @@ def case_loop(prefix, one_case):
     print(f'{cases} cases, {bad} bad')
 
 
+def check_outputs(out):
+    """Stop 22: what any run's outputs must satisfy; the first violation found, or None.
+    summary.json: each latency's p50 <= p90 <= p99 <= max and 0 <= mean <= max; GPU prefix hits
+    within the prompt tokens, KV usage mean <= peak <= 1; each LMCache tier's mean <= peak <=
+    capacity (when bounded). requests.csv: one row per request; arrival <= first scheduled <=
+    first token <= finish where they happened; a request's GPU and LMCache hits within its
+    prompt; TTFT and E2E equal to their timestamps' differences."""
+    import csv
+    s = json.load(open(f'{out}/summary.json'))
+    eps = 1e-6
+    for name in ('ttft_ms', 'tpot_ms', 'itl_ms', 'e2e_ms', 'queue_ms'):
+        d = s.get(name, {})
+        if not d or not d.get('count'):
+            continue
+        if not (0 <= d['p50'] <= d['p90'] + eps <= d['p99'] + 2 * eps <= d['max'] + 3 * eps):
+            return f'{name} percentiles {d}'
+        if not (-eps <= d['mean'] <= d['max'] + eps):
+            return f'{name} mean {d}'
+    g = s['gpu_prefix_cache']
+    if not 0 <= g['hit_tokens'] <= g['prompt_tokens']:
+        return f'gpu hits {g}'
+    if not 0 <= g['kv_usage_mean'] <= g['kv_usage_peak'] + eps <= 1 + 2 * eps:
+        return f'kv usage {g}'
+    for tier in ('cpu', 'disk', 'remote'):
+        t = s.get('lmcache', {}).get(tier)
+        cap = t['capacity_bytes'] if t and t['capacity_bytes'] > 0 else float('inf')  # 0: unbounded
+        if t and not 0 <= t['mean_bytes'] <= t['peak_bytes'] * (1 + eps) <= cap * (1 + 2 * eps) + 1:
+            return f'lmcache {tier} occupancy {t}'
+    rows = list(csv.DictReader(open(f'{out}/requests.csv')))
+    if len(rows) != s['requests']['total']:
+        return f'requests.csv has {len(rows)} rows for {s["requests"]["total"]} requests'
+    for r in rows:
+        times = [float(r[k]) for k in ('arrival_s', 'first_scheduled_s', 'first_token_s',
+                                       'finish_s') if r[k] != '']
+        if times != sorted(times):
+            return f'request {r["index"]}: times out of order {times}'
+        if int(r['gpu_hit_tokens']) + int(r['lmcache_hit_tokens']) > int(r['prompt_tokens']):
+            return f'request {r["index"]}: hits beyond the prompt'
+        for ms, a, b in (('ttft_ms', 'arrival_s', 'first_token_s'),
+                         ('e2e_ms', 'arrival_s', 'finish_s')):
+            if r[ms] != '' and r[a] != '' and r[b] != '' and \
+                    abs(float(r[ms]) - 1e3 * (float(r[b]) - float(r[a]))) > 2e-3:
+                return f'request {r["index"]}: {ms} {r[ms]} vs timestamps {r[a]}, {r[b]}'
+    return None
+
+
 def fuzz_case(kvtwin, repo, rnd, i, sc, sets, work):
     out_a, out_b = f'{work}/a', f'{work}/b'
     rc, err = run_kvtwin(kvtwin, repo, sc, sets, out_a, 90)
@@ -203,6 +261,10 @@ def fuzz_case(kvtwin, repo, rnd, i, sc, sets, work):
                 sum(c['requests'] for c in classes) != r['total'] or
                 sum(c['finished'] for c in classes) != r['finished']):
             status = 'BAD-priorities'
+        if status == 'ok':
+            violation = check_outputs(out_a)
+            if violation:
+                status, err = 'BAD-outputs', violation
     return {'status': status, 'rc': rc, 'err': err[-300:]}, status not in ('ok', 'refused')
 
 
