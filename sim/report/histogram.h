@@ -4,9 +4,13 @@
 // Buckets are geometric with ratio 1.01 from 1 µs up (values below 1 µs share bucket 0), so a
 // reported quantile is within 1% of a true sample value. Quantiles use the nearest rank, as
 // workload::percentiles does for exact samples; the value reported is the bucket's geometric
-// midpoint. Deterministic: no floating-point accumulation order issues beyond the sum.
+// midpoint, clamped to the smallest and largest samples: a quantile never lies outside the
+// samples (a midpoint above the maximum once made an ITL p99 larger than the max reported beside
+// it), and the clamp stays inside the bucket, so the 1% bound holds. Deterministic: no
+// floating-point accumulation order issues beyond the sum.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -30,6 +34,7 @@ class LogHistogram {
     ++count_;
     sum_ns_ += static_cast<double>(ns);
     max_ns_ = std::max(max_ns_, ns);
+    min_ns_ = count_ == 1 ? ns : std::min(min_ns_, ns);
   }
   uint64_t count() const { return count_; }
   double mean_ns() const { return count_ ? sum_ns_ / static_cast<double>(count_) : 0; }
@@ -42,7 +47,10 @@ class LogHistogram {
     uint64_t seen = 0;
     for (size_t b = 0; b < counts_.size(); ++b) {
       seen += counts_[b];
-      if (seen >= rank) return b == 0 ? 500.0 : 1000.0 * std::pow(kRatio, b - 0.5);
+      if (seen >= rank) {
+        const double mid = b == 0 ? 500.0 : 1000.0 * std::pow(kRatio, b - 0.5);
+        return std::clamp(mid, static_cast<double>(min_ns_), static_cast<double>(max_ns_));
+      }
     }
     return static_cast<double>(max_ns_);
   }
@@ -57,6 +65,7 @@ class LogHistogram {
   uint64_t count_ = 0;
   double sum_ns_ = 0;
   SimDuration max_ns_ = 0;
+  SimDuration min_ns_ = 0;   // valid once count_ > 0
   SimDuration last_ns_ = 0;  // bucket(0) == 0
   size_t last_bucket_ = 0;
 };

@@ -61,6 +61,26 @@ TEST(LogHistogram, QuantilesUseTheNearestRankRoundedUp) {
   EXPECT_NEAR(h.quantile_ns(1.0), 10e6, 10e6 * 0.01);
 }
 
+// A quantile is a bucket's midpoint clamped to the samples: never above the largest sample nor
+// below the smallest. 2,728,994 ns lies below its bucket's midpoint (2,739,384 ns: the ITL max
+// of a fuzz case whose p99 came out above it), 4,000,000 ns above its own (3,998,205 ns), 700 ns
+// in bucket 0 (midpoint 500 ns); runs of each value report it exactly at every quantile.
+TEST(LogHistogram, QuantilesStayWithinTheSmallestAndLargestSample) {
+  for (SimDuration v : {SimDuration{2'728'994}, SimDuration{4'000'000}, SimDuration{700}}) {
+    LogHistogram h;
+    for (int i = 0; i < 5; ++i) h.add(v);
+    for (double q : {0.01, 0.5, 0.9, 0.99, 1.0}) EXPECT_EQ(h.quantile_ns(q), double(v)) << v;
+  }
+  // 4 ms and 4.012 ms share a bucket: every quantile lies between them.
+  LogHistogram h;
+  for (int i = 0; i < 99; ++i) h.add(4'012'000);
+  h.add(4'000'000);
+  for (double q : {0.01, 0.5, 1.0}) {
+    EXPECT_GE(h.quantile_ns(q), 4'000'000.0) << q;
+    EXPECT_LE(h.quantile_ns(q), 4'012'000.0) << q;
+  }
+}
+
 TEST(ChromeTrace, PrintsExactMicrosecondsAndCapsEvents) {
   EXPECT_EQ(ChromeTrace::micros(1'234'567), "1234.567");
   EXPECT_EQ(ChromeTrace::micros(5'000), "5");
