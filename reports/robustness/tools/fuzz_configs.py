@@ -19,8 +19,8 @@ a one-line error is a refusal, counted apart), times out (SLOW), loses a request
 rejected + failed != total), reports GPU prefix hits with prefix caching off, splits a trace with
 priorities into classes that do not add up to the requests, breaks an invariant of its outputs
 (check_outputs: ordered percentiles and timestamps, hits within prompts, occupancy within
-capacity), or — every fifth case, run twice — writes different bytes. One JSON line per case goes
-to LOG.
+capacity), or — every fifth case, run twice — writes different bytes. One JSON line per case
+goes to LOG.
 """
 import json
 import os
@@ -190,9 +190,11 @@ def check_outputs(out):
     """Stop 22: what any run's outputs must satisfy; the first violation found, or None.
     summary.json: each latency's p50 <= p90 <= p99 <= max and 0 <= mean <= max; GPU prefix hits
     within the prompt tokens, KV usage mean <= peak <= 1; each LMCache tier's mean <= peak <=
-    capacity (when bounded). requests.csv: one row per request; arrival <= first scheduled <=
-    first token <= finish where they happened; a request's GPU and LMCache hits within its
-    prompt; TTFT and E2E equal to their timestamps' differences."""
+    capacity (when bounded); SLO attainment in [0, 1], goodput <= throughput; links' bytes >= 0
+    and busy fractions in [0, 1]. timeseries.csv: times increasing, no negative value, KV usage
+    mean <= max <= 1 (values printed to 4 decimals). requests.csv: one row per request; arrival
+    <= first scheduled <= first token <= finish where they happened; a request's GPU and LMCache
+    hits within its prompt; TTFT and E2E equal to their timestamps' differences."""
     import csv
     s = json.load(open(f'{out}/summary.json'))
     eps = 1e-6
@@ -214,6 +216,22 @@ def check_outputs(out):
         cap = t['capacity_bytes'] if t and t['capacity_bytes'] > 0 else float('inf')  # 0: unbounded
         if t and not 0 <= t['mean_bytes'] <= t['peak_bytes'] * (1 + eps) <= cap * (1 + 2 * eps) + 1:
             return f'lmcache {tier} occupancy {t}'
+    if not 0 <= s['goodput']['slo_attainment'] <= 1 or \
+            s['goodput']['requests_per_s'] > s['throughput']['requests_per_s'] * (1 + eps):
+        return f'goodput {s["goodput"]} against throughput {s["throughput"]}'
+    for name, link in s.get('links', {}).items():
+        if link['bytes'] < 0 or not 0 <= link['busiest_busy_fraction'] <= 1 + eps:
+            return f'link {name} {link}'
+    last_t = -1.0
+    for row in csv.DictReader(open(f'{out}/timeseries.csv')):
+        t = float(row['t_s'])
+        if t <= last_t:
+            return f'timeseries.csv: time {t} after {last_t}'
+        last_t = t
+        usage_mean, usage_max = float(row['gpu_kv_usage_mean']), float(row['gpu_kv_usage_max'])
+        if any(float(v) < 0 for k, v in row.items() if k != 't_s') or \
+                not usage_mean <= usage_max + 1e-4 <= 1 + 2e-4:
+            return f'timeseries.csv at {t}: {row}'
     rows = list(csv.DictReader(open(f'{out}/requests.csv')))
     if len(rows) != s['requests']['total']:
         return f'requests.csv has {len(rows)} rows for {s["requests"]["total"]} requests'

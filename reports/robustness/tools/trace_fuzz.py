@@ -123,12 +123,13 @@ def mutate(rnd, text, fmt):
                 del lines[0]
         elif op == 8:
             pos = rnd.randrange(len(lines[i]) + 1)
-            lines[i] = lines[i][:pos] + rnd.choice(['\0', '\xff', '\x80', '\t', ' ', '\r',
+            lines[i] = lines[i][:pos] + rnd.choice(['\0', '\udcff', '\udc80', '\t', ' ', '\r',
                                                       '""', '\u2028']) + lines[i][pos:]
         else:
             lines.insert(i, rnd.choice(['', ' ', '#', '{}', ',,,', '\t']))
     sep = '\r\n' if rnd.random() < 0.1 else '\n'
-    data = (sep.join(lines) + (sep if rnd.random() < 0.8 else '')).encode('utf-8', 'surrogateescape')
+    text = sep.join(lines) + (sep if rnd.random() < 0.8 else '')
+    data = text.encode('utf-8', 'surrogateescape')
     if rnd.random() < 0.05:
         data = b'\xef\xbb\xbf' + data
     if rnd.random() < 0.1:
