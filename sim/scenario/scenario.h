@@ -170,7 +170,8 @@ struct WorkloadConfig {
   std::string format = "auto";
   double rate_scale = 1.0;    // arrival rate multiplier (times are divided by it)
   int64_t max_requests = 0;   // 0 = all
-  double max_duration_s = 0;  // 0 = whole trace; else only arrivals before this time
+  double max_duration_s = 0;  // 0 = whole trace; else only arrivals before start_s + this
+  double start_s = 0;         // only arrivals from this (scaled) time, shifted to start at 0
   // Synthetic shared prefixes for requests without block ids (e.g. the Azure traces).
   int prefix_groups = 0;  // 0 = off
   int prefix_tokens = 0;

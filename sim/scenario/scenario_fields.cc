@@ -347,7 +347,12 @@ std::vector<FieldSpec> make_fields() {
   f.push_back(numeric("workload.max_requests", &S::workload, &WorkloadConfig::max_requests, 0, kBig,
                       "requests", "stop after this many requests (0 = all)"));
   f.push_back(numeric("workload.max_duration_s", &S::workload, &WorkloadConfig::max_duration_s, 0,
-                      1e9, "s", "only arrivals before this (scaled) time (0 = all)"));
+                      1e9, "s",
+                      "only arrivals before this (scaled) time, counted from start_s (0 = all)"));
+  f.push_back(numeric("workload.start_s", &S::workload, &WorkloadConfig::start_s, 0, 1e9, "s",
+                      "a window of the trace: arrivals before this (scaled) time are dropped and "
+                      "the rest arrive this much earlier (trace indices, synthetic prefixes and "
+                      "tokens stay those of the whole trace; caches start empty)"));
   f.push_back(numeric("workload.prefix_groups", &S::workload, &WorkloadConfig::prefix_groups, 0,
                       1 << 24, "groups",
                       "synthetic shared-prefix groups for requests without "

@@ -74,6 +74,7 @@ TraceStats compute_trace_stats(Workload* workload, double window_s) {
     if (window_len > 0 && window.size() > s.max_window_unique_blocks) {
       s.max_window_unique_blocks = window.size();
       s.max_window_tokens = window_tokens;
+      s.max_window_start_s = to_seconds(window_index * window_len);
     }
   }
   s.unique_blocks = seen.size();
@@ -133,8 +134,9 @@ std::string format_trace_stats(const TraceStats& s, const std::string& name,
   out += "\n";
   if (s.window_s > 0) {
     double wt = static_cast<double>(s.max_window_tokens);
-    line("busiest window        %llu unique blocks in %.0f s = %.0f tokens",
-         static_cast<unsigned long long>(s.max_window_unique_blocks), s.window_s, wt);
+    line("busiest window        %llu unique blocks in %.0f s from %.0f s = %.0f tokens",
+         static_cast<unsigned long long>(s.max_window_unique_blocks), s.window_s,
+         s.max_window_start_s, wt);
     if (kv_bytes_per_token > 0) line(" = %.1f GiB of KV", wt * kv_bytes_per_token / (1 << 30));
     out += "\n";
   }
@@ -174,7 +176,8 @@ std::string trace_stats_json(const TraceStats& s, const std::string& name,
   num("working_set_bytes", ws_tokens * kv_bytes_per_token);
   num("window_s", s.window_s);
   num("max_window_unique_blocks", static_cast<double>(s.max_window_unique_blocks));
-  num("max_window_tokens", static_cast<double>(s.max_window_tokens), true);
+  num("max_window_tokens", static_cast<double>(s.max_window_tokens));
+  num("max_window_start_s", s.max_window_start_s, true);
   return out + "}\n";
 }
 

@@ -43,6 +43,7 @@ struct TraceStats {
   double window_s = 0;           // window of the next field
   uint64_t max_window_unique_blocks = 0;
   uint64_t max_window_tokens = 0;  // tokens of those blocks
+  double max_window_start_s = 0;   // where that window starts (workload.start_s replays it)
 };
 
 // Reads the whole workload. `window_s` > 0 sets the working-set window.

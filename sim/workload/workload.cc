@@ -38,10 +38,27 @@ bool Workload::next(TraceRequest* out) {
     done_ = true;
     return false;
   }
-  if (!reader_->next(out)) {
-    done_ = true;
-    return false;
+  const SimTime start = from_seconds(options_.start_s);
+  while (true) {
+    if (!reader_->next(out)) {
+      done_ = true;
+      return false;
+    }
+    if (!transform(out)) {
+      done_ = true;
+      return false;
+    }
+    if (out->arrival >= start) break;  // else before the window: dropped
   }
+  out->arrival -= start;
+  if (options_.spacing_s > 0)
+    out->arrival = from_seconds(options_.spacing_s) * static_cast<SimTime>(emitted_);
+  if (options_.output_tokens > 0) out->output_tokens = options_.output_tokens;
+  ++emitted_;
+  return true;
+}
+
+bool Workload::transform(TraceRequest* out) {
   if (options_.rate_scale != 1.0) {
     const double scaled = static_cast<double>(out->arrival) / options_.rate_scale;
     if (!(scaled <= static_cast<double>(kMaxTraceArrival))) {
@@ -53,10 +70,9 @@ bool Workload::next(TraceRequest* out) {
     }
     out->arrival = static_cast<SimTime>(std::llround(scaled));
   }
-  if (options_.max_duration_s > 0 && out->arrival >= from_seconds(options_.max_duration_s)) {
-    done_ = true;
+  if (options_.max_duration_s > 0 &&
+      out->arrival >= from_seconds(options_.start_s + options_.max_duration_s))
     return false;
-  }
   if (options_.prefix_groups > 0 && out->block_ids.empty()) {
     uint64_t g = draw_group();
     int64_t bs = options_.prefix_block_size;
@@ -66,10 +82,6 @@ bool Workload::next(TraceRequest* out) {
       out->block_ids.push_back(synthetic_id(options_.seed, g, static_cast<uint64_t>(i)));
     if (n == 0) out->block_size = 0;
   }
-  if (options_.spacing_s > 0)
-    out->arrival = from_seconds(options_.spacing_s) * static_cast<SimTime>(emitted_);
-  if (options_.output_tokens > 0) out->output_tokens = options_.output_tokens;
-  ++emitted_;
   return true;
 }
 

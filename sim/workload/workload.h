@@ -2,11 +2,14 @@
 // workload transforms, applied in this order per request:
 //
 //   1. arrival time divided by rate_scale (rounded to the nearest ns);
-//   2. stop at max_requests, or at the first arrival at or after max_duration_s;
+//   2. stop at max_requests, or at the first arrival at or after start_s + max_duration_s;
 //   3. requests without block ids get a synthetic shared prefix when prefix_groups > 0:
 //      group g ~ Zipf(prefix_zipf) over prefix_groups, drawn from the seeded stream
 //      "synthetic_prefix" in request order; the first floor(min(prefix_tokens, prompt) /
-//      prefix_block_size) blocks get group g's ids, the rest of the prompt stays unique.
+//      prefix_block_size) blocks get group g's ids, the rest of the prompt stays unique;
+//   4. a window: requests arriving before start_s are read and dropped (after step 3, so the
+//      rest keep the groups a whole replay gives them), the others arrive start_s earlier.
+//      Trace indices (and so synthesized tokens) stay those of the whole trace.
 //
 // Streaming: holds one request; memory does not grow with the trace.
 #pragma once
@@ -22,7 +25,8 @@ namespace kvtwin::sim::workload {
 struct WorkloadOptions {
   double rate_scale = 1.0;
   int64_t max_requests = 0;   // 0 = all
-  double max_duration_s = 0;  // 0 = all
+  double max_duration_s = 0;  // 0 = all; else the window's length from start_s
+  double start_s = 0;         // window start (scaled seconds): earlier arrivals are dropped
   int prefix_groups = 0;
   int prefix_tokens = 0;
   double prefix_zipf = 1.0;
@@ -49,6 +53,8 @@ class Workload {
 
  private:
   uint64_t draw_group();
+  // Steps 1 and 3 on a request just read; false at the end of the window (step 2's time limit).
+  bool transform(TraceRequest* out);
 
   std::unique_ptr<TraceReader> reader_;
   WorkloadOptions options_;

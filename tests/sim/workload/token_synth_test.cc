@@ -133,6 +133,46 @@ TEST(Workload, SyntheticPrefixesFollowTheGroupsAndLeaveTraceIdsAlone) {
   EXPECT_GT(first_ids[1], first_ids[3]);
 }
 
+// workload.start_s: a window [start_s, start_s + max_duration_s) of the scaled arrivals, shifted to
+// start at 0. Arrivals 0, 1, ..., 9 s at rate_scale 2 are 0, 0.5, ..., 4.5 s; the window [1.2 s,
+// 3.2 s) holds 1.5, 2.0, 2.5 and 3.0 s (trace indices 3 to 6), which arrive at 0.3, 0.8, 1.3 and
+// 1.8 s. Each keeps the synthetic prefix a whole replay gives the same request (the groups are
+// drawn for the dropped requests too), and max_requests counts the window's requests only.
+TEST(Workload, StartSReplaysAWindowOfTheTraceWithItsOwnPrefixes) {
+  std::string text = "arrival_s,prompt_tokens,output_tokens\n";
+  for (int i = 0; i < 10; ++i) text += std::to_string(i) + ",64,1\n";
+  WorkloadOptions o;
+  o.rate_scale = 2;
+  o.prefix_groups = 5;
+  o.prefix_tokens = 32;
+  o.seed = 11;
+  std::map<uint64_t, std::vector<uint64_t>> whole;
+  Workload all(open_trace_bytes("<mem>", text, TraceFormat::kAuto), o);
+  TraceRequest r;
+  while (all.next(&r)) whole[r.index] = r.block_ids;
+  ASSERT_EQ(whole.size(), 10u);
+
+  o.start_s = 1.2;
+  o.max_duration_s = 2;
+  Workload window(open_trace_bytes("<mem>", text, TraceFormat::kAuto), o);
+  std::vector<uint64_t> indices;
+  std::vector<SimTime> arrivals;
+  while (window.next(&r)) {
+    indices.push_back(r.index);
+    arrivals.push_back(r.arrival);
+    EXPECT_EQ(r.block_ids, whole[r.index]) << r.index;
+  }
+  EXPECT_EQ(indices, (std::vector<uint64_t>{3, 4, 5, 6}));
+  EXPECT_EQ(arrivals,
+            (std::vector<SimTime>{300'000'000, 800'000'000, 1'300'000'000, 1'800'000'000}));
+
+  o.max_requests = 2;
+  Workload capped(open_trace_bytes("<mem>", text, TraceFormat::kAuto), o);
+  indices.clear();
+  while (capped.next(&r)) indices.push_back(r.index);
+  EXPECT_EQ(indices, (std::vector<uint64_t>{3, 4}));
+}
+
 // Position by position, whatever the buffering: a token inside block k of the ids is the token at
 // the same offset of a request holding only that id, a token past the ids is the token at the same
 // position of the request with no ids, and the tokens are appended after what *out holds.

@@ -83,6 +83,20 @@ TEST(TraceStats, WorkingSetTokensBelongToTheFirstWindowReachingTheMaximum) {
   TraceStats s = stats_of(path, 5);
   EXPECT_EQ(s.max_window_unique_blocks, 3u);
   EXPECT_EQ(s.max_window_tokens, 48u);
+  EXPECT_EQ(s.max_window_start_s, 0);
+}
+
+// The busiest window's start is reported, so that workload.start_s can replay it: 5 s windows,
+// [0, 5) holds 1 block, [10, 15) 3, [20, 25) 2.
+TEST(TraceStats, TheBusiestWindowNamesItsStart) {
+  std::string path = kvtwin::testing::scratch_dir() + "/b.csv";
+  std::ofstream(path) << "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
+                         "1,16,1,16,1\n"
+                         "12,48,1,16,4 5 6\n"
+                         "21,32,1,16,7 8\n";
+  TraceStats s = stats_of(path, 5);
+  EXPECT_EQ(s.max_window_unique_blocks, 3u);
+  EXPECT_EQ(s.max_window_start_s, 10);
 }
 
 }  // namespace
