@@ -6,7 +6,8 @@ CPU time, vllm.schedule_cpu_us / output_cpu_us, nonzero in half the cases; stop 
 vllm.scheduling_policy, priority in a third, then links.page_cache_gb and
 lmcache.priority_limit in LMCache cases, and in a third of all cases a copy of the trace with
 priorities 0-2; stop 22, in a quarter of the cases, a copy whose arrival times are floored to
-10 s or 60 s, so that bursts of requests share one timestamp).
+10 s or 60 s, so that bursts of requests share one timestamp, and in a sixth a window of the
+trace, workload.start_s).
 
 usage: fuzz_configs.py KVTWIN REPO {lmcache|vllm} CASES SEED LOG
 
@@ -108,6 +109,9 @@ def draw(rnd, mode):
     # 3 requests to a second; tied priority-policy requests once preempted each other for ever).
     if rnd.random() < 1 / 4:
         sets['_trace_tie_s'] = rnd.choice([10, 60])
+    # Stop 22: a window of the trace (workload.start_s) in a sixth of the cases.
+    if rnd.random() < 1 / 6:
+        sets['workload.start_s'] = rnd.choice([30, 120.5, 400])
     sets['output.plots'] = 'false'
     return sc, sets
 
