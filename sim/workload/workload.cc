@@ -40,12 +40,9 @@ bool Workload::next(TraceRequest* out) {
   }
   const SimTime start = from_seconds(options_.start_s);
   while (true) {
-    if (!reader_->next(out)) {
+    if (!reader_->next(out) || !transform(out)) {
       done_ = true;
-      return false;
-    }
-    if (!transform(out)) {
-      done_ = true;
+      if (emitted_ == 0) no_request_in_window();
       return false;
     }
     if (out->arrival >= start) break;  // else before the window: dropped
@@ -56,6 +53,22 @@ bool Workload::next(TraceRequest* out) {
   if (options_.output_tokens > 0) out->output_tokens = options_.output_tokens;
   ++emitted_;
   return true;
+}
+
+void Workload::no_request_in_window() const {
+  // The reader has thrown already for a trace without requests: here the window is empty.
+  char what[200];
+  if (options_.max_duration_s > 0) {
+    std::snprintf(what, sizeof what,
+                  "no request arrives in the window [%.9g s, %.9g s) of workload.start_s and "
+                  "workload.max_duration_s (scaled times)",
+                  options_.start_s, options_.start_s + options_.max_duration_s);
+  } else {
+    std::snprintf(what, sizeof what,
+                  "no request arrives at or after workload.start_s = %.9g s (scaled time)",
+                  options_.start_s);
+  }
+  throw InputError(reader_->path(), 0, "", what);
 }
 
 bool Workload::transform(TraceRequest* out) {

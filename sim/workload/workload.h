@@ -9,7 +9,8 @@
 //      prefix_block_size) blocks get group g's ids, the rest of the prompt stays unique;
 //   4. a window: requests arriving before start_s are read and dropped (after step 3, so the
 //      rest keep the groups a whole replay gives them), the others arrive start_s earlier.
-//      Trace indices (and so synthesized tokens) stay those of the whole trace.
+//      Trace indices (and so synthesized tokens) stay those of the whole trace. A window that
+//      holds no request is an input error (the trace's requests all lie outside it).
 //
 // Streaming: holds one request; memory does not grow with the trace.
 #pragma once
@@ -42,8 +43,8 @@ class Workload {
  public:
   Workload(std::unique_ptr<TraceReader> reader, const WorkloadOptions& options);
 
-  // Next request after the transforms; false at the end. Throws the reader's InputErrors, and one
-  // for an arrival that rate_scale pushes past kMaxTraceArrival.
+  // Next request after the transforms; false at the end. Throws the reader's InputErrors, one for
+  // an arrival that rate_scale pushes past kMaxTraceArrival, and one when the window holds none.
   bool next(TraceRequest* out);
   const TraceReader& reader() const { return *reader_; }
 
@@ -55,6 +56,8 @@ class Workload {
   uint64_t draw_group();
   // Steps 1 and 3 on a request just read; false at the end of the window (step 2's time limit).
   bool transform(TraceRequest* out);
+  // Throws the InputError of a window (start_s, max_duration_s) that holds no request.
+  [[noreturn]] void no_request_in_window() const;
 
   std::unique_ptr<TraceReader> reader_;
   WorkloadOptions options_;

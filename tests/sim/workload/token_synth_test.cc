@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include "sim/io/input_error.h"
 #include "sim/workload/workload.h"
 
 namespace kvtwin::sim::workload {
@@ -171,6 +172,27 @@ TEST(Workload, StartSReplaysAWindowOfTheTraceWithItsOwnPrefixes) {
   indices.clear();
   while (capped.next(&r)) indices.push_back(r.index);
   EXPECT_EQ(indices, (std::vector<uint64_t>{3, 4}));
+}
+
+// A window that holds no request is an input error, not an empty run: past the last arrival (4.5 s
+// scaled), or between two arrivals.
+TEST(Workload, AWindowWithoutRequestsIsAnInputError) {
+  std::string text = "arrival_s,prompt_tokens,output_tokens\n";
+  for (int i = 0; i < 10; ++i) text += std::to_string(i) + ",64,1\n";
+  for (auto [start, duration] : {std::pair{5.0, 0.0}, std::pair{1.1, 0.3}}) {
+    WorkloadOptions o;
+    o.rate_scale = 2;
+    o.start_s = start;
+    o.max_duration_s = duration;
+    Workload w(open_trace_bytes("<mem>", text, TraceFormat::kAuto), o);
+    TraceRequest r;
+    try {
+      w.next(&r);
+      ADD_FAILURE() << "no InputError for start " << start;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("no request arrives"), std::string::npos) << e.what();
+    }
+  }
 }
 
 // Position by position, whatever the buffering: a token inside block k of the ids is the token at
