@@ -12,8 +12,8 @@ lmcache.cache_policy=LRU|MRU|FIFO), and runs OLD, then NEW, each under a 300-s t
 identical; 'both-refused' when both exit 2 with the same one-line error; otherwise DIFF (the
 files that differ, or the two exit codes). One JSON line per case goes to LOG with both wall
 times; the last line printed is the count of DIFF cases. Since stop 22 a sixth of the draws set
-workload.start_s, which binaries before c6675c2 refuse: against those, such cases are DIFF (exit
-2 / 0); override it (workload.start_s=0) to compare them.
+workload.start_s, which binaries before c6675c2 do not know: against those, such cases are DIFF
+(exit 2 / 0, the old binary's error naming the unknown key).
 """
 import os
 import sys
