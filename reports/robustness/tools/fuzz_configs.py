@@ -20,8 +20,9 @@ a one-line error is a refusal, counted apart), times out (SLOW), loses a request
 rejected + failed != total), reports GPU prefix hits with prefix caching off, splits a trace with
 priorities into classes that do not add up to the requests, breaks an invariant of its outputs
 (check_outputs: ordered percentiles and timestamps, hits within prompts, occupancy within
-capacity), or — every fifth case, run twice — writes different bytes. One JSON line per case
-goes to LOG.
+capacity), or — every fifth case, run twice — writes different bytes, or — every seventh, from
+the fourth, also swept over workload.rate_scale — its sweep point differs from the plain run.
+One JSON line per case goes to LOG.
 """
 import json
 import os
@@ -198,7 +199,8 @@ def check_outputs(out):
     and busy fractions in [0, 1]. timeseries.csv: times increasing, no negative value, KV usage
     mean <= max <= 1 (values printed to 4 decimals). requests.csv: one row per request; arrival
     <= first scheduled <= first token <= finish where they happened; a request's GPU and LMCache
-    hits within its prompt; TTFT and E2E equal to their timestamps' differences."""
+    hits within its prompt; TTFT and E2E equal to their timestamps' differences; its prompt
+    tokens, hits, loaded and failed tokens per tier and preemptions summing to summary.json's."""
     import csv
     s = json.load(open(f'{out}/summary.json'))
     eps = 1e-6
@@ -239,6 +241,19 @@ def check_outputs(out):
     rows = list(csv.DictReader(open(f'{out}/requests.csv')))
     if len(rows) != s['requests']['total']:
         return f'requests.csv has {len(rows)} rows for {s["requests"]["total"]} requests'
+    # The summary's token counts are the requests' sums (the stop-21 layerwise bug broke this).
+    lm = s.get('lmcache', {})
+    totals = {'prompt_tokens': s['gpu_prefix_cache']['prompt_tokens'],
+              'gpu_hit_tokens': s['gpu_prefix_cache']['hit_tokens'],
+              'lmcache_hit_tokens': lm.get('hit_tokens', 0),
+              'failed_load_tokens': lm.get('failed_load_tokens', 0),
+              'preemptions': s['engine']['preemptions']}
+    for tier in ('cpu', 'disk', 'remote'):
+        totals[f'{tier}_loaded_tokens'] = lm.get(tier, {}).get('loaded_tokens', 0)
+    for column, total in totals.items():
+        if sum(int(r[column]) for r in rows) != total:
+            return f'requests.csv {column} sums to {sum(int(r[column]) for r in rows)}, ' \
+                   f'summary.json says {total}'
     for r in rows:
         times = [float(r[k]) for k in ('arrival_s', 'first_scheduled_s', 'first_token_s',
                                        'finish_s') if r[k] != '']
@@ -254,6 +269,28 @@ def check_outputs(out):
     return None
 
 
+def sweep_point_differs(kvtwin, repo, sc, sets, out_a, out_s):
+    """Stop 22: `kvtwin sweep` over workload.rate_scale (the case's value, then twice it) with
+    the case's other settings, 2 jobs; the first point's outputs must be the plain run's. The
+    first file that differs, 'TIMEOUT', 'rc N: error' or None."""
+    args = command(kvtwin, repo, sc, {k: v for k, v in sets.items() if k != 'workload.rate_scale'},
+                   out_s)
+    args[1] = 'sweep'
+    rate = float(sets['workload.rate_scale'])
+    args += ['--vary', f'workload.rate_scale={rate!r},{2 * rate!r}', '-j', '2']
+    shutil.rmtree(out_s, ignore_errors=True)
+    try:
+        p = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        return 'TIMEOUT'
+    if p.returncode != 0:
+        return f'rc {p.returncode}: {p.stderr.strip()[-200:]}'
+    for f in ['summary.json', 'requests.csv', 'timeseries.csv']:
+        if open(f'{out_a}/{f}', 'rb').read() != open(f'{out_s}/points/0/{f}', 'rb').read():
+            return f
+    return None
+
+
 def fuzz_case(kvtwin, repo, rnd, i, sc, sets, work):
     out_a, out_b = f'{work}/a', f'{work}/b'
     rc, err = run_kvtwin(kvtwin, repo, sc, sets, out_a, 90)
@@ -262,6 +299,10 @@ def fuzz_case(kvtwin, repo, rnd, i, sc, sets, work):
         for f in ['summary.json', 'requests.csv', 'timeseries.csv', 'trace.json']:
             if open(f'{out_a}/{f}', 'rb').read() != open(f'{out_b}/{f}', 'rb').read():
                 rc, err = 'NONDET', f
+    if rc == 0 and i % 7 == 3 and 'workload.rate_scale' in sets:
+        differs = sweep_point_differs(kvtwin, repo, sc, sets, out_a, f'{work}/s')
+        if differs:
+            rc, err = 'SWEEP', differs
     status = 'ok'
     if rc == 'TIMEOUT':
         status = 'SLOW'
