@@ -109,13 +109,21 @@ void RunRecorder::on_request_done(const RequestRecord& r) {
   summary_.prompt_tokens += static_cast<uint64_t>(r.prompt_tokens);
   PerPriority& pc = per_priority_[r.priority];
   ++pc.requests;
+  // What happened to a request before it ended counts whatever its end (a request that fails on a
+  // KV load had its prefix hits and loads first): the summary's token counts and preemptions are
+  // the sums of requests.csv's columns, over the same requests as prompt_tokens.
+  summary_.gpu_hit_tokens += static_cast<uint64_t>(r.gpu_hit_tokens);
+  summary_.lmcache_hit_tokens += static_cast<uint64_t>(r.lmcache_hit_tokens);
+  for (int t = 0; t < kNumTiers; ++t)
+    summary_.loaded_tokens[t] += static_cast<uint64_t>(r.loaded_tokens[t]);
+  summary_.failed_load_tokens += static_cast<uint64_t>(r.failed_load_tokens);
+  summary_.preemptions += static_cast<uint64_t>(r.preemptions);
+  pc.lmcache_hit_tokens += static_cast<uint64_t>(r.lmcache_hit_tokens);
   double ttft = -1, tpot = -1, e2e = -1;
   if (r.rejected) {
     ++summary_.rejected;
   } else if (r.load_error) {
     ++summary_.failed;
-    summary_.failed_load_tokens += static_cast<uint64_t>(r.failed_load_tokens);
-    summary_.preemptions += static_cast<uint64_t>(r.preemptions);
   } else {
     ++summary_.finished;
     last_finish_ = std::max(last_finish_, r.finish);
@@ -129,17 +137,10 @@ void RunRecorder::on_request_done(const RequestRecord& r) {
       tpot_ms_.push_back(tpot);
     }
     output_tokens_ += static_cast<uint64_t>(r.output_tokens);
-    summary_.gpu_hit_tokens += static_cast<uint64_t>(r.gpu_hit_tokens);
-    summary_.lmcache_hit_tokens += static_cast<uint64_t>(r.lmcache_hit_tokens);
-    for (int t = 0; t < kNumTiers; ++t)
-      summary_.loaded_tokens[t] += static_cast<uint64_t>(r.loaded_tokens[t]);
-    summary_.failed_load_tokens += static_cast<uint64_t>(r.failed_load_tokens);
-    summary_.preemptions += static_cast<uint64_t>(r.preemptions);
     const bool slo_ok =
         ttft <= scenario_.slo.ttft_ms && (tpot < 0 || tpot <= scenario_.slo.tpot_ms);
     if (slo_ok) ++slo_ok_;
     pc.slo_ok += slo_ok ? 1 : 0;
-    pc.lmcache_hit_tokens += static_cast<uint64_t>(r.lmcache_hit_tokens);
     finished_priority_.push_back(r.priority);
   }
   if (!requests_csv_) return;

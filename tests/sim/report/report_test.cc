@@ -175,7 +175,10 @@ TEST(RunRecorder, SummaryFollowsTheRecordsAndTheSlos) {
   EXPECT_DOUBLE_EQ(sum.tpot.mean, 10);
   EXPECT_DOUBLE_EQ(sum.slo_attainment, 0.5);
   EXPECT_DOUBLE_EQ(sum.goodput, 1 / 1.2);
-  EXPECT_DOUBLE_EQ(sum.gpu_hit_rate, 80.0 / 400.0);  // hits of finished / all prompt tokens
+  // Every request's hits count (the failed one had its 40 before its load failed), over every
+  // request's prompt tokens: the summary's counts are requests.csv's column sums.
+  EXPECT_EQ(sum.gpu_hit_tokens, 120u);
+  EXPECT_DOUBLE_EQ(sum.gpu_hit_rate, 120.0 / 400.0);
   std::string csv = slurp(dir + "/requests.csv");
   EXPECT_NE(csv.find(",preemptions,rejected,load_error,priority\n"), std::string::npos) << csv;
   EXPECT_NE(csv.find("\n3,0,0.000000,0.000000,,1.500000,,,,100,0,40,0,0,0,0,64,0,0,1,-3\n"),
