@@ -197,7 +197,7 @@ def check_outputs(out):
     within the prompt tokens, KV usage mean <= peak <= 1; each LMCache tier's mean <= peak <=
     capacity (when bounded); SLO attainment in [0, 1], goodput <= throughput; links' bytes >= 0
     and busy fractions in [0, 1]. timeseries.csv: times increasing, no negative value, KV usage
-    mean <= max <= 1 (values printed to 4 decimals). requests.csv: one row per request; arrival
+    mean <= max <= 1 (values printed to 4 decimals), finishes adding up to the finished requests. requests.csv: one row per request; arrival
     <= first scheduled <= first token <= finish where they happened; a request's GPU and LMCache
     hits within its prompt; TTFT and E2E equal to their timestamps' differences; its prompt
     tokens, hits, loaded and failed tokens per tier and preemptions summing to summary.json's."""
@@ -229,7 +229,13 @@ def check_outputs(out):
         if link['bytes'] < 0 or not 0 <= link['busiest_busy_fraction'] <= 1 + eps:
             return f'link {name} {link}'
     last_t = -1.0
-    for row in csv.DictReader(open(f'{out}/timeseries.csv')):
+    series = list(csv.DictReader(open(f'{out}/timeseries.csv')))
+    if len(series) >= 2:  # finished_per_s (3 decimals) over the rows adds up to the finished
+        dt = float(series[1]['t_s']) - float(series[0]['t_s'])
+        finished = sum(float(row['finished_per_s']) for row in series) * dt
+        if abs(finished - s['requests']['finished']) > 0.0005 * dt * len(series) + 1e-6:
+            return f'timeseries.csv finishes {finished} against {s["requests"]["finished"]}'
+    for row in series:
         t = float(row['t_s'])
         if t <= last_t:
             return f'timeseries.csv: time {t} after {last_t}'
