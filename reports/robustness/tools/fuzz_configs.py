@@ -20,7 +20,7 @@ a one-line error is a refusal, counted apart), times out (SLOW), loses a request
 rejected + failed != total), reports GPU prefix hits with prefix caching off, splits a trace with
 priorities into classes that do not add up to the requests, breaks an invariant of its outputs
 (check_outputs: ordered percentiles and timestamps, hits within prompts, occupancy within
-capacity), or — every fifth case, run twice — writes different bytes, or — every seventh, from
+capacity, counts that add up; check_trace_lengths: prompts and outputs as long as the trace says), or — every fifth case, run twice — writes different bytes, or — every seventh, from
 the fourth, also swept over workload.rate_scale — its sweep point differs from the plain run.
 One JSON line per case goes to LOG.
 """
@@ -191,6 +191,30 @@ def case_loop(prefix, one_case):
     print(f'{cases} cases, {bad} bad')
 
 
+def check_trace_lengths(out, trace_path):
+    """Stop 22: every request's prompt_tokens is its trace row's input length, and a finished
+    request generated its row's output length (when prompt + output fit vllm.max_model_len);
+    trace.json parses and no event has a negative duration. The first violation, or None."""
+    import csv
+    import tomllib
+    with open(f'{out}/scenario.toml', 'rb') as f:
+        max_model_len = tomllib.load(f)['vllm']['max_model_len']
+    lengths = [json.loads(line) for line in open(trace_path)]
+    for r in csv.DictReader(open(f'{out}/requests.csv')):
+        row = lengths[int(r['index'])]
+        prompt, output = row['input_length'], row['output_length']
+        if int(r['prompt_tokens']) != prompt:
+            return f'request {r["index"]}: prompt_tokens {r["prompt_tokens"]}, trace {prompt}'
+        ended_well = r['rejected'] == '0' and r['load_error'] == '0'
+        if ended_well and prompt + output <= max_model_len and int(r['output_tokens']) != output:
+            return f'request {r["index"]}: output_tokens {r["output_tokens"]}, trace {output}'
+    events = json.load(open(f'{out}/trace.json'))['traceEvents']
+    for e in events:
+        if e.get('dur', 0) < 0:
+            return f'trace.json event with a negative duration: {e}'
+    return None
+
+
 def check_outputs(out):
     """Stop 22: what any run's outputs must satisfy; the first violation found, or None.
     summary.json: each latency's p50 <= p90 <= p99 <= max and 0 <= mean <= max; GPU prefix hits
@@ -332,6 +356,12 @@ def fuzz_case(kvtwin, repo, rnd, i, sc, sets, work):
             status = 'BAD-priorities'
         if status == 'ok':
             violation = check_outputs(out_a)
+            if not violation and sc != 'whisper_large_v3_encdec':
+                trace = f'{repo}/{TRACE}'
+                if '_trace_priorities' in sets or '_trace_tie_s' in sets:
+                    trace = derived_trace(repo, sets.get('_trace_priorities'),
+                                          sets.get('_trace_tie_s'))
+                violation = check_trace_lengths(out_a, trace)
             if violation:
                 status, err = 'BAD-outputs', violation
     return {'status': status, 'rc': rc, 'err': err[-300:]}, status not in ('ok', 'refused')
