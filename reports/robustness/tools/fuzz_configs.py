@@ -20,9 +20,10 @@ a one-line error is a refusal, counted apart), times out (SLOW), loses a request
 rejected + failed != total), reports GPU prefix hits with prefix caching off, splits a trace with
 priorities into classes that do not add up to the requests, breaks an invariant of its outputs
 (check_outputs: ordered percentiles and timestamps, hits within prompts, occupancy within
-capacity, counts that add up; check_trace_lengths: prompts and outputs as long as the trace says), or — every fifth case, run twice — writes different bytes, or — every seventh, from
-the fourth, also swept over workload.rate_scale — its sweep point differs from the plain run.
-One JSON line per case goes to LOG.
+capacity, counts that add up; check_trace_lengths: prompts and outputs as long as the trace
+says), or — every fifth case, run twice — writes different bytes, or — every seventh, from the
+fourth, also swept over workload.rate_scale — its sweep point differs from the plain run. One
+JSON line per case goes to LOG.
 """
 import json
 import os
@@ -221,9 +222,9 @@ def check_outputs(out):
     within the prompt tokens, KV usage mean <= peak <= 1; each LMCache tier's mean <= peak <=
     capacity (when bounded); SLO attainment in [0, 1], goodput <= throughput; links' bytes >= 0
     and busy fractions in [0, 1]. timeseries.csv: times increasing, no negative value, KV usage
-    mean <= max <= 1 (values printed to 4 decimals), finishes adding up to the finished requests. requests.csv: one row per request; arrival
-    <= first scheduled <= first token <= finish where they happened; a request's GPU and LMCache
-    hits within its prompt; TTFT and E2E equal to their timestamps' differences; its prompt
+    mean <= max <= 1 (values printed to 4 decimals), finishes adding up to the finished requests.
+    requests.csv: one row per request; arrival <= first scheduled <= first token <= finish where
+    they happened; a request's GPU and LMCache hits within its prompt; TTFT and E2E equal to their timestamps' differences; its prompt
     tokens, hits, loaded and failed tokens per tier and preemptions summing to summary.json's."""
     import csv
     s = json.load(open(f'{out}/summary.json'))
