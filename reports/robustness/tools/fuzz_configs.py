@@ -224,8 +224,9 @@ def check_outputs(out):
     and busy fractions in [0, 1]. timeseries.csv: times increasing, no negative value, KV usage
     mean <= max <= 1 (values printed to 4 decimals), finishes adding up to the finished requests.
     requests.csv: one row per request; arrival <= first scheduled <= first token <= finish where
-    they happened; a request's GPU and LMCache hits within its prompt; TTFT and E2E equal to their timestamps' differences; its prompt
-    tokens, hits, loaded and failed tokens per tier and preemptions summing to summary.json's."""
+    they happened; a request's GPU and LMCache hits within its prompt; TTFT and E2E equal to
+    their timestamps' differences; its prompt tokens, hits, loaded and failed tokens per tier and
+    preemptions summing to summary.json's."""
     import csv
     s = json.load(open(f'{out}/summary.json'))
     eps = 1e-6
