@@ -120,6 +120,9 @@ class KeyOrderedDict {
     run_first_ = first;
     run_last_ = last;
   }
+  // Forgets the run: for an owner whose walks read another dict's values (LFU's buckets), when
+  // one of the run's keys may have changed there in a way no token names.
+  void forget_failing_run() const { note_failing_run(0, kEnd, kEnd); }
 
   // Node iteration: first() .. next(n) .. kEnd; last() .. prev(n) .. kEnd.
   uint32_t first() const { return head_; }

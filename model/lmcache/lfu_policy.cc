@@ -52,7 +52,13 @@ void LFUCachePolicy::on_tier_insert(const CacheEngineKey& key) {
 }
 
 void LFUCachePolicy::on_tier_erase(const CacheEngineKey& key) {
-  if (stale_) return;
+  if (stale_) {
+    // A bucket entry whose key left the tier makes upstream's scan raise KeyError when it gets
+    // there: a bucket's failing run must not jump over it.
+    for (const auto& [freq, bucket] : freq_to_keys_)
+      if (bucket.contains(key)) bucket.forget_failing_run();
+    return;
+  }
   auto it = index_.find(key);
   if (it == index_.end() || !it->second.held) return;
   if (it->second.bucketed) {
@@ -132,17 +138,51 @@ std::vector<CacheEngineKey> LFUCachePolicy::get_evict_candidates(const KeyOrdere
       }
     });
   }
-  return take_candidates(num_candidates, can_evict, [&](const auto& offer) {
-    for (const auto& [freq, bucket] : freq_to_keys_) {
-      for (uint32_t n = bucket.first(); n != KeyOrderedDict::kEnd; n = bucket.next(n)) {
-        const CacheEngineKey& key = bucket.key_at(n);
-        const uint32_t* value = dict.find(key);
-        if (value == nullptr)
-          raise(PyError::kKeyError, "LFU candidate not in the tier: " + key.kid());
-        if (offer(freq, key, *value)) return;
+  // Upstream's scan, bucket by bucket. Under a nonzero token each bucket keeps the run of entries
+  // from its front that the last scan proved failing (KeyOrderedDict's failing run; every key in
+  // it is in the tier, on_tier_erase forgets the runs of a key that leaves), and a scan jumps over
+  // it: the same victims, and the same KeyError, as a scan of every entry.
+  constexpr uint32_t kEnd = KeyOrderedDict::kEnd;
+  const uint64_t token = can_evict.token();
+  std::vector<CacheEngineKey> keys;
+  std::vector<int64_t> freqs;
+  bool done = false;
+  for (const auto& [freq, bucket] : freq_to_keys_) {
+    if (done) break;
+    const auto [enter, leave] = token == 0 ? std::pair{kEnd, kEnd} : bucket.failing_run(token);
+    const uint32_t start = bucket.first();
+    uint32_t last_failed = kEnd;  // the scan proved [start, last_failed] failing
+    bool noted = token == 0;
+    auto note = [&] {  // once per bucket, at its first evictable key or at its end
+      if (!noted && last_failed != kEnd) bucket.note_failing_run(token, start, last_failed);
+      noted = true;
+    };
+    for (uint32_t n = start; n != kEnd; n = bucket.next(n)) {
+      if (n == enter) {
+        last_failed = n = leave;
+        continue;
+      }
+      const CacheEngineKey& key = bucket.key_at(n);
+      const uint32_t* value = dict.find(key);
+      if (value == nullptr)
+        raise(PyError::kKeyError, "LFU candidate not in the tier: " + key.kid());
+      if (!can_evict(*value)) {
+        last_failed = n;
+        continue;
+      }
+      note();
+      keys.push_back(key);
+      freqs.push_back(freq);
+      if (key_to_freq_.erase(key) == 0) raise(PyError::kKeyError, "LFU key_to_freq: " + key.kid());
+      if (static_cast<int>(keys.size()) == num_candidates) {
+        done = true;
+        break;
       }
     }
-  });
+    note();
+  }
+  for (size_t i = 0; i < keys.size(); ++i) bucket_pop(freqs[i], keys[i]);
+  return keys;
 }
 
 std::vector<std::pair<int64_t, std::vector<CacheEngineKey>>> LFUCachePolicy::frequency_buckets()

@@ -14,6 +14,17 @@
 // the tier does not hold. Fixed: update_on_put moves the key out of its old bucket, and the scan
 // skips keys the tier does not hold.
 //
+// The upstream scan resumes (stop 22; not upstream's: the same victims and the same KeyError,
+// found without re-walking): a tier full of entries it may not evict (held by pending writes)
+// made every allocation walk the low-frequency buckets over the same entries again (a layerwise
+// DeepSeek run with 64-token chunks: 90.6 s, 74 % of it in the scan). Under the tier's token
+// (CanEvictFn) each bucket keeps the run of entries from its front that the last scan proved
+// failing (KeyOrderedDict's failing run) and the next scan jumps over it. Every key in a run is in
+// the tier when the run is proved, and on_tier_erase forgets the runs of the buckets that hold a
+// key leaving the tier, so the scan still meets, and raises on, a stale entry of a removed key.
+// The tiers never give a held key a new value in place (a re-put of a held key is skipped), so
+// the token covers every way a run's entry could start to pass.
+//
 // The fixed scan's index (not upstream's: the same victims, found without the walk): the disk
 // tier puts a key in its policy when the write is submitted and in its dict when the write
 // completes, so pending writes sit at the front of bucket 1, and a scan that skipped them one by

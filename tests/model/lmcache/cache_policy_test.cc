@@ -382,6 +382,111 @@ RC_GTEST_PROP(CachePolicyProperties, AResumedDictOrderWalkTakesThePlainWalksVict
   RC_ASSERT(kids(walk_a(keys)) == kids(walk_b(keys)));
 }
 
+// LFU's upstream scan under a token jumps over each bucket's failing run and takes the same
+// victims, and raises the same KeyError, as the scan of every entry: two tiers given the same
+// random puts (as the CPU tier does: into the tier, then the policy; or as the disk tier does: the
+// policy first, the tier when the write completes), re-puts (stale bucket entries), hits, pins,
+// unpins (the token changes), force evictions and removals (a removed key may keep a stale bucket
+// entry, which the scan must still meet), asked for victims both ways, agree on every list and
+// every KeyError; the token scan never calls the predicate more often.
+RC_GTEST_PROP(CachePolicyProperties, AResumedLfuScanTakesThePlainScansVictims, ()) {
+  Tier a(CachePolicyKind::kLfu), b(CachePolicyKind::kLfu);  // upstream: stale bucket entries
+  uint64_t token = 1;
+  int calls_a = 0, calls_b = 0;
+  // The victims, or "KeyError"; the tier drops the victims (remove with force=false).
+  auto walk = [&](Tier& t, int n, uint64_t tok, int* calls) {
+    std::vector<std::string> out;
+    try {
+      CanEvictFn can(
+          [&t, calls](uint32_t v) {
+            ++*calls;
+            return static_cast<bool>(t.evictable[v]);
+          },
+          tok);
+      for (const CacheEngineKey& k : t.policy->get_evict_candidates(t.dict, n, can)) {
+        out.push_back(k.kid());
+        t.drop(k);
+      }
+    } catch (const UpstreamError&) {
+      out = {"KeyError"};
+    }
+    return out;
+  };
+  const int keys = *rc::gen::inRange(1, 30);
+  const int ops = *rc::gen::inRange(1, 300);
+  for (int step = 0; step < ops; ++step) {
+    const int i = *rc::gen::inRange(0, keys);
+    const bool held = a.dict.contains(a.key(i));
+    auto both = [&](auto f) {
+      f(a);
+      f(b);
+    };
+    switch (*rc::gen::inRange(0, 11)) {
+      case 0:  // a CPU-tier put, evictable or held
+        if (!held) {
+          const bool pinned = *rc::gen::arbitrary<bool>();
+          both([&](Tier& t) {
+            t.put(i);
+            if (pinned) t.pin(i);
+          });
+        }
+        break;
+      case 1:  // a disk-tier put: the policy hears of it before the tier holds the key
+        if (!held) both([&](Tier& t) { t.policy->update_on_put(t.key(i)); });
+        break;
+      case 2:  // the disk write completes (held from now on, evictable: a new entry, no token)
+        if (!held) both([&](Tier& t) { t.hold(i); });
+        break;
+      case 3:  // a re-put: the frequency resets, an entry in the old bucket stays
+        if (held) both([&](Tier& t) { t.policy->update_on_put(t.key(i)); });
+        break;
+      case 4:
+        if (held) {
+          bool raised_a = false, raised_b = false;
+          try {
+            a.hit(i);
+          } catch (const UpstreamError&) {
+            raised_a = true;
+          }
+          try {
+            b.hit(i);
+          } catch (const UpstreamError&) {
+            raised_b = true;
+          }
+          RC_ASSERT(raised_a == raised_b);
+        }
+        break;
+      case 5:
+        if (held) both([&](Tier& t) { t.pin(i); });
+        break;
+      case 6:  // unpinned: it may pass now
+        if (held) {
+          both([&](Tier& t) { t.evictable[*t.dict.find(t.key(i))] = true; });
+          ++token;
+        }
+        break;
+      case 7:  // a removal by the tier (its bucket entries stay)
+        if (held) both([&](Tier& t) { t.drop(t.key(i)); });
+        break;
+      case 8:  // a forced eviction: out of the policy, then out of the tier
+        if (held) {
+          both([&](Tier& t) {
+            t.policy->update_on_force_evict(t.key(i));
+            t.drop(t.key(i));
+          });
+        }
+        break;
+      default: {
+        const int n = *rc::gen::inRange(1, 4);
+        const std::vector<std::string> got = walk(a, n, token, &calls_a);
+        const std::vector<std::string> want = walk(b, n, 0, &calls_b);
+        RC_ASSERT(got == want);
+        RC_ASSERT(calls_a <= calls_b);
+      }
+    }
+  }
+}
+
 TEST(CachePolicy, S3FifoEvictsASmallQueueKeyHitOnlyOnce) {
   // S3-FIFO (Yang et al., SOSP 2023, Algorithm 1 evictS): the small queue's head moves to main
   // only if its frequency is above 1 (hit at least twice); a key hit once is a one-hit wonder and
