@@ -48,7 +48,10 @@ void LFUCachePolicy::on_tier_insert(const CacheEngineKey& key) {
   if (stale_) return;
   KeyIndex& k = index_[key];
   if (std::exchange(k.held, true)) return;
-  if (k.bucketed) present_[k.freq].emplace(k.seq, key);
+  if (!k.bucketed) return;
+  present_[k.freq].emplace(k.seq, key);
+  auto p = failing_prefix_.find(k.freq);
+  if (p != failing_prefix_.end() && k.seq <= p->second.last_seq) failing_prefix_.erase(p);
 }
 
 void LFUCachePolicy::on_tier_erase(const CacheEngineKey& key) {
@@ -103,52 +106,66 @@ void LFUCachePolicy::update_on_force_evict(const CacheEngineKey& key) {
   bucket_pop(freq, key);
 }
 
-// Offers each (frequency, key, the tier's value) that `walk` yields to `offer`, which keeps the
-// first num_candidates evictable keys (they leave key_to_freq at once, their buckets after the
-// walk) and stops the walk when it has them.
-template <typename Walk>
-std::vector<CacheEngineKey> LFUCachePolicy::take_candidates(int num_candidates,
-                                                            const CanEvictFn& can_evict,
-                                                            Walk walk) {
+std::vector<CacheEngineKey> LFUCachePolicy::get_evict_candidates(const KeyOrderedDict& dict,
+                                                                 int num_candidates,
+                                                                 const CanEvictFn& can_evict) {
+  const uint64_t token = can_evict.token();
   std::vector<CacheEngineKey> keys;
   std::vector<int64_t> freqs;
-  walk([&](int64_t freq, const CacheEngineKey& key, uint32_t value) {
-    if (!can_evict(value)) return false;
+  // Keeps an evictable key (it leaves key_to_freq at once, its bucket after the scan); true when
+  // the scan has num_candidates.
+  auto take = [&](int64_t freq, const CacheEngineKey& key) {
     keys.push_back(key);
     freqs.push_back(freq);
     if (key_to_freq_.erase(key) == 0) raise(PyError::kKeyError, "LFU key_to_freq: " + key.kid());
     return static_cast<int>(keys.size()) == num_candidates;
-  });
-  for (size_t i = 0; i < keys.size(); ++i) bucket_pop(freqs[i], keys[i]);
-  return keys;
-}
-
-std::vector<CacheEngineKey> LFUCachePolicy::get_evict_candidates(const KeyOrderedDict& dict,
-                                                                 int num_candidates,
-                                                                 const CanEvictFn& can_evict) {
+  };
+  auto finish = [&] {
+    for (size_t i = 0; i < keys.size(); ++i) bucket_pop(freqs[i], keys[i]);
+    return std::move(keys);
+  };
   if (!stale_) {
     // The fix: the index holds exactly the bucket entries whose key the tier holds, in order.
-    return take_candidates(num_candidates, can_evict, [&](const auto& offer) {
-      for (const auto& [freq, held] : present_) {
-        for (const auto& [seq, key] : held) {
-          const uint32_t* value = dict.find(key);
-          KVTWIN_CHECK(value != nullptr) << "LFU index: " << key.kid() << " is not in the tier";
-          if (offer(freq, key, *value)) return;
+    // Under a nonzero token each frequency's scan starts after its failing prefix.
+    for (const auto& [freq, held] : present_) {
+      auto it = held.begin();
+      bool failed = false;  // the scan proved held's entries up to last_failed failing
+      uint64_t last_failed = 0;
+      if (token != 0) {
+        auto p = failing_prefix_.find(freq);
+        if (p != failing_prefix_.end() && p->second.token == token) {
+          it = held.upper_bound(p->second.last_seq);
+          failed = true;
+          last_failed = p->second.last_seq;
         }
       }
-    });
+      bool noted = token == 0;
+      auto note = [&, f = freq] {  // once per frequency, at its first evictable key or its end
+        if (!noted && failed) failing_prefix_[f] = FailingPrefix{token, last_failed};
+        noted = true;
+      };
+      for (; it != held.end(); ++it) {
+        const auto& [seq, key] = *it;
+        const uint32_t* value = dict.find(key);
+        KVTWIN_CHECK(value != nullptr) << "LFU index: " << key.kid() << " is not in the tier";
+        if (!can_evict(*value)) {
+          failed = true;
+          last_failed = seq;
+          continue;
+        }
+        note();
+        if (take(freq, key)) return finish();
+      }
+      note();
+    }
+    return finish();
   }
   // Upstream's scan, bucket by bucket. Under a nonzero token each bucket keeps the run of entries
   // from its front that the last scan proved failing (KeyOrderedDict's failing run; every key in
   // it is in the tier, on_tier_erase forgets the runs of a key that leaves), and a scan jumps over
   // it: the same victims, and the same KeyError, as a scan of every entry.
   constexpr uint32_t kEnd = KeyOrderedDict::kEnd;
-  const uint64_t token = can_evict.token();
-  std::vector<CacheEngineKey> keys;
-  std::vector<int64_t> freqs;
-  bool done = false;
   for (const auto& [freq, bucket] : freq_to_keys_) {
-    if (done) break;
     const auto [enter, leave] = token == 0 ? std::pair{kEnd, kEnd} : bucket.failing_run(token);
     const uint32_t start = bucket.first();
     uint32_t last_failed = kEnd;  // the scan proved [start, last_failed] failing
@@ -171,18 +188,11 @@ std::vector<CacheEngineKey> LFUCachePolicy::get_evict_candidates(const KeyOrdere
         continue;
       }
       note();
-      keys.push_back(key);
-      freqs.push_back(freq);
-      if (key_to_freq_.erase(key) == 0) raise(PyError::kKeyError, "LFU key_to_freq: " + key.kid());
-      if (static_cast<int>(keys.size()) == num_candidates) {
-        done = true;
-        break;
-      }
+      if (take(freq, key)) return finish();
     }
     note();
   }
-  for (size_t i = 0; i < keys.size(); ++i) bucket_pop(freqs[i], keys[i]);
-  return keys;
+  return finish();
 }
 
 std::vector<std::pair<int64_t, std::vector<CacheEngineKey>>> LFUCachePolicy::frequency_buckets()

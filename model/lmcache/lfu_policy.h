@@ -23,7 +23,9 @@
 // the tier when the run is proved, and on_tier_erase forgets the runs of the buckets that hold a
 // key leaving the tier, so the scan still meets, and raises on, a stale entry of a removed key.
 // The tiers never give a held key a new value in place (a re-put of a held key is skipped), so
-// the token covers every way a run's entry could start to pass.
+// the token covers every way a run's entry could start to pass. The fixed scan resumes the same
+// way over its index: per frequency, a failing prefix of `present_` by sequence number (see
+// FailingPrefix).
 //
 // The fixed scan's index (not upstream's: the same victims, found without the walk): the disk
 // tier puts a key in its policy when the write is submitted and in its dict when the write
@@ -60,9 +62,6 @@ class LFUCachePolicy final : public CachePolicy {
   void bucket_add(int64_t freq, const CacheEngineKey& key);
   // The fix's index (stale_ false only): `key`'s bucket entry left bucket `freq`.
   void index_drop(int64_t freq, const CacheEngineKey& key);
-  template <typename Walk>
-  std::vector<CacheEngineKey> take_candidates(int num_candidates, const CanEvictFn& can_evict,
-                                              Walk walk);
 
   bool stale_;
   std::map<int64_t, KeyOrderedDict> freq_to_keys_;
@@ -80,6 +79,15 @@ class LFUCachePolicy final : public CachePolicy {
   std::unordered_map<CacheEngineKey, KeyIndex, CacheEngineKeyHash> index_;
   std::map<int64_t, std::map<uint64_t, CacheEngineKey>> present_;
   uint64_t next_seq_ = 0;
+  // The fixed scan resumes too: per frequency, the token under which the scan proved every entry
+  // of present_[freq] up to sequence number last_seq failing. Entries arrive with new, larger
+  // sequence numbers, except a bucketed key the tier holds again (on_tier_insert), which drops
+  // the prefix it falls in.
+  struct FailingPrefix {
+    uint64_t token = 0;
+    uint64_t last_seq = 0;
+  };
+  std::map<int64_t, FailingPrefix> failing_prefix_;
 };
 
 }  // namespace kvtwin::model::lmcache

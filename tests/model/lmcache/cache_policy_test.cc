@@ -382,15 +382,17 @@ RC_GTEST_PROP(CachePolicyProperties, AResumedDictOrderWalkTakesThePlainWalksVict
   RC_ASSERT(kids(walk_a(keys)) == kids(walk_b(keys)));
 }
 
-// LFU's upstream scan under a token jumps over each bucket's failing run and takes the same
-// victims, and raises the same KeyError, as the scan of every entry: two tiers given the same
+// LFU's scans under a token — upstream's jumping over each bucket's failing run, the fixed one
+// starting each frequency after its failing prefix — take the same victims, and raise the same
+// KeyError, as the scans of every entry: two tiers given the same
 // random puts (as the CPU tier does: into the tier, then the policy; or as the disk tier does: the
 // policy first, the tier when the write completes), re-puts (stale bucket entries), hits, pins,
 // unpins (the token changes), force evictions and removals (a removed key may keep a stale bucket
 // entry, which the scan must still meet), asked for victims both ways, agree on every list and
 // every KeyError; the token scan never calls the predicate more often.
 RC_GTEST_PROP(CachePolicyProperties, AResumedLfuScanTakesThePlainScansVictims, ()) {
-  Tier a(CachePolicyKind::kLfu), b(CachePolicyKind::kLfu);  // upstream: stale bucket entries
+  const Quirks q = *rc::gen::arbitrary<bool>() ? Quirks::upstream() : Quirks::all_fixed();
+  Tier a(CachePolicyKind::kLfu, q), b(CachePolicyKind::kLfu, q);
   uint64_t token = 1;
   int calls_a = 0, calls_b = 0;
   // The victims, or "KeyError"; the tier drops the victims (remove with force=false).
