@@ -22,8 +22,8 @@ priorities into classes that do not add up to the requests, breaks an invariant 
 (check_outputs: ordered percentiles and timestamps, hits within prompts, occupancy within
 capacity, counts that add up; check_trace_lengths: prompts and outputs as long as the trace
 says), or — every fifth case, run twice — writes different bytes, or — every seventh, from the
-fourth, also swept over workload.rate_scale — its sweep point differs from the plain run. One
-JSON line per case goes to LOG.
+fourth, also swept over workload.rate_scale (its value and half of it) — its sweep point differs
+from the plain run. One JSON line per case goes to LOG.
 """
 import json
 import os
@@ -302,7 +302,8 @@ def check_outputs(out):
 
 
 def sweep_point_differs(kvtwin, repo, sc, sets, out_a, out_s):
-    """Stop 22: `kvtwin sweep` over workload.rate_scale (the case's value, then twice it) with
+    """Stop 22: `kvtwin sweep` over workload.rate_scale (the case's value, then half of it: a
+    faster rate could leave a workload.start_s window without requests, an error) with
     the case's other settings, 2 jobs; the first point's outputs must be the plain run's (but the
     count of trace events dropped: a point records none). The first file that differs,
     'TIMEOUT', 'rc N: error' or None."""
@@ -310,7 +311,7 @@ def sweep_point_differs(kvtwin, repo, sc, sets, out_a, out_s):
                    out_s)
     args[1] = 'sweep'
     rate = float(sets['workload.rate_scale'])
-    args += ['--vary', f'workload.rate_scale={rate!r},{2 * rate!r}', '-j', '2']
+    args += ['--vary', f'workload.rate_scale={rate!r},{rate / 2!r}', '-j', '2']
     shutil.rmtree(out_s, ignore_errors=True)
     try:
         p = subprocess.run(args, capture_output=True, text=True, timeout=300)
