@@ -13,37 +13,9 @@ namespace kvtwin::model::lmcache {
 template <typename Take>
 void DictOrderCachePolicy::for_each_evictable(const KeyOrderedDict& dict,
                                               const CanEvictFn& can_evict, Take take) const {
-  constexpr uint32_t kEnd = KeyOrderedDict::kEnd;
-  const uint64_t token = can_evict.token();
-  // Walking forward the run is entered at its first node and left after its last; backward the
-  // other way round.
-  auto [enter, leave] = token == 0 ? std::pair{kEnd, kEnd} : dict.failing_run(token);
-  if (newest_first_) std::swap(enter, leave);
-  auto step = [&](uint32_t n) { return newest_first_ ? dict.prev(n) : dict.next(n); };
-  const uint32_t start = newest_first_ ? dict.last() : dict.first();
-  uint32_t last_failed = kEnd;  // the walk proved [start, last_failed] failing
-  bool noted = token == 0;
-  auto note = [&] {  // once, at the first evictable key or at the end
-    if (noted || last_failed == kEnd) return;
-    noted = true;
-    if (newest_first_) {
-      dict.note_failing_run(token, last_failed, start);
-    } else {
-      dict.note_failing_run(token, start, last_failed);
-    }
-  };
-  for (uint32_t n = start; n != kEnd; n = step(n)) {
-    if (n == enter) {
-      last_failed = n = leave;
-    } else if (!can_evict(dict.value_at(n))) {
-      last_failed = n;
-    } else {
-      note();
-      noted = true;
-      if (take(dict.key_at(n))) return;
-    }
-  }
-  note();
+  dict.walk_past_failing_run(
+      can_evict.token(), newest_first_, [&](uint32_t n) { return can_evict(dict.value_at(n)); },
+      [&](uint32_t n) { return take(dict.key_at(n)); });
 }
 
 std::vector<CacheEngineKey> DictOrderCachePolicy::get_evict_candidates(

@@ -27,7 +27,7 @@
 //   oldest ... [run_first .. run_last] ... newest     every entry in the run failed under run_token
 //
 // A walk that meets an end of the run jumps over it, and records the run it proved (see
-// DictOrderCachePolicy). The dict keeps the run on its entries: an end that is popped or moved
+// walk_past_failing_run). The dict keeps the run on its entries: an end that is popped or moved
 // away moves inward (the run empties when its last entry goes), interior entries may leave, new
 // entries arrive outside it; reassigning a value or clear() drops it. Entries failing the
 // predicate stay failing under an unchanged token, and the run's order is the dict's, so a walk
@@ -123,6 +123,42 @@ class KeyOrderedDict {
   // Forgets the run: for an owner whose walks read another dict's values (LFU's buckets), when
   // one of the run's keys may have changed there in a way no token names.
   void forget_failing_run() const { note_failing_run(0, kEnd, kEnd); }
+
+  // The resumable walk: from the oldest node (newest_first: the newest) over every node, jumping
+  // over the failing run under `token` (token 0: no run, nothing recorded), calls take(n) for each
+  // node with passes(n) until take returns true; at the first passing node (or the end) it records
+  // the run it proved failing from its start. passes may throw: nothing is recorded then.
+  template <typename Passes, typename Take>
+  void walk_past_failing_run(uint64_t token, bool newest_first, Passes passes, Take take) const {
+    // Walking forward the run is entered at its first node and left after its last; backward the
+    // other way round.
+    auto [enter, leave] = token == 0 ? std::pair{kEnd, kEnd} : failing_run(token);
+    if (newest_first) std::swap(enter, leave);
+    const uint32_t start = newest_first ? last() : first();
+    uint32_t last_failed = kEnd;  // the walk proved [start, last_failed] failing
+    bool noted = token == 0;
+    auto note = [&] {  // once, at the first passing node or at the end
+      if (!noted && last_failed != kEnd) {
+        if (newest_first) {
+          note_failing_run(token, last_failed, start);
+        } else {
+          note_failing_run(token, start, last_failed);
+        }
+      }
+      noted = true;
+    };
+    for (uint32_t n = start; n != kEnd; n = newest_first ? prev(n) : next(n)) {
+      if (n == enter) {
+        last_failed = n = leave;
+      } else if (!passes(n)) {
+        last_failed = n;
+      } else {
+        note();
+        if (take(n)) return;
+      }
+    }
+    note();
+  }
 
   // Node iteration: first() .. next(n) .. kEnd; last() .. prev(n) .. kEnd.
   uint32_t first() const { return head_; }

@@ -160,37 +160,22 @@ std::vector<CacheEngineKey> LFUCachePolicy::get_evict_candidates(const KeyOrdere
     }
     return finish();
   }
-  // Upstream's scan, bucket by bucket. Under a nonzero token each bucket keeps the run of entries
-  // from its front that the last scan proved failing (KeyOrderedDict's failing run; every key in
-  // it is in the tier, on_tier_erase forgets the runs of a key that leaves), and a scan jumps over
-  // it: the same victims, and the same KeyError, as a scan of every entry.
-  constexpr uint32_t kEnd = KeyOrderedDict::kEnd;
+  // Upstream's scan, bucket by bucket, each a resumable walk (KeyOrderedDict): the bucket's
+  // failing run holds keys the tier held when it was proved, and on_tier_erase forgets the runs of
+  // a key that leaves, so the walk meets, and raises KeyError on, every stale entry a scan of
+  // every entry would.
   for (const auto& [freq, bucket] : freq_to_keys_) {
-    const auto [enter, leave] = token == 0 ? std::pair{kEnd, kEnd} : bucket.failing_run(token);
-    const uint32_t start = bucket.first();
-    uint32_t last_failed = kEnd;  // the scan proved [start, last_failed] failing
-    bool noted = token == 0;
-    auto note = [&] {  // once per bucket, at its first evictable key or at its end
-      if (!noted && last_failed != kEnd) bucket.note_failing_run(token, start, last_failed);
-      noted = true;
-    };
-    for (uint32_t n = start; n != kEnd; n = bucket.next(n)) {
-      if (n == enter) {
-        last_failed = n = leave;
-        continue;
-      }
-      const CacheEngineKey& key = bucket.key_at(n);
-      const uint32_t* value = dict.find(key);
-      if (value == nullptr)
-        raise(PyError::kKeyError, "LFU candidate not in the tier: " + key.kid());
-      if (!can_evict(*value)) {
-        last_failed = n;
-        continue;
-      }
-      note();
-      if (take(freq, key)) return finish();
-    }
-    note();
+    bool full = false;
+    bucket.walk_past_failing_run(
+        token, /*newest_first=*/false,
+        [&](uint32_t n) {
+          const uint32_t* value = dict.find(bucket.key_at(n));
+          if (value == nullptr)
+            raise(PyError::kKeyError, "LFU candidate not in the tier: " + bucket.key_at(n).kid());
+          return can_evict(*value);
+        },
+        [&, f = freq](uint32_t n) { return full = take(f, bucket.key_at(n)); });
+    if (full) break;
   }
   return finish();
 }

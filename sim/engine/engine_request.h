@@ -24,10 +24,6 @@ struct EngineRequest {
   int64_t num_external_computed_tokens = 0;
   int64_t num_encoder_tokens = 0;  // encoder input (encoder-decoder models)
   int64_t priority = 0;            // vLLM's request priority (the trace's; lower runs first)
-  // Order of arrival at this instance's scheduler (Scheduler::add_request numbers requests 0, 1,
-  // 2, ...): with record.arrival, the simulator's stand-in for vLLM's Request.arrival_time (see
-  // Scheduler's header).
-  uint64_t arrival_seq = 0;
   // Async scheduling: tokens scheduled but not yet sampled (upstream's num_output_placeholders).
   int64_t num_output_placeholders = 0;
   // Async scheduling: batches in flight that hold this request. A request that leaves while one

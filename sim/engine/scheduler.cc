@@ -15,15 +15,15 @@ Scheduler::Scheduler(const SchedulerConfig& config, model::vllm::KVCacheManager*
 
 void Scheduler::add_request(EngineRequest* r) {
   r->status = RequestStatus::kWaiting;
-  r->arrival_seq = next_arrival_seq_++;
   enqueue_waiting(r, /*front=*/false);
 }
 
 namespace {
 
-// vLLM's arrival_time: the trace's arrival, then the order of arrival (see the header).
+// vLLM's arrival_time: the trace's arrival, then the order of arrival, which is the trace's
+// request order (record.index: traces are sorted by arrival; see the header).
 std::pair<SimTime, uint64_t> arrival_time(const EngineRequest* r) {
-  return {r->record.arrival, r->arrival_seq};
+  return {r->record.arrival, r->record.index};
 }
 
 // Request.__lt__: priority, then arrival time, then the request id as a string (the last never

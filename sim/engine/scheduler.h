@@ -13,7 +13,8 @@
 // Arrival time: upstream stamps each request with time.time() when it comes in, so two requests
 // never share one and the later one is the larger. Traces give times in milliseconds or coarser,
 // and many requests share one (the Mooncake traces start with 8 at 0 ms). The simulator's arrival
-// time is therefore (trace arrival, order of arrival at this scheduler). Ties taken at face value
+// time is therefore (trace arrival, trace request index): the trace is sorted by arrival, so
+// among equal arrivals the index is the order in which they arrive. Ties taken at face value
 // would make the request id decide the waiting order ("10" before "9") and make preemption take
 // the first tied request in running order, which has the most work done: each preemption then
 // lands on the request that was about to finish, and with a small KV pool (fuzz case: Gemma-3,
@@ -214,7 +215,6 @@ class Scheduler {
   std::set<EngineRequest*> finished_recving_;
   std::set<EngineRequest*> failed_recving_;
   uint64_t num_preemptions_ = 0;
-  uint64_t next_arrival_seq_ = 0;  // EngineRequest::arrival_seq of the next add_request
 };
 
 }  // namespace kvtwin::sim::engine

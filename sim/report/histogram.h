@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "sim/time.h"
@@ -34,7 +35,7 @@ class LogHistogram {
     ++count_;
     sum_ns_ += static_cast<double>(ns);
     max_ns_ = std::max(max_ns_, ns);
-    min_ns_ = count_ == 1 ? ns : std::min(min_ns_, ns);
+    min_ns_ = std::min(min_ns_, ns);
   }
   uint64_t count() const { return count_; }
   double mean_ns() const { return count_ ? sum_ns_ / static_cast<double>(count_) : 0; }
@@ -65,7 +66,7 @@ class LogHistogram {
   uint64_t count_ = 0;
   double sum_ns_ = 0;
   SimDuration max_ns_ = 0;
-  SimDuration min_ns_ = 0;   // valid once count_ > 0
+  SimDuration min_ns_ = std::numeric_limits<SimDuration>::max();
   SimDuration last_ns_ = 0;  // bucket(0) == 0
   size_t last_bucket_ = 0;
 };

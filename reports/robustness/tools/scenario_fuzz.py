@@ -19,12 +19,11 @@ import os
 import random
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from trace_fuzz import ODD  # noqa: E402
+from trace_fuzz import ODD, run_outcome  # noqa: E402
 
 TOML_ODD = ['"x"', '""', 'true', 'false', '[]', '[1, 2]', '{}', '{ a = 1 }', '1e400', '-1e400',
             '0.0', '-0.0', '1e-300', '9223372036854775807', '-9223372036854775808', 'nan', 'inf',
@@ -118,15 +117,9 @@ def main():
                     f.write(text)
                 args += ['--scenario', path]
             shutil.rmtree(f'{work}/out', ignore_errors=True)
-            try:
-                p = subprocess.run(args, capture_output=True, timeout=60, cwd=repo)
-                rc, err = p.returncode, p.stderr.decode('utf-8', 'replace').strip()
-            except subprocess.TimeoutExpired:
-                rc, err = 'TIMEOUT', ''
-            ok = rc == 0 or (rc == 2 and err.count('\n') == 0 and err.startswith('kvtwin:'))
-            kind = 'ok' if rc == 0 else 'refused' if ok else 'BAD'
+            kind, rc, err = run_outcome(args, 60, repo)
             outcomes[kind] = outcomes.get(kind, 0) + 1
-            if not ok:
+            if kind == 'BAD':
                 bad += 1
                 log.write(json.dumps({'i': i, 'scenario': sc, 'flags': as_flags, 'sets': picks,
                                       'rc': rc, 'err': err[-400:]}) + '\n')

@@ -31,6 +31,20 @@ ODD = ['', '-1', '0', '-0', '1.5', '1e309', '-1e309', 'nan', 'NaN', 'inf', '-inf
        '[1,', '1e-320', '4294967296', '2147483648', '00012', '+5', '.5', '5.', '1_000']
 
 
+def run_outcome(cmd, timeout, cwd):
+    """Runs a kvtwin command: (kind, rc, stderr); kind 'ok' (exit 0), 'refused' (exit 2 with one
+    line starting "kvtwin:") or 'BAD' (anything else: a signal, a timeout, another code)."""
+    try:
+        p = subprocess.run(cmd, capture_output=True, timeout=timeout, cwd=cwd)
+        rc, err = p.returncode, p.stderr.decode('utf-8', 'replace').strip()
+    except subprocess.TimeoutExpired:
+        rc, err = 'TIMEOUT', ''
+    if rc == 0:
+        return 'ok', rc, err
+    refused = rc == 2 and err.count('\n') == 0 and err.startswith('kvtwin:')
+    return ('refused' if refused else 'BAD'), rc, err
+
+
 def seeds(repo, work, kvtwin):
     """The valid starting traces: {name: (text, format)}."""
     src = f'{repo}/traces/examples/mooncake_conversation_10min.jsonl'
@@ -169,16 +183,9 @@ def main():
             with open(path, 'wb') as f:
                 f.write(data)
             for cmd_name, cmd in commands(kvtwin, repo, path, work).items():
-                try:
-                    p = subprocess.run(cmd, capture_output=True, timeout=30, cwd=work)
-                    rc, err = p.returncode, p.stderr.decode('utf-8', 'replace').strip()
-                except subprocess.TimeoutExpired:
-                    rc, err = 'TIMEOUT', ''
-                one_line = err.count('\n') == 0 and err.startswith('kvtwin:')
-                ok = rc == 0 or (rc == 2 and one_line)
-                kind = 'ok' if rc == 0 else 'refused' if ok else 'BAD'
+                kind, rc, err = run_outcome(cmd, 30, work)
                 outcomes[(cmd_name, kind)] = outcomes.get((cmd_name, kind), 0) + 1
-                if not ok:
+                if kind == 'BAD':
                     bad += 1
                     kept = f'{log_path}.{i}.trace'
                     shutil.copy(path, kept)

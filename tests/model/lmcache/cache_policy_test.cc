@@ -48,6 +48,33 @@ struct Tier {
   std::string k(int i) { return key(i).kid(); }
 };
 
+// Two tiers given the same operations, for the properties that compare a resumed walk (on a) with
+// a plain one (on b); `token` changes whenever an entry may have started to pass.
+struct TwinTiers {
+  Tier a, b;
+  uint64_t token = 1;
+  explicit TwinTiers(CachePolicyKind kind, Quirks q = Quirks::upstream())
+      : a(kind, q), b(kind, q) {}
+  template <typename F>
+  void both(F f) {
+    f(a);
+    f(b);
+  }
+  bool held(int i) { return a.dict.contains(a.key(i)); }
+  // A put, evictable or held (a pending write).
+  void put(int i, bool pinned) {
+    both([&](Tier& t) {
+      t.put(i);
+      if (pinned) t.pin(i);
+    });
+  }
+  // Unpinned: it may pass now.
+  void unpin(int i) {
+    both([&](Tier& t) { t.evictable[*t.dict.find(t.key(i))] = true; });
+    ++token;
+  }
+};
+
 TEST(CachePolicy, LruEvictsOldestAfterAHitMovedTheKeyToTheEnd) {
   Tier t(CachePolicyKind::kLru);
   for (int i = 1; i <= 3; ++i) t.put(i);
@@ -298,8 +325,8 @@ TEST(CachePolicy, DictOrderWalksResumePastTheEntriesKnownToFail) {
 RC_GTEST_PROP(CachePolicyProperties, AResumedDictOrderWalkTakesThePlainWalksVictims, ()) {
   const auto kind =
       *rc::gen::element(CachePolicyKind::kLru, CachePolicyKind::kFifo, CachePolicyKind::kMru);
-  Tier a(kind), b(kind);
-  uint64_t token = 1;
+  TwinTiers twins(kind);
+  Tier &a = twins.a, &b = twins.b;
   int calls_a = 0, calls_b = 0;
   auto walk_a = [&](int n) {  // n == 0: get_evict_candidate
     CanEvictFn can(
@@ -307,7 +334,7 @@ RC_GTEST_PROP(CachePolicyProperties, AResumedDictOrderWalkTakesThePlainWalksVict
           ++calls_a;
           return static_cast<bool>(a.evictable[v]);
         },
-        token);
+        twins.token);
     if (n > 0) return a.policy->get_evict_candidates(a.dict, n, can);
     std::vector<CacheEngineKey> out;
     if (std::optional<CacheEngineKey> k = a.policy->get_evict_candidate(a.dict, can))
@@ -324,21 +351,12 @@ RC_GTEST_PROP(CachePolicyProperties, AResumedDictOrderWalkTakesThePlainWalksVict
   const int ops = *rc::gen::inRange(1, 300);
   for (int step = 0; step < ops; ++step) {
     const int i = *rc::gen::inRange(0, keys);
-    const bool held = a.dict.contains(a.key(i));
-    auto both = [&](auto f) {
-      f(a);
-      f(b);
-    };
+    const bool held = twins.held(i);
+    auto both = [&](auto f) { twins.both(f); };
     switch (*rc::gen::inRange(0, 10)) {
       case 0:
       case 1:  // a put, evictable or held (a pending write): new keys land outside the run
-        if (!held) {
-          const bool pinned = *rc::gen::arbitrary<bool>();
-          both([&](Tier& t) {
-            t.put(i);
-            if (pinned) t.pin(i);
-          });
-        }
+        if (!held) twins.put(i, *rc::gen::arbitrary<bool>());
         break;
       case 2:
         if (held && kind != CachePolicyKind::kFifo) both([&](Tier& t) { t.hit(i); });
@@ -350,10 +368,7 @@ RC_GTEST_PROP(CachePolicyProperties, AResumedDictOrderWalkTakesThePlainWalksVict
         if (held) both([&](Tier& t) { t.pin(i); });
         break;
       case 5:  // unpinned: it may pass now
-        if (held) {
-          both([&](Tier& t) { t.evictable[*t.dict.find(t.key(i))] = true; });
-          ++token;
-        }
+        if (held) twins.unpin(i);
         break;
       case 6:  // the entry gets a new value: the dict forgets the run itself
         if (held) {
@@ -392,8 +407,8 @@ RC_GTEST_PROP(CachePolicyProperties, AResumedDictOrderWalkTakesThePlainWalksVict
 // every KeyError; the token scan never calls the predicate more often.
 RC_GTEST_PROP(CachePolicyProperties, AResumedLfuScanTakesThePlainScansVictims, ()) {
   const Quirks q = *rc::gen::arbitrary<bool>() ? Quirks::upstream() : Quirks::all_fixed();
-  Tier a(CachePolicyKind::kLfu, q), b(CachePolicyKind::kLfu, q);
-  uint64_t token = 1;
+  TwinTiers twins(CachePolicyKind::kLfu, q);
+  Tier &a = twins.a, &b = twins.b;
   int calls_a = 0, calls_b = 0;
   // The victims, or "KeyError"; the tier drops the victims (remove with force=false).
   auto walk = [&](Tier& t, int n, uint64_t tok, int* calls) {
@@ -418,20 +433,11 @@ RC_GTEST_PROP(CachePolicyProperties, AResumedLfuScanTakesThePlainScansVictims, (
   const int ops = *rc::gen::inRange(1, 300);
   for (int step = 0; step < ops; ++step) {
     const int i = *rc::gen::inRange(0, keys);
-    const bool held = a.dict.contains(a.key(i));
-    auto both = [&](auto f) {
-      f(a);
-      f(b);
-    };
+    const bool held = twins.held(i);
+    auto both = [&](auto f) { twins.both(f); };
     switch (*rc::gen::inRange(0, 11)) {
       case 0:  // a CPU-tier put, evictable or held
-        if (!held) {
-          const bool pinned = *rc::gen::arbitrary<bool>();
-          both([&](Tier& t) {
-            t.put(i);
-            if (pinned) t.pin(i);
-          });
-        }
+        if (!held) twins.put(i, *rc::gen::arbitrary<bool>());
         break;
       case 1:  // a disk-tier put: the policy hears of it before the tier holds the key
         if (!held) both([&](Tier& t) { t.policy->update_on_put(t.key(i)); });
@@ -462,10 +468,7 @@ RC_GTEST_PROP(CachePolicyProperties, AResumedLfuScanTakesThePlainScansVictims, (
         if (held) both([&](Tier& t) { t.pin(i); });
         break;
       case 6:  // unpinned: it may pass now
-        if (held) {
-          both([&](Tier& t) { t.evictable[*t.dict.find(t.key(i))] = true; });
-          ++token;
-        }
+        if (held) twins.unpin(i);
         break;
       case 7:  // a removal by the tier (its bucket entries stay)
         if (held) both([&](Tier& t) { t.drop(t.key(i)); });
@@ -480,7 +483,7 @@ RC_GTEST_PROP(CachePolicyProperties, AResumedLfuScanTakesThePlainScansVictims, (
         break;
       default: {
         const int n = *rc::gen::inRange(1, 4);
-        const std::vector<std::string> got = walk(a, n, token, &calls_a);
+        const std::vector<std::string> got = walk(a, n, twins.token, &calls_a);
         const std::vector<std::string> want = walk(b, n, 0, &calls_b);
         RC_ASSERT(got == want);
         RC_ASSERT(calls_a <= calls_b);

@@ -52,6 +52,7 @@ struct SchedulerRig {
     auto r = std::make_unique<EngineRequest>();
     r->req = std::make_unique<vllm::Request>(id, std::move(t), o, &hasher);
     r->priority = priority;
+    r->record.index = requests.size();  // as the trace numbers requests: in arrival order
     requests.push_back(std::move(r));
     scheduler.add_request(requests.back().get());
     return requests.back().get();
