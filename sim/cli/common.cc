@@ -37,6 +37,7 @@ workload::WorkloadOptions workload_options(const scenario::Scenario& s) {
   o.max_requests = s.workload.max_requests;
   o.max_duration_s = s.workload.max_duration_s;
   o.start_s = s.workload.start_s;
+  o.warmup_s = s.workload.warmup_s;
   o.prefix_groups = s.workload.prefix_groups;
   o.prefix_tokens = s.workload.prefix_tokens;
   o.prefix_zipf = s.workload.prefix_zipf;

@@ -20,12 +20,20 @@ workload::TraceFormat parse_format(const std::string& name, const char* flag) {
   return *f;
 }
 
+// The scenario's workload transforms without its warm-up: stats and conversions describe the
+// window a run measures.
+workload::WorkloadOptions window_options(const scenario::Scenario& s) {
+  workload::WorkloadOptions o = workload_options(s);
+  o.warmup_s = 0;
+  return o;
+}
+
 }  // namespace
 
 int run_trace_stats(const TraceStatsOptions& o) {
   scenario::Scenario s = load_scenario(o.scenario, o.sets);
   workload::Workload w(workload::open_trace(o.file, parse_format(o.format, "--format")),
-                       workload_options(s));
+                       window_options(s));
   workload::TraceStats stats = workload::compute_trace_stats(&w, o.window_s);
   double kv =
       static_cast<double>(hw::derive_geometry(s).kv_bytes_per_token) * s.gpu.tensor_parallel;
@@ -44,7 +52,7 @@ int run_trace_convert(const TraceConvertOptions& o) {
     throw InputError("--to", 0, o.to, "expected native or mooncake");
   scenario::Scenario s = load_scenario(o.scenario, o.sets);
   workload::Workload w(workload::open_trace(o.input, parse_format(o.from, "--from")),
-                       workload_options(s));
+                       window_options(s));
   struct stat in_st, out_st;
   if (o.output != "-" && ::stat(o.input.c_str(), &in_st) == 0 &&
       ::stat(o.output.c_str(), &out_st) == 0 && in_st.st_dev == out_st.st_dev &&

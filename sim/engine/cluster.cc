@@ -100,6 +100,12 @@ Cluster::~Cluster() = default;
 
 void Cluster::run(const std::function<void(uint64_t)>& progress) {
   progress_ = progress;
+  const SimTime from = workload_->measure_from();
+  if (from == 0) {
+    measuring_ = true;  // no warm-up: the counters start at 0
+  } else if (from < kSimTimeMax) {
+    sim_.schedule_at(from, [this] { begin_measurement(); });
+  }
   pump();
   sim_.schedule_at(0, [this] { sample(); });
   sim_.run();
@@ -141,10 +147,21 @@ void Cluster::pump() {
   sim_.schedule_at(std::max(sim_.now(), next_.arrival), [this] { arrive(); });
 }
 
+void Cluster::begin_measurement() {
+  if (measuring_) return;
+  measuring_ = true;
+  measure_from_ = sim_.now();
+  baseline_ = counters();
+  mover_.reset_page_cache_peaks();
+  if (recorder_) recorder_->begin_measurement(measure_from_);
+}
+
 void Cluster::arrive() {
   const workload::TraceRequest& t = next_;
+  if (!t.warmup) begin_measurement();
   auto r = std::make_unique<EngineRequest>();
   r->record.index = t.index;
+  r->record.warmup = t.warmup;
   r->record.arrival = sim_.now();
   r->record.prompt_tokens = t.prompt_tokens;
   r->num_encoder_tokens = s_.model.encoder_tokens;
@@ -184,7 +201,7 @@ void Cluster::on_done(EngineRequest* r) {
   if (recorder_) recorder_->on_request_done(r->record);
   if (observer_) observer_(r->record);
   ++done_;
-  if (!r->record.rejected && !r->record.load_error) ++finished_;
+  if (!r->record.rejected && !r->record.load_error && !r->record.warmup) ++finished_;
   live_.erase(r->record.index);
   if (progress_ && done_ % 256 == 0) progress_(done_);
 }
@@ -232,11 +249,36 @@ void Cluster::sample() {
   sim_.schedule_at(next, [this] { sample(); });
 }
 
+Cluster::Counters Cluster::counters() {
+  Counters c;
+  for (const auto& inst : instances_) c.gpu_evictions += inst->gpu_evictions();
+  for (const auto& conn : connectors_) {
+    const LmcacheTierStats& st = conn->stats();
+    c.stalled += st.stalled_loads;
+    c.failed_stores += st.failed_stores;
+    c.failed_remote_writes += st.failed_remote_writes;
+    c.async.lookups += st.async_lookups;
+    c.async.timeouts += st.async_lookup_timeouts;
+    c.async.prefetch_bytes += st.prefetch_bytes;
+    c.async.busy_waits += st.prefetch_busy_waits;
+    c.async.wrong_kv_chunks += st.wrong_kv_chunks;
+    for (int t = 0; t < report::kNumTiers; ++t) {
+      c.loaded[t] += st.loaded_tokens[t];
+      c.evicted[t] += st.evictions[t];
+    }
+  }
+  c.page_cache = mover_.page_cache_totals();
+  c.links = mover_.link_reports();
+  return c;
+}
+
 void Cluster::report_links() {
   if (!recorder_) return;
-  uint64_t evictions = 0;
-  for (const auto& inst : instances_) evictions += inst->gpu_evictions();
-  recorder_->set_gpu_evictions(static_cast<int64_t>(evictions));
+  // What happened in the window: the counters now less those at its start (zero without a
+  // warm-up). Links are listed in the same order every time.
+  const Counters now = counters();
+  const Counters& base = baseline_;
+  recorder_->set_gpu_evictions(static_cast<int64_t>(now.gpu_evictions - base.gpu_evictions));
   if (!connectors_.empty()) {
     constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
     const double ranks =
@@ -244,29 +286,22 @@ void Cluster::report_links() {
     recorder_->set_tier_capacity(report::kTierCpu, s_.lmcache.max_local_cpu_size_gb * kGiB * ranks);
     recorder_->set_tier_capacity(report::kTierDisk,
                                  s_.lmcache.max_local_disk_size_gb * kGiB * ranks);
-    std::array<uint64_t, report::kNumTiers> loaded{}, evicted{};
-    uint64_t stalled = 0, failed_stores = 0, failed_remote_writes = 0;
+    recorder_->set_lmcache_failures(now.stalled - base.stalled,
+                                    now.failed_stores - base.failed_stores,
+                                    now.failed_remote_writes - base.failed_remote_writes);
     report::Summary::AsyncLoading async;
-    for (const auto& c : connectors_) {
-      const LmcacheTierStats& st = c->stats();
-      stalled += st.stalled_loads;
-      failed_stores += st.failed_stores;
-      failed_remote_writes += st.failed_remote_writes;
-      async.lookups += st.async_lookups;
-      async.timeouts += st.async_lookup_timeouts;
-      async.prefetch_bytes += st.prefetch_bytes;
-      async.busy_waits += st.prefetch_busy_waits;
-      async.wrong_kv_chunks += st.wrong_kv_chunks;
-      for (int t = 0; t < report::kNumTiers; ++t) {
-        loaded[t] += st.loaded_tokens[t];
-        evicted[t] += st.evictions[t];
-      }
-    }
-    recorder_->set_lmcache_failures(stalled, failed_stores, failed_remote_writes);
+    async.lookups = now.async.lookups - base.async.lookups;
+    async.timeouts = now.async.timeouts - base.async.timeouts;
+    async.prefetch_bytes = now.async.prefetch_bytes - base.async.prefetch_bytes;
+    async.busy_waits = now.async.busy_waits - base.async.busy_waits;
+    async.wrong_kv_chunks = now.async.wrong_kv_chunks - base.async.wrong_kv_chunks;
     recorder_->set_lmcache_async(async);
     for (int t = 0; t < report::kNumTiers; ++t) {
-      recorder_->set_loaded_tokens(t, loaded[t]);
-      recorder_->set_tier_evictions(t, evicted[t]);
+      // With a warm-up, loads of warm-up requests fall in the window too: the tokens loaded are
+      // then the window's requests' own (the recorder's sums), over the same requests as the
+      // prompt tokens they are a share of.
+      if (!s_.workload.warmup_s) recorder_->set_loaded_tokens(t, now.loaded[t]);
+      recorder_->set_tier_evictions(t, now.evicted[t] - base.evicted[t]);
     }
   }
   if (mover_.page_cache(0) != nullptr) {
@@ -275,14 +310,19 @@ void Cluster::report_links() {
       p.capacity_bytes += static_cast<double>(mover_.page_cache(i)->capacity_bytes());
       p.peak_bytes += static_cast<double>(mover_.page_cache(i)->peak_bytes());
     }
-    p.hit_bytes = mover_.page_cache_totals().hit_bytes;
-    p.miss_bytes = mover_.page_cache_totals().miss_bytes;
-    p.buffered_write_bytes = mover_.page_cache_totals().buffered_write_bytes;
+    p.hit_bytes = now.page_cache.hit_bytes - base.page_cache.hit_bytes;
+    p.miss_bytes = now.page_cache.miss_bytes - base.page_cache.miss_bytes;
+    p.buffered_write_bytes =
+        now.page_cache.buffered_write_bytes - base.page_cache.buffered_write_bytes;
     recorder_->set_page_cache(p);
   }
-  SimTime span = std::max<SimTime>(sim_.now(), 1);
-  for (const auto& l : mover_.link_reports())
-    recorder_->set_link_stats(l.kind, l.bytes, static_cast<double>(l.busy_ns) / span);
+  const SimTime span = std::max<SimTime>(sim_.now() - measure_from_, 1);
+  for (size_t i = 0; i < now.links.size(); ++i) {
+    const hw::ModeledMover::LinkReport& l = now.links[i];
+    const double bytes = l.bytes - (i < base.links.size() ? base.links[i].bytes : 0);
+    const SimDuration busy = l.busy_ns - (i < base.links.size() ? base.links[i].busy_ns : 0);
+    recorder_->set_link_stats(l.kind, bytes, static_cast<double>(busy) / span);
+  }
 }
 
 }  // namespace kvtwin::sim::engine

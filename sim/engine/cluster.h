@@ -15,6 +15,12 @@
 // next sample taken is the last one before that event. Output stays proportional to the busy
 // time, not to the span of the trace. run() returns when every request is done and no event is
 // left.
+//
+// A warm-up (workload.warmup_s): the window starts at Workload::measure_from() or at the arrival of
+// its first request, whichever comes first. There the recorder starts reporting and the cluster's
+// counters (evictions, link bytes and busy time, page-cache and LMCache figures) are read, so that
+// the summary gives what happened from there on; page-cache peaks start again. Warm-up requests
+// run to their end like any other but are not reported, nor are their loaded tokens.
 #pragma once
 
 #include <functional>
@@ -72,6 +78,17 @@ class Cluster {
   void on_done(EngineRequest* r);
   void sample();
   void report_links();
+  // The counters the summary reports, summed over instances, as they stand now.
+  struct Counters {
+    uint64_t gpu_evictions = 0;
+    std::array<uint64_t, report::kNumTiers> loaded{}, evicted{};
+    uint64_t stalled = 0, failed_stores = 0, failed_remote_writes = 0;
+    report::Summary::AsyncLoading async;
+    hw::ModeledMover::PageCacheTotals page_cache;
+    std::vector<hw::ModeledMover::LinkReport> links;
+  };
+  Counters counters();
+  void begin_measurement();
   bool all_done() const { return reading_done_ && live_.empty(); }
   std::string stall_message() const;  // the one-line error when no event can finish live_
 
@@ -97,7 +114,10 @@ class Cluster {
   workload::TraceRequest next_;
   bool reading_done_ = false;
   uint64_t done_ = 0;
-  uint64_t finished_ = 0;
+  uint64_t finished_ = 0;   // of the window's requests
+  bool measuring_ = false;  // the window has started (begin_measurement)
+  SimTime measure_from_ = 0;
+  Counters baseline_;  // counters() at the window's start
   std::function<void(uint64_t)> progress_;
   std::function<void(const report::RequestRecord&)> observer_;
 };

@@ -65,6 +65,10 @@ class ModeledMover final : public Mover {
 
   // Instance i's page cache, or nullptr when links.page_cache_gb is 0.
   const PageCache* page_cache(int instance) const;
+  // Every page cache's peak starts again from its present use.
+  void reset_page_cache_peaks() {
+    for (auto& p : page_caches_) p->reset_peak();
+  }
   // Bytes of disk reads the page caches served, and that went to the devices (all instances).
   struct PageCacheTotals {
     uint64_t hit_bytes = 0, miss_bytes = 0;

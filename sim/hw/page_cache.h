@@ -40,6 +40,7 @@ class PageCache {
   uint64_t capacity_bytes() const { return capacity_; }
   uint64_t used_bytes() const { return used_; }
   uint64_t peak_bytes() const { return peak_; }
+  void reset_peak() { peak_ = used_; }  // peaks from now on
   size_t num_files() const { return index_.size(); }
 
  private:

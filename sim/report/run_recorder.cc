@@ -70,6 +70,8 @@ RunRecorder::RunRecorder(const scenario::Scenario& s, std::string trace_name, st
   summary_.trace = std::move(trace_name);
   summary_.instances = s.cluster.instances;
   summary_.scheduling = s.vllm.async_scheduling ? "async" : "sync";
+  summary_.has_warmup = s.workload.warmup_s > 0;
+  measuring_ = !summary_.has_warmup;
   if (out_dir_.empty()) return;
   std::error_code ec;
   std::filesystem::create_directories(out_dir_, ec);
@@ -103,7 +105,18 @@ RunRecorder::~RunRecorder() {
   if (timeseries_csv_) std::fclose(timeseries_csv_);
 }
 
+void RunRecorder::begin_measurement(SimTime t) {
+  if (measuring_) return;
+  measuring_ = true;
+  measure_from_ = t;
+  summary_.measured_from_s = to_seconds(t);
+}
+
 void RunRecorder::on_request_done(const RequestRecord& r) {
+  if (r.warmup) {
+    ++summary_.warmup_requests;
+    return;
+  }
   ++summary_.requests;
   if (first_arrival_ < 0 || r.arrival < first_arrival_) first_arrival_ = r.arrival;
   summary_.prompt_tokens += static_cast<uint64_t>(r.prompt_tokens);
@@ -159,6 +172,10 @@ void RunRecorder::on_request_done(const RequestRecord& r) {
 }
 
 void RunRecorder::on_sample(const Sample& s) {
+  if (!measuring_) {
+    prev_sample_ = s;  // the first reported row's rates count from here
+    return;
+  }
   ++samples_;
   usage_sum_ += s.gpu_kv_usage_mean;
   summary_.gpu_kv_usage_peak = std::max(summary_.gpu_kv_usage_peak, s.gpu_kv_usage_max);
@@ -181,6 +198,8 @@ void RunRecorder::on_sample(const Sample& s) {
 }
 
 void RunRecorder::on_repeated_samples(const Sample& s, uint64_t count) {
+  // The window's start is an event, so a run of repeated samples lies wholly on one side of it.
+  if (!measuring_) return;
   samples_ += count;
   const double n = static_cast<double>(count);
   usage_sum_ += n * s.gpu_kv_usage_mean;
@@ -189,6 +208,7 @@ void RunRecorder::on_repeated_samples(const Sample& s, uint64_t count) {
 
 void RunRecorder::on_step(int instance, SimTime start, SimDuration duration, int64_t num_tokens,
                           int64_t num_reqs) {
+  if (!measuring_ || start < measure_from_) return;  // a step of the warm-up
   ++summary_.steps;
   batch_tokens_ += static_cast<uint64_t>(num_tokens);
   if (trace_ && !trace_->skip_event())
@@ -198,7 +218,7 @@ void RunRecorder::on_step(int instance, SimTime start, SimDuration duration, int
 }
 
 void RunRecorder::on_transfer(const Transfer& t, const TransferResult& r) {
-  if (!trace_) return;
+  if (!trace_ || !measuring_ || r.start < measure_from_) return;  // a transfer of the warm-up
   // One thread per (src, dst) pair: tid 1 + 4·src + dst.
   int tid = 1 + 4 * static_cast<int>(t.src) + static_cast<int>(t.dst);
   auto path_name = [&] {
@@ -303,6 +323,13 @@ std::string RunRecorder::summary_json(const Summary& s) {
   j.field("rejected", s.rejected);
   j.field("failed", s.failed);
   j.end_object();
+  if (s.has_warmup) {  // absent without one, so that such runs keep their bytes
+    j.key("warmup");
+    j.begin_object();
+    j.field("requests", s.warmup_requests);
+    j.field("measured_from_s", s.measured_from_s);
+    j.end_object();
+  }
   j.field("duration_s", s.duration_s);
   j.key("throughput");
   j.begin_object();
@@ -437,6 +464,9 @@ std::string RunRecorder::screen(const Summary& s) {
       "simulated\n",
       static_cast<unsigned long long>(s.finished), static_cast<unsigned long long>(s.rejected),
       static_cast<unsigned long long>(s.failed), s.duration_s);
+  if (s.has_warmup)
+    line("warm-up     %llu requests replayed first; figures from %.1f s on\n",
+         static_cast<unsigned long long>(s.warmup_requests), s.measured_from_s);
   line("throughput  %.2f req/s, %.0f input tok/s, %.0f output tok/s\n", s.request_throughput,
        s.input_token_throughput, s.output_token_throughput);
   line("goodput     %.2f req/s (%.1f%% meet the SLOs)\n", s.goodput, 100 * s.slo_attainment);

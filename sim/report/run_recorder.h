@@ -57,6 +57,7 @@ struct RequestRecord {
   bool rejected = false;    // never finished: prompt too long for max_model_len, or its tokens
                             // need more blocks than the whole GPU pool
   bool load_error = false;  // ended with an error by a failed KV load (policy "fail")
+  bool warmup = false;      // replayed before the window (workload.warmup_s): not reported
   int64_t priority = 0;     // the trace's priority (vLLM's; lower runs first)
 };
 
@@ -84,6 +85,11 @@ struct Summary {
   std::string scheduling = "async";  // vLLM's engine loop: "async" or "sync"
   uint64_t requests = 0;
   uint64_t finished = 0;
+  // workload.warmup_s > 0: the requests replayed before the window (in no other figure), and
+  // where the window starts on the run's clock; every figure covers the run from there.
+  bool has_warmup = false;
+  uint64_t warmup_requests = 0;
+  double measured_from_s = 0;
   uint64_t rejected = 0;
   uint64_t failed = 0;            // load_error
   double duration_s = 0;          // first arrival to last completion
@@ -149,8 +155,14 @@ class RunRecorder {
   RunRecorder(const scenario::Scenario& s, std::string trace_name, std::string out_dir);
   ~RunRecorder();
 
+  // The window starts (workload.warmup_s > 0; without a warm-up it starts with the run): from
+  // `t` on, samples, steps and transfers are reported. Before, only the last sample is kept (the
+  // first reported row's rates count from it). Warm-up requests are never reported.
+  void begin_measurement(SimTime t);
+  bool measuring() const { return measuring_; }
+
   void on_request_done(const RequestRecord& r);
-  void on_inter_token(SimDuration itl) { itl_.add(itl); }
+  void on_inter_token(SimDuration itl) { itl_.add(itl); }  // of a reported request
   void on_sample(const Sample& s);
   // `count` more samples equal to the last one given to on_sample, at the following intervals,
   // with nothing computed or finished in between: they count toward the summary's means but get
@@ -196,6 +208,8 @@ class RunRecorder {
   };
   std::map<int64_t, PerPriority> per_priority_;
   LogHistogram itl_;
+  bool measuring_ = true;
+  SimTime measure_from_ = 0;
   uint64_t slo_ok_ = 0;
   SimTime first_arrival_ = -1;
   SimTime last_finish_ = 0;

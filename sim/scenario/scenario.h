@@ -172,6 +172,7 @@ struct WorkloadConfig {
   int64_t max_requests = 0;   // 0 = all
   double max_duration_s = 0;  // 0 = whole trace; else only arrivals before start_s + this
   double start_s = 0;         // only arrivals from this (scaled) time, shifted to start at 0
+  double warmup_s = 0;        // arrivals this long before start_s warm the caches, unmeasured
   // Synthetic shared prefixes for requests without block ids (e.g. the Azure traces).
   int prefix_groups = 0;  // 0 = off
   int prefix_tokens = 0;

@@ -353,6 +353,10 @@ std::vector<FieldSpec> make_fields() {
                       "a window of the trace: arrivals before this (scaled) time are dropped and "
                       "the rest arrive this much earlier (trace indices, synthetic prefixes and "
                       "tokens stay those of the whole trace; caches start empty)"));
+  f.push_back(numeric("workload.warmup_s", &S::workload, &WorkloadConfig::warmup_s, 0, 1e9, "s",
+                      "a warm-up for the window: arrivals in [start_s - warmup_s, start_s) are "
+                      "replayed first and fill the caches, but only what happens from start_s on "
+                      "is reported (at most start_s)"));
   f.push_back(numeric("workload.prefix_groups", &S::workload, &WorkloadConfig::prefix_groups, 0,
                       1 << 24, "groups",
                       "synthetic shared-prefix groups for requests without "

@@ -215,6 +215,10 @@ void validate_rest(const Scenario& s) {
       invalid(s, "lmcache.enable_async_loading",
               "LMCache's async loading has no layerwise path (use_layerwise = false)");
   }
+  if (s.workload.warmup_s > s.workload.start_s)
+    conflict(s, {"workload.warmup_s", "workload.start_s"},
+             "the warm-up replays the trace before workload.start_s, so workload.warmup_s must be "
+             "<= workload.start_s");
   if (s.workload.prefix_groups > 0 && s.workload.prefix_tokens <= 0)
     invalid(s, "workload.prefix_tokens", "synthetic prefixes need prefix_tokens > 0");
 }

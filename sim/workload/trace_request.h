@@ -31,6 +31,9 @@ struct TraceRequest {
   // vLLM's request priority (lower runs first under vllm.scheduling_policy = "priority"; the
   // FCFS policy ignores it; LMCache's priority_limit skips saving above it). 0 when absent.
   int64_t priority = 0;
+  // Replayed before the window to fill the caches, and left out of every report (Workload's
+  // warmup_s).
+  bool warmup = false;
 };
 
 }  // namespace kvtwin::sim::workload

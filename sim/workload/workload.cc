@@ -39,20 +39,29 @@ bool Workload::next(TraceRequest* out) {
     return false;
   }
   const SimTime start = from_seconds(options_.start_s);
+  // The replay's origin; from_seconds is monotone, so warmup_s <= start_s keeps it >= 0.
+  const SimTime origin = start - from_seconds(options_.warmup_s);
   while (true) {
     if (!reader_->next(out) || !transform(out)) {
       done_ = true;
       if (emitted_ == 0) no_request_in_window();
       return false;
     }
-    if (out->arrival >= start) break;  // else before the window: dropped
+    if (out->arrival >= origin) break;  // else before the warm-up and the window: dropped
   }
-  out->arrival -= start;
+  out->warmup = out->arrival < start;
+  out->arrival -= origin;
   if (options_.spacing_s > 0)
-    out->arrival = from_seconds(options_.spacing_s) * static_cast<SimTime>(emitted_);
+    out->arrival = from_seconds(options_.spacing_s) * static_cast<SimTime>(spaced_);
   if (options_.output_tokens > 0) out->output_tokens = options_.output_tokens;
-  ++emitted_;
+  ++spaced_;
+  if (!out->warmup) ++emitted_;
   return true;
+}
+
+SimTime Workload::measure_from() const {
+  if (options_.warmup_s <= 0) return 0;
+  return options_.spacing_s > 0 ? kSimTimeMax : from_seconds(options_.warmup_s);
 }
 
 void Workload::no_request_in_window() const {

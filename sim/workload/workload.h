@@ -11,6 +11,10 @@
 //      rest keep the groups a whole replay gives them), the others arrive start_s earlier.
 //      Trace indices (and so synthesized tokens) stay those of the whole trace. A window that
 //      holds no request is an input error (the trace's requests all lie outside it).
+//   5. a warm-up (warmup_s > 0, at most start_s): the requests arriving in
+//      [start_s - warmup_s, start_s) are kept too, flagged `warmup`, and the replay starts at
+//      start_s - warmup_s instead, so the window's requests arrive from measure_from() on.
+//      max_requests and the empty-window error count the window's requests only.
 //
 // Streaming: holds one request; memory does not grow with the trace.
 #pragma once
@@ -28,6 +32,7 @@ struct WorkloadOptions {
   int64_t max_requests = 0;   // 0 = all
   double max_duration_s = 0;  // 0 = all; else the window's length from start_s
   double start_s = 0;         // window start (scaled seconds): earlier arrivals are dropped
+  double warmup_s = 0;        // replayed before the window, flagged warmup (<= start_s)
   int prefix_groups = 0;
   int prefix_tokens = 0;
   double prefix_zipf = 1.0;
@@ -48,6 +53,11 @@ class Workload {
   bool next(TraceRequest* out);
   const TraceReader& reader() const { return *reader_; }
 
+  // Where the window starts on the replay's clock: warmup_s, or 0 without a warm-up. With
+  // spacing_s the arrivals ignore the trace's times, and the window starts at the arrival of its
+  // first request instead (kSimTimeMax here).
+  SimTime measure_from() const;
+
   // Synthetic block id of block i of group g (high bit set, so it never meets a trace's small
   // remapped ids in practice).
   static uint64_t synthetic_id(uint64_t seed, uint64_t group, uint64_t block);
@@ -63,7 +73,8 @@ class Workload {
   WorkloadOptions options_;
   Rng rng_;
   std::vector<double> zipf_cdf_;  // cumulative popularity of groups 0..n-1
-  int64_t emitted_ = 0;
+  int64_t emitted_ = 0;           // the window's requests (not the warm-up's)
+  int64_t spaced_ = 0;            // every request, for spacing_s
   bool done_ = false;
 };
 

@@ -7,7 +7,7 @@ vllm.scheduling_policy, priority in a third, then links.page_cache_gb and
 lmcache.priority_limit in LMCache cases, and in a third of all cases a copy of the trace with
 priorities 0-2; stop 22, in a quarter of the cases, a copy whose arrival times are floored to
 10 s or 60 s, so that bursts of requests share one timestamp, and in a sixth a window of the
-trace, workload.start_s).
+trace, workload.start_s; stop 23 a warm-up before half of those windows, workload.warmup_s).
 
 usage: fuzz_configs.py KVTWIN REPO {lmcache|vllm} CASES SEED LOG
 
@@ -23,7 +23,9 @@ priorities into classes that do not add up to the requests, breaks an invariant 
 capacity, counts that add up; check_trace_lengths: prompts and outputs as long as the trace
 says), or — every fifth case, run twice — writes different bytes, or — every seventh, from the
 fourth, also swept over workload.rate_scale (its value and half of it) — its sweep point differs
-from the plain run. One JSON line per case goes to LOG.
+from the plain run, or — a window warmed up from the trace's start (warmup_s = start_s) — its
+requests.csv differs from the whole replay's rows of its requests (WARMUP). One JSON line per case
+goes to LOG.
 """
 import json
 import os
@@ -114,6 +116,11 @@ def draw(rnd, mode):
     # Stop 22: a window of the trace (workload.start_s) in a sixth of the cases.
     if rnd.random() < 1 / 6:
         sets['workload.start_s'] = rnd.choice([30, 120.5, 400])
+        # Stop 23: a warm-up before the window in half of them; one as long as start_s replays
+        # the trace from its beginning (then warmup_differs compares with the whole replay).
+        if rnd.random() < 1 / 2:
+            start = sets['workload.start_s']
+            sets['workload.warmup_s'] = rnd.choice([start, start, start / 2, 17])
     sets['output.plots'] = 'false'
     return sc, sets
 
@@ -256,10 +263,18 @@ def check_outputs(out):
             return f'link {name} {link}'
     last_t = -1.0
     series = list(csv.DictReader(open(f'{out}/timeseries.csv')))
-    if len(series) >= 2:  # finished_per_s (3 decimals) over the rows adds up to the finished
-        dt = float(series[1]['t_s']) - float(series[0]['t_s'])
-        finished = sum(float(row['finished_per_s']) for row in series) * dt
-        if abs(finished - s['requests']['finished']) > 0.0005 * dt * len(series) + 1e-6:
+    if series:  # finished_per_s (3 decimals) times each row's own interval adds up to the
+        # finished requests. Rows are not evenly spaced (an idle gap keeps its first and last
+        # rows only), and the first row has no finish before it (0 at t = 0, or the first row
+        # of a warm-up's window, before which no window request ends).
+        if float(series[0]['finished_per_s']) != 0:
+            return f'timeseries.csv first row {series[0]}'
+        finished, span = 0.0, 0.0
+        for prev, row in zip(series, series[1:]):
+            dt = float(row['t_s']) - float(prev['t_s'])
+            finished += float(row['finished_per_s']) * dt
+            span += dt
+        if abs(finished - s['requests']['finished']) > 0.0005 * span + 0.001 * len(series) + 1e-6:
             return f'timeseries.csv finishes {finished} against {s["requests"]["finished"]}'
     for row in series:
         t = float(row['t_s'])
@@ -331,6 +346,32 @@ def sweep_point_differs(kvtwin, repo, sc, sets, out_a, out_s):
     return None
 
 
+def warmup_differs(kvtwin, repo, sc, sets, out_a, out_w):
+    """Stop 23: a window whose warm-up starts at the trace's beginning (warmup_s = start_s) runs
+    its requests exactly as the whole replay of the same requests does (max_requests: the
+    warm-up's and the window's). Its requests.csv must be the whole replay's rows of the window's
+    requests; the whole replay's other rows are the warm-up's. The first difference, or None."""
+    import csv
+    s = json.load(open(f'{out_a}/summary.json'))
+    whole = {k: v for k, v in sets.items() if k not in ('workload.start_s', 'workload.warmup_s')}
+    whole['workload.max_requests'] = s['warmup']['requests'] + s['requests']['total']
+    rc, err = run_kvtwin(kvtwin, repo, sc, whole, out_w, 200)
+    if rc != 0:
+        return f'whole replay rc {rc}: {err[-200:]}'
+    window = {row['index']: row for row in csv.DictReader(open(f'{out_a}/requests.csv'))}
+    rows = {row['index']: row for row in csv.DictReader(open(f'{out_w}/requests.csv'))}
+    start = float(sets['workload.start_s'])
+    for index, row in rows.items():
+        if index in window:
+            if window[index] != row:
+                return f'request {index}: window {window[index]} whole {row}'
+        elif float(row['arrival_s']) > start:  # printed to the µs: a warm-up's may read start
+            return f'request {index} of the window is not in its requests.csv'
+    if len(rows) != len(window) + s['warmup']['requests']:
+        return f'{len(rows)} whole rows against {len(window)} + {s["warmup"]["requests"]}'
+    return None
+
+
 def fuzz_case(kvtwin, repo, rnd, i, sc, sets, work):
     out_a, out_b = f'{work}/a', f'{work}/b'
     rc, err = run_kvtwin(kvtwin, repo, sc, sets, out_a, 90)
@@ -343,6 +384,10 @@ def fuzz_case(kvtwin, repo, rnd, i, sc, sets, work):
         differs = sweep_point_differs(kvtwin, repo, sc, sets, out_a, f'{work}/s')
         if differs:
             rc, err = 'SWEEP', differs
+    if rc == 0 and sets.get('workload.warmup_s') == sets.get('workload.start_s', -1):
+        differs = warmup_differs(kvtwin, repo, sc, sets, out_a, f'{work}/w')
+        if differs:
+            rc, err = 'WARMUP', differs
     status = 'ok'
     if rc == 'TIMEOUT':
         status = 'SLOW'

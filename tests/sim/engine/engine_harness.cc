@@ -28,9 +28,10 @@ scenario::Scenario profile_scenario(const std::string& toml, const std::string& 
   return s;
 }
 
-RunResult run_cluster(const scenario::Scenario& s, const std::string& trace) {
+RunResult run_cluster(const scenario::Scenario& s, const std::string& trace,
+                      const workload::WorkloadOptions& options) {
   workload::Workload w(workload::open_trace_bytes("<t>", trace, workload::TraceFormat::kAuto),
-                       workload::WorkloadOptions{});
+                       options);
   report::RunRecorder rec(s, "<t>", "");
   Cluster c(s, &w, &rec);
   RunResult r;

@@ -11,6 +11,7 @@
 
 #include "sim/report/run_recorder.h"
 #include "sim/scenario/scenario.h"
+#include "sim/workload/workload.h"
 
 namespace kvtwin::sim::engine::harness {
 
@@ -28,7 +29,9 @@ std::string write_profile(const std::string& dir);
 scenario::Scenario profile_scenario(const std::string& toml, const std::string& name,
                                     const std::vector<std::string>& sets);
 
-// Runs the scenario on `trace` (any supported format, auto-detected) to completion.
-RunResult run_cluster(const scenario::Scenario& s, const std::string& trace);
+// Runs the scenario on `trace` (any supported format, auto-detected) to completion, through the
+// workload transforms `options` (none by default).
+RunResult run_cluster(const scenario::Scenario& s, const std::string& trace,
+                      const workload::WorkloadOptions& options = {});
 
 }  // namespace kvtwin::sim::engine::harness

@@ -289,5 +289,63 @@ TEST(RunRecorder, RepeatedSamplesWeighTheMeansByTheirCount) {
   EXPECT_DOUBLE_EQ(sum.tier_bytes_mean[kTierCpu], 200);
 }
 
+// A warm-up (workload.warmup_s > 0): nothing is reported before begin_measurement, and from there
+// on only what starts at or after it. The warm-up's samples give no row and no weight in the
+// means, but the first row's rates count from the last of them (1 s before: 600 tokens/s, and
+// no window request ended yet); the step that started before the window and ended in it is left
+// out, as is a warm-up request's record (counted apart, and named in summary.json and on screen).
+TEST(RunRecorder, AWarmupIsLeftOutOfEverySampleStepAndRequest) {
+  scenario::Scenario s = scenario::load_scenario_text(
+      "[workload]\nstart_s = 10\nwarmup_s = 2\n[output]\nplots = false\n", "s.toml", ".");
+  std::string dir = kvtwin::testing::scratch_dir() + "/run";
+  RunRecorder rec(s, "trace.csv", dir);
+  EXPECT_FALSE(rec.measuring());
+  Sample a;
+  a.t = 1'000'000'000;
+  a.gpu_kv_usage_mean = 0.9;
+  a.gpu_kv_usage_max = 0.9;
+  a.computed_tokens = 400;
+  rec.on_sample(a);
+  rec.on_repeated_samples(a, 5);
+  rec.on_step(0, 1'000'000'000, 500'000'000, 400, 1);
+  RequestRecord warm = record(7, 0, 50'000'000, 1'200'000'000, 21);
+  warm.warmup = true;
+  rec.on_request_done(warm);
+  rec.begin_measurement(2'000'000'000);
+  EXPECT_TRUE(rec.measuring());
+  rec.on_step(0, 1'999'000'000, 2'000'000, 99, 1);  // began in the warm-up
+  rec.on_step(0, 2'001'000'000, 1'000'000, 64, 2);
+  Sample b = a;
+  b.t = 2'000'000'000;
+  b.gpu_kv_usage_mean = 0.3;
+  b.gpu_kv_usage_max = 0.4;
+  b.computed_tokens = 1000;
+  rec.on_sample(b);
+  rec.on_request_done(record(8, 2'000'000'000, 2'050'000'000, 2'250'000'000, 21));
+  const Summary& sum = rec.finish(3'000'000'000);
+  EXPECT_EQ(sum.requests, 1u);
+  EXPECT_EQ(sum.warmup_requests, 1u);
+  EXPECT_DOUBLE_EQ(sum.measured_from_s, 2.0);
+  EXPECT_EQ(sum.prompt_tokens, 100u);
+  EXPECT_DOUBLE_EQ(sum.ttft.max, 50);
+  EXPECT_EQ(sum.steps, 1u);
+  EXPECT_DOUBLE_EQ(sum.mean_batch_tokens, 64);
+  EXPECT_DOUBLE_EQ(sum.gpu_kv_usage_mean, 0.3);
+  EXPECT_DOUBLE_EQ(sum.gpu_kv_usage_peak, 0.4);
+  const std::string series = slurp(dir + "/timeseries.csv");
+  EXPECT_EQ(series.substr(series.find('\n') + 1),
+            "2.000,0,0,0.3000,0.4000,0.000,0.000,0.000,600.0,0.000\n");
+  const std::string csv = slurp(dir + "/requests.csv");
+  EXPECT_EQ(csv.find("\n7,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("\n8,"), std::string::npos) << csv;
+  EXPECT_NE(slurp(dir + "/summary.json")
+                .find("\"warmup\": {\n    \"requests\": 1,\n    \"measured_from_s\": 2\n  }"),
+            std::string::npos)
+      << slurp(dir + "/summary.json");
+  EXPECT_NE(RunRecorder::screen(sum).find("warm-up     1 requests replayed first; figures from "
+                                          "2.0 s on\n"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace kvtwin::sim::report

@@ -81,6 +81,10 @@ TEST(ScenarioLoader, InconsistentCombinationsCiteTheField) {
             "s.toml: model.sliding_window: S layers need a window > 0");
   EXPECT_EQ(input_error([] { load("[model]\nlayer_pattern = \"FX\"\n"); }),
             "s.toml:2: model.layer_pattern: only F, S and M may appear");
+  EXPECT_EQ(input_error([] { load("[workload]\nstart_s = 60\nwarmup_s = 90\n"); }),
+            "s.toml:3: workload.warmup_s: the warm-up replays the trace before workload.start_s, "
+            "so workload.warmup_s must be <= workload.start_s (workload.warmup_s = 90.0, "
+            "workload.start_s = 60.0)");
 }
 
 TEST(ScenarioLoader, AsyncLoadingIsAcceptedButNotWithLayerwise) {

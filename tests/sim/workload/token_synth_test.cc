@@ -174,6 +174,47 @@ TEST(Workload, StartSReplaysAWindowOfTheTraceWithItsOwnPrefixes) {
   EXPECT_EQ(indices, (std::vector<uint64_t>{3, 4}));
 }
 
+// workload.warmup_s: the window [1.2 s, 3.2 s) of the scaled arrivals 0, 0.5, ..., 4.5 s with a
+// 0.9-s warm-up starts the replay at 0.3 s. Arrivals 0.5 and 1.0 s (indices 1, 2) are the
+// warm-up, flagged, at 0.2 and 0.7 s; the window's 1.5 ... 3.0 s arrive at 1.2 ... 2.7 s, from
+// measure_from() = 0.9 s on. max_requests counts the window's requests only. With spacing_s the
+// window starts with its first request (kSimTimeMax), and without a warm-up at 0.
+TEST(Workload, AWarmupReplaysTheTimeBeforeTheWindowFlagged) {
+  std::string text = "arrival_s,prompt_tokens,output_tokens\n";
+  for (int i = 0; i < 10; ++i) text += std::to_string(i) + ",64,1\n";
+  WorkloadOptions o;
+  o.rate_scale = 2;
+  o.start_s = 1.2;
+  o.max_duration_s = 2;
+  o.warmup_s = 0.9;
+  o.max_requests = 3;
+  Workload w(open_trace_bytes("<mem>", text, TraceFormat::kAuto), o);
+  EXPECT_EQ(w.measure_from(), 900'000'000);
+  std::vector<uint64_t> indices;
+  std::vector<SimTime> arrivals;
+  std::vector<bool> warmup;
+  TraceRequest r;
+  while (w.next(&r)) {
+    indices.push_back(r.index);
+    arrivals.push_back(r.arrival);
+    warmup.push_back(r.warmup);
+  }
+  EXPECT_EQ(indices, (std::vector<uint64_t>{1, 2, 3, 4, 5}));
+  EXPECT_EQ(arrivals, (std::vector<SimTime>{200'000'000, 700'000'000, 1'200'000'000, 1'700'000'000,
+                                            2'200'000'000}));
+  EXPECT_EQ(warmup, (std::vector<bool>{true, true, false, false, false}));
+
+  o.spacing_s = 10;
+  Workload spaced(open_trace_bytes("<mem>", text, TraceFormat::kAuto), o);
+  EXPECT_EQ(spaced.measure_from(), kSimTimeMax);
+  arrivals.clear();
+  while (spaced.next(&r)) arrivals.push_back(r.arrival);
+  EXPECT_EQ(arrivals, (std::vector<SimTime>{0, 10'000'000'000, 20'000'000'000, 30'000'000'000,
+                                            40'000'000'000}));
+  o.warmup_s = 0;
+  EXPECT_EQ(Workload(open_trace_bytes("<mem>", text, TraceFormat::kAuto), o).measure_from(), 0);
+}
+
 // A window that holds no request is an input error, not an empty run: past the last arrival (4.5 s
 // scaled), or between two arrivals.
 TEST(Workload, AWindowWithoutRequestsIsAnInputError) {
