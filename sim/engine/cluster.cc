@@ -48,7 +48,7 @@ Cluster::Cluster(const scenario::Scenario& s, workload::Workload* workload,
       prompt_hashes_(
           hasher_ ? std::make_unique<PromptHashMemo>(hasher_->hasher(), layout_.hash_block_size)
                   : nullptr),
-      mover_(&sim_, s.links, s.cluster.instances, s.run.seed),
+      mover_(&sim_, s.links, s.cluster.instances),
       router_(Router::policy_from_name(s.cluster.router), layout_.hash_block_size) {
   if (layout_.num_blocks() * s.cluster.instances > kMaxGpuBlocksTotal)
     scenario::scenario_error(s, "cluster.instances",

@@ -15,9 +15,8 @@ SimDuration us(double v) {
 
 }  // namespace
 
-ModeledMover::ModeledMover(Simulator* sim, const scenario::LinksConfig& links, int num_instances,
-                           uint64_t seed)
-    : sim_(sim), config_(links), links_(sim), faults_(seed, "remote_faults") {
+ModeledMover::ModeledMover(Simulator* sim, const scenario::LinksConfig& links, int num_instances)
+    : sim_(sim), config_(links), links_(sim) {
   auto add = [&](const char* kind, int instance, double gbps) {
     FluidLinks::LinkId id = links_.add_link(
         std::string(kind) + (instance >= 0 ? "[" + std::to_string(instance) + "]" : ""),
@@ -189,14 +188,7 @@ void ModeledMover::start(Transfer transfer, Done done) {
   result.start = sim_->now();
   result.ok.assign(t.objects.size(), 1);
   double bytes = 0;
-  for (size_t i = 0; i < t.objects.size(); ++i) {
-    if (t.src == Location::kRemote && config_.remote_get_failure_rate > 0 &&
-        faults_.next_double() < config_.remote_get_failure_rate) {
-      result.ok[i] = 0;
-      continue;
-    }
-    bytes += static_cast<double>(t.objects[i].bytes);
-  }
+  for (const KvObject& o : t.objects) bytes += static_cast<double>(o.bytes);
   const CacheSplit split = split_page_cache(t, result.ok, static_cast<uint64_t>(bytes));
   auto finish = [this, f] {
     if (--f->flows_left > 0) return;

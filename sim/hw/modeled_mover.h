@@ -30,9 +30,10 @@
 // for; the budget is freed as each ends. A write that does not fit waits for the device, as a
 // writer the kernel throttles does. Ratio 0: every write waits for the device.
 //
-// A transfer is one flow of its total bytes. Remote reads fail per object with probability
-// links.remote_get_failure_rate (seeded stream "remote_faults", drawn in call order); a failed
-// object is reported ok = 0 and moves no bytes.
+// A transfer is one flow of its total bytes, and every object arrives (ok = 1). Remote read
+// faults (links.remote_get_failure_rate) are not drawn here: the LMCache connector puts them into
+// the model's logic, where upstream meets them (a missing Redis value), and asks the links to
+// move only what that logic read.
 //
 // Threading: the simulation thread only.
 #pragma once
@@ -45,15 +46,13 @@
 #include "sim/hw/fluid_links.h"
 #include "sim/hw/page_cache.h"
 #include "sim/mover.h"
-#include "sim/random.h"
 #include "sim/scenario/scenario.h"
 
 namespace kvtwin::sim::hw {
 
 class ModeledMover final : public Mover {
  public:
-  ModeledMover(Simulator* sim, const scenario::LinksConfig& links, int num_instances,
-               uint64_t seed);
+  ModeledMover(Simulator* sim, const scenario::LinksConfig& links, int num_instances);
   // Frees the transfers still in flight (a run that ended early: an error, a stop).
   ~ModeledMover() override;
   ModeledMover(const ModeledMover&) = delete;
@@ -113,7 +112,6 @@ class ModeledMover final : public Mover {
   std::vector<InstanceLinks> instances_;
   FluidLinks::LinkId remote_rx_ = 0, remote_tx_ = 0;
   std::vector<std::pair<std::string, int>> link_names_;  // kind, instance per LinkId
-  Rng faults_;
   Observer observer_;
   std::vector<std::unique_ptr<PageCache>> page_caches_;  // per instance; empty: not modelled
   // Bytes written into each instance's page cache and not yet written back (dirty), and the most

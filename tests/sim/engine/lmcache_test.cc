@@ -262,6 +262,31 @@ TEST(LmcacheEngine, FailedRemoteLoadsEndTheRequestOrAreRecomputedByPolicy) {
   EXPECT_EQ(fail.summary.failed_load_tokens, 1023u);
 }
 
+// The failure rate deletes Redis values before LMCache reads them; what the read then finds moves
+// in full over the links. Ten prompts, each sent to one instance and 10 s later to the other (round
+// robin), whose second copy reads Redis: the bytes received from it are the tokens loaded from it
+// at 128 KiB each, with half of the reads failing (the links once failed them a second time).
+TEST(LmcacheEngine, RemoteReadsThatSucceedMoveAllTheirBytesWhateverTheFailureRate) {
+  std::string trace;
+  for (int i = 0; i < 10; ++i) {
+    const std::string ids = std::to_string(2 * i + 1) + " " + std::to_string(2 * i + 2);
+    trace += std::to_string(20 * i) + ",1024,2,512," + ids + "\n";
+    trace += std::to_string(20 * i + 10) + ",1024,2,512," + ids + "\n";
+  }
+  Result r = run(
+      scenario_with({"cluster.instances=2", "cluster.router=round_robin", "lmcache.remote=true",
+                     "links.remote_get_failure_rate=0.5", "vllm.kv_load_failure_policy=recompute"}),
+      trace);
+  int64_t loaded = 0, failed = 0;
+  for (const auto& [index, rec] : r.records) {
+    loaded += rec.loaded_tokens[report::kTierRemote];
+    failed += rec.failed_load_tokens;
+  }
+  EXPECT_GT(loaded, 0);
+  EXPECT_GT(failed, 0);
+  EXPECT_DOUBLE_EQ(r.summary.link_bytes.at("remote_tx"), static_cast<double>(loaded) * 131'072);
+}
+
 // A synchronous lookup blocks vLLM's scheduler while LMCache asks Redis, one EXISTS round trip per
 // chunk until the first miss, after the CPU and disk tiers: A (nothing stored yet) asks once;
 // C, on the other instance, finds its 4 chunks in Redis only and asks 4 times. C's retrieve then

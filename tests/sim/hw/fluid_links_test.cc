@@ -103,7 +103,7 @@ RC_GTEST_PROP(FluidLinks, OneLinkIsWorkConserving, ()) {
 TEST(ModeledMover, PathsCrossTheLinksOfTheirLocations) {
   Simulator sim;
   scenario::LinksConfig cfg;
-  ModeledMover mover(&sim, cfg, 2, 0);
+  ModeledMover mover(&sim, cfg, 2);
   SimDuration lat = 0;
   EXPECT_EQ(mover.path(Location::kCpu, Location::kGpu, 1, &lat).size(), 1u);
   EXPECT_EQ(lat, from_seconds(cfg.pcie_latency_us * 1e-6));
@@ -132,7 +132,7 @@ Transfer transfer(Location src, Location dst, std::vector<KvObject> objects) {
 
 TEST(ModeledMover, TransferTimeFollowsTheLinkAndResultIsAsynchronous) {
   Simulator sim;
-  ModeledMover mover(&sim, pcie_links(), 1, 0);
+  ModeledMover mover(&sim, pcie_links(), 1);
   Transfer t = transfer(Location::kCpu, Location::kGpu,
                         {KvObject{"a", 17'500'000, -1, {}}, KvObject{"b", 17'500'000, -1, {}}});
   TransferResult got;
@@ -155,7 +155,7 @@ TEST(ModeledMover, TransferTimeFollowsTheLinkAndResultIsAsynchronous) {
 // pays the path's latency 3 times: 3 × 10 µs + 30 MB at 50 GB/s.
 TEST(ModeledMover, EachHostWaitPaysThePathsLatency) {
   Simulator sim;
-  ModeledMover mover(&sim, pcie_links(), 1, 0);
+  ModeledMover mover(&sim, pcie_links(), 1);
   Transfer t = transfer(Location::kGpu, Location::kCpu, {KvObject{"chunks", 30'000'000, -1, {}}});
   t.host_waits = 3;
   SimTime finish = -1;
@@ -164,30 +164,22 @@ TEST(ModeledMover, EachHostWaitPaysThePathsLatency) {
   EXPECT_EQ(finish, 600'000 + 3 * 10'000);
 }
 
-TEST(ModeledMover, RemoteFaultsAreSeededAndMoveNoBytes) {
-  auto run = [](uint64_t seed) {
-    Simulator sim;
-    scenario::LinksConfig cfg;
-    cfg.remote_get_failure_rate = 0.5;
-    ModeledMover mover(&sim, cfg, 1, seed);
-    Transfer t;
-    t.src = Location::kRemote;
-    t.dst = Location::kCpu;
-    for (int i = 0; i < 64; ++i) t.objects.push_back(KvObject{"k", 1000, -1, {}});
-    std::vector<uint8_t> ok;
-    mover.start(std::move(t), [&](const TransferResult& r) { ok = r.ok; });
-    sim.run();
-    double moved = mover.link_reports().back().bytes;  // remote_tx
-    size_t n_ok = std::count(ok.begin(), ok.end(), 1);
-    EXPECT_DOUBLE_EQ(moved, 1000.0 * n_ok);
-    return ok;
-  };
-  auto a = run(1), b = run(1), c = run(2);
-  EXPECT_EQ(a, b);
-  EXPECT_NE(a, c);
-  size_t n = std::count(a.begin(), a.end(), 1);
-  EXPECT_GT(n, 10u);
-  EXPECT_LT(n, 54u);
+// Remote read faults belong to LMCache's logic (the connector deletes the Redis value before the
+// model reads it): the links move every object they are given, whatever the failure rate.
+TEST(ModeledMover, RemoteReadsMoveEveryObjectTheyAreGiven) {
+  Simulator sim;
+  scenario::LinksConfig cfg;
+  cfg.remote_get_failure_rate = 0.5;
+  ModeledMover mover(&sim, cfg, 1);
+  Transfer t;
+  t.src = Location::kRemote;
+  t.dst = Location::kCpu;
+  for (int i = 0; i < 64; ++i) t.objects.push_back(KvObject{"k", 1000, -1, {}});
+  std::vector<uint8_t> ok;
+  mover.start(std::move(t), [&](const TransferResult& r) { ok = r.ok; });
+  sim.run();
+  EXPECT_EQ(ok, std::vector<uint8_t>(64, 1));
+  EXPECT_DOUBLE_EQ(mover.link_reports().back().bytes, 64'000.0);  // remote_tx
 }
 
 }  // namespace

@@ -92,7 +92,7 @@ std::map<std::string, double> bytes_by_kind(ModeledMover* mover) {
 
 TEST(ModeledMoverPageCache, AReadOfAWrittenFileIsAMemoryCopy) {
   Simulator sim;
-  ModeledMover mover(&sim, disk_links(kOneMiB), 1, 0);
+  ModeledMover mover(&sim, disk_links(kOneMiB), 1);
   // The write still goes to the device.
   EXPECT_EQ(move(&sim, &mover, Location::kCpu, Location::kDisk, {"a"}), 400'000 + 80'000);
   // 400,000 bytes at 10 bytes per ns, no disk latency.
@@ -113,7 +113,7 @@ TEST(ModeledMoverPageCache, AReadOfAWrittenFileIsAMemoryCopy) {
 
 TEST(ModeledMoverPageCache, AMixedReadEndsWithItsDeviceHalf) {
   Simulator sim;
-  ModeledMover mover(&sim, disk_links(kOneMiB), 1, 0);
+  ModeledMover mover(&sim, disk_links(kOneMiB), 1);
   move(&sim, &mover, Location::kCpu, Location::kDisk, {"a"});
   // a from memory (40 µs) and y from the device (400 µs + 80 µs) run side by side.
   EXPECT_EQ(move(&sim, &mover, Location::kDisk, Location::kCpu, {"a", "y"}), 480'000);
@@ -127,7 +127,7 @@ TEST(ModeledMoverPageCache, AMixedReadEndsWithItsDeviceHalf) {
 
 TEST(ModeledMoverPageCache, ADeletedFileIsReadFromTheDevice) {
   Simulator sim;
-  ModeledMover mover(&sim, disk_links(kOneMiB), 2, 0);
+  ModeledMover mover(&sim, disk_links(kOneMiB), 2);
   move(&sim, &mover, Location::kCpu, Location::kDisk, {"a"});
   mover.discard(Location::kDisk, 1, "a");  // another instance's file of the same name
   mover.discard(Location::kCpu, 0, "a");   // not a disk file
@@ -142,7 +142,7 @@ TEST(ModeledMoverPageCache, AWriteThatFitsTheDirtyBudgetReturnsOnceInMemory) {
   scenario::LinksConfig cfg = disk_links(kOneMiB);
   cfg.page_cache_dirty_ratio = 0.5;
   Simulator sim;
-  ModeledMover mover(&sim, cfg, 1, 0);
+  ModeledMover mover(&sim, cfg, 1);
   // A copy at 10 bytes per ns; its writeback runs on after it (the run drains it).
   EXPECT_EQ(move(&sim, &mover, Location::kCpu, Location::kDisk, {"a"}), 40'000);
   auto bytes = bytes_by_kind(&mover);
@@ -165,12 +165,12 @@ TEST(ModeledMoverPageCache, AWriteThatFitsTheDirtyBudgetReturnsOnceInMemory) {
   EXPECT_EQ(move(&sim, &mover, Location::kCpu, Location::kDisk, {"d"}), 40'000);
   // Writes into the cache have their own copy rate: at 5 bytes per ns, 80 µs.
   cfg.page_cache_write_gbps = 5;
-  ModeledMover slower(&sim, cfg, 1, 0);
+  ModeledMover slower(&sim, cfg, 1);
   EXPECT_EQ(move(&sim, &slower, Location::kCpu, Location::kDisk, {"a"}), 80'000);
   cfg.page_cache_write_gbps = 10;
   // A write larger than the whole budget always waits for the device.
   cfg.page_cache_dirty_ratio = 0.3;
-  ModeledMover strict(&sim, cfg, 1, 0);
+  ModeledMover strict(&sim, cfg, 1);
   EXPECT_EQ(move(&sim, &strict, Location::kCpu, Location::kDisk, {"a"}), 480'000);
 }
 
@@ -181,7 +181,7 @@ TEST(ModeledMoverPageCache, TheFlusherWritesBackOneBatchAtATime) {
   scenario::LinksConfig cfg = disk_links(kOneMiB);
   cfg.page_cache_dirty_ratio = 1;
   Simulator sim;
-  ModeledMover mover(&sim, cfg, 1, 0);
+  ModeledMover mover(&sim, cfg, 1);
   std::vector<SimTime> done;
   for (const char* key : {"a", "b"}) {
     mover.start(transfer_of(Location::kCpu, Location::kDisk, {key}),
@@ -195,7 +195,7 @@ TEST(ModeledMoverPageCache, TheFlusherWritesBackOneBatchAtATime) {
 
 TEST(ModeledMoverPageCache, WithoutOneEveryReadGoesToTheDevice) {
   Simulator sim;
-  ModeledMover mover(&sim, disk_links(0), 1, 0);
+  ModeledMover mover(&sim, disk_links(0), 1);
   EXPECT_EQ(mover.page_cache(0), nullptr);
   move(&sim, &mover, Location::kCpu, Location::kDisk, {"a"});
   EXPECT_EQ(move(&sim, &mover, Location::kDisk, Location::kCpu, {"a"}), 480'000);
