@@ -199,6 +199,7 @@ bool RemoteBackend::prefetch_fill(const CacheEngineKey& key, MemoryObj& dst) {
 
 PyRef RemoteBackend::get_blocking(const CacheEngineKey& key) {
   PyRef r = get_one(remote_key(key));
+  if (!r) count_failed_get_blocking();
   last_result_ = r;
   return r;
 }
@@ -206,11 +207,14 @@ PyRef RemoteBackend::get_blocking(const CacheEngineKey& key) {
 std::vector<PyRef> RemoteBackend::batched_get_blocking(std::span<const CacheEngineKey> keys) {
   std::vector<PyRef> out;
   out.reserve(keys.size());
+  bool failed = false;
   for (const CacheEngineKey& key : keys) {
     PyRef r = get_one(remote_key(key));
+    failed = failed || !r;
     last_result_ = r;
     out.push_back(std::move(r));
   }
+  if (failed) count_failed_get_blocking();  // once per call, whatever the number of misses
   return out;
 }
 

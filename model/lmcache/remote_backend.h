@@ -21,6 +21,11 @@
 //                      after a miss the caller zips the next chunk's object with the missing
 //                      chunk's key (Quirks::remote_prefetch_drops_missing_chunks; the fix keeps
 //                      the leading run and releases the rest).
+//   failed reads       each get_blocking that returns None, and each batched_get_blocking with a
+//                      None among its results (once per call), adds one to the interval count
+//                      that the health monitor reads and clears (RemoteBackendHealthCheck:
+//                      threshold reached -> LMCache unhealthy). The non-blocking gets of
+//                      layerwise and async loads do not count.
 //   remove             not implemented by the Redis connector: returns false (counts 0)
 //   pin / unpin        no-ops returning true; there is no clear() and no LMCache-side eviction.
 //
@@ -35,6 +40,7 @@
 
 #include <deque>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "model/lmcache/config.h"
@@ -60,6 +66,21 @@ class RemoteBackend final : public StorageBackendInterface {
   bool contains(const CacheEngineKey& key, bool pin) override;
   // EXISTS round trips so far (each contains(): one blocking call to the server).
   uint64_t exists_calls() const { return exists_calls_; }
+  // Failed blocking reads since the last call (RemoteBackend's
+  // get_and_clear_interval_get_blocking_failed_count), and since the start.
+  uint64_t get_and_clear_interval_get_blocking_failed_count() {
+    return std::exchange(interval_get_blocking_failed_count_, 0);
+  }
+  uint64_t get_blocking_failed_total() const { return get_blocking_failed_total_; }
+  uint64_t interval_get_blocking_failed_count() const {
+    return interval_get_blocking_failed_count_;
+  }
+  // A blocking read outside this model failed: the health check's own test read (its put and
+  // get of a test chunk while recovering), which the simulator draws.
+  void count_failed_get_blocking(uint64_t n = 1) {
+    interval_get_blocking_failed_count_ += n;
+    get_blocking_failed_total_ += n;
+  }
   bool exists_in_put_tasks(const CacheEngineKey&) const override { return false; }
   void batched_submit_put_task(std::span<const CacheEngineKey> keys,
                                std::span<const PyRef> objs) override;
@@ -113,6 +134,8 @@ class RemoteBackend final : public StorageBackendInterface {
   StorageEvents* events_;
   uint64_t* next_job_id_;
   uint64_t exists_calls_ = 0;
+  uint64_t interval_get_blocking_failed_count_ = 0;
+  uint64_t get_blocking_failed_total_ = 0;
   Quirks quirks_;
   std::deque<PutJob> pending_;  // in id order (first_job_at_or_after)
   PyRef last_result_;

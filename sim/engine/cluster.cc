@@ -257,6 +257,9 @@ Cluster::Counters Cluster::counters() {
     c.stalled += st.stalled_loads;
     c.failed_stores += st.failed_stores;
     c.failed_remote_writes += st.failed_remote_writes;
+    c.failed_remote_gets += st.failed_remote_gets;
+    c.unhealthy_periods += st.unhealthy_periods;
+    c.unhealthy_ns += st.unhealthy_ns;
     c.async.lookups += st.async_lookups;
     c.async.timeouts += st.async_lookup_timeouts;
     c.async.prefetch_bytes += st.prefetch_bytes;
@@ -296,6 +299,11 @@ void Cluster::report_links() {
     async.busy_waits = now.async.busy_waits - base.async.busy_waits;
     async.wrong_kv_chunks = now.async.wrong_kv_chunks - base.async.wrong_kv_chunks;
     recorder_->set_lmcache_async(async);
+    report::Summary::Health health;
+    health.failed_remote_gets = now.failed_remote_gets - base.failed_remote_gets;
+    health.unhealthy_periods = now.unhealthy_periods - base.unhealthy_periods;
+    health.unhealthy_s = to_seconds(now.unhealthy_ns - base.unhealthy_ns);
+    recorder_->set_lmcache_health(health);
     for (int t = 0; t < report::kNumTiers; ++t) {
       // With a warm-up, loads of warm-up requests fall in the window too: the tokens loaded are
       // then the window's requests' own (the recorder's sums), over the same requests as the

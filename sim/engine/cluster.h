@@ -83,6 +83,8 @@ class Cluster {
     uint64_t gpu_evictions = 0;
     std::array<uint64_t, report::kNumTiers> loaded{}, evicted{};
     uint64_t stalled = 0, failed_stores = 0, failed_remote_writes = 0;
+    uint64_t failed_remote_gets = 0, unhealthy_periods = 0;
+    SimDuration unhealthy_ns = 0;
     report::Summary::AsyncLoading async;
     hw::ModeledMover::PageCacheTotals page_cache;
     std::vector<hw::ModeledMover::LinkReport> links;

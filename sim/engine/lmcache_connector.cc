@@ -66,6 +66,32 @@ lm::LMCacheMetadata engine_metadata(const scenario::Scenario& s, const hw::Model
 
 }  // namespace
 
+// The health monitor's view of the model's RemoteBackend. The test get of a recovery finds
+// nothing at links.remote_get_failure_rate (drawn from the stream "health_check_<instance>", one
+// draw per test), and then counts as a failed blocking read, as upstream's get_blocking does.
+class LmcacheConnector::HealthRemote final : public LmcacheHealthMonitor::Remote {
+ public:
+  HealthRemote(lm::RemoteBackend* backend, double failure_rate, Rng rng)
+      : backend_(backend), failure_rate_(failure_rate), rng_(std::move(rng)) {}
+  uint64_t failed_reads() const override { return backend_->interval_get_blocking_failed_count(); }
+  uint64_t take_failed_reads() override {
+    return backend_->get_and_clear_interval_get_blocking_failed_count();
+  }
+  bool test_get_fails() override {
+    const bool fails =
+        failure_rate_ >= 1 || (failure_rate_ > 0 && rng_.next_double() < failure_rate_);
+    if (fails) backend_->count_failed_get_blocking();
+    return fails;
+  }
+  bool test_gets_always_fail() const override { return failure_rate_ >= 1; }
+  void add_failed_reads(uint64_t n) override { backend_->count_failed_get_blocking(n); }
+
+ private:
+  lm::RemoteBackend* backend_;
+  double failure_rate_;
+  Rng rng_;
+};
+
 LmcacheConnector::LmcacheConnector(const scenario::Scenario& s, Context ctx)
     : s_(s),
       ctx_(std::move(ctx)),
@@ -103,6 +129,17 @@ LmcacheConnector::LmcacheConnector(const scenario::Scenario& s, Context ctx)
     p.keyed_disk_io = keyed_disk_io_;
     prefetch_ = std::make_unique<LmcachePrefetchDriver>(std::move(p));
   }
+  if (s.lmcache.health_monitor && engine_->storage_manager().remote() != nullptr) {
+    LmcacheHealthMonitor::Config c;
+    c.interval = std::max<SimDuration>(1, from_seconds(s.lmcache.ping_interval_s));
+    c.recovery_wait = from_seconds(s.lmcache.waiting_time_for_recovery_s);
+    c.threshold = static_cast<uint64_t>(s.lmcache.get_blocking_failed_threshold);
+    health_remote_ = std::make_unique<HealthRemote>(
+        engine_->storage_manager().remote(), s.links.remote_get_failure_rate,
+        Rng(s.run.seed, "health_check_" + std::to_string(ctx_.instance)));
+    health_ = std::make_unique<LmcacheHealthMonitor>(
+        c, health_remote_.get(), [this](bool healthy) { engine_->set_healthy(healthy); });
+  }
 }
 
 LmcacheConnector::~LmcacheConnector() = default;
@@ -135,6 +172,7 @@ void LmcacheConnector::sync(lm::VllmRequest& m, const EngineRequest& r,
 
 std::optional<KvConnector::Match> LmcacheConnector::get_num_new_matched_tokens(
     EngineRequest& r, int64_t num_local_computed) {
+  catch_up_health();
   RequestState& st = state_of(r);
   st.live = &r;
   sync(*st.mirror, r, r.req->num_computed_tokens);
@@ -164,12 +202,14 @@ std::optional<KvConnector::Match> LmcacheConnector::get_num_new_matched_tokens(
 void LmcacheConnector::update_state_after_alloc(EngineRequest& r,
                                                 const model::vllm::KVCacheBlocks& /*blocks*/,
                                                 int64_t num_external_tokens) {
+  catch_up_health();
   lm::VllmRequest& m = mirror(r);
   m.view_tokens(r.req->all_token_ids(), r.req->num_prompt_tokens());
   scheduler_adapter_->update_state_after_alloc(m, num_external_tokens);
 }
 
 void LmcacheConnector::build_connector_meta(const SchedulerOutput& output) {
+  catch_up_health();
   lm::SchedulerOutput& o = sched_out_;
   o.finished_req_ids.swap(finished_since_meta_);
   finished_since_meta_.clear();
@@ -227,6 +267,7 @@ void LmcacheConnector::build_connector_meta(const SchedulerOutput& output) {
 }
 
 void LmcacheConnector::request_finished(EngineRequest& r) {
+  catch_up_health();
   r.connector_state = nullptr;
   if (metas_ended_ < metas_built_) {
     // A batch built before it finished may still hold its metadata (async scheduling: a failed
@@ -274,6 +315,7 @@ void LmcacheConnector::inject_remote_faults() {
 
 void LmcacheConnector::begin_step(const SchedulerOutput& /*out*/, const hw::StepTime& compute,
                                   std::function<void()> ready) {
+  catch_up_health();
   KVTWIN_CHECK(!built_.empty()) << "a step began without its connector metadata";
   meta_ = std::move(built_.front());
   built_.pop_front();
@@ -302,6 +344,7 @@ StepHooks::Blocking LmcacheConnector::newest_blocking() const {
 // loading's backoff sleeps, then the synchronous lookups' EXISTS calls, one after the other, each
 // on a Redis worker.
 void LmcacheConnector::run_lookups(std::function<void()> done) {
+  catch_up_health();
   const uint64_t exists = std::exchange(lookup_exists_, 0);
   const SimDuration sleep = std::exchange(sleep_ns_, 0);
   if (exists == 0 && sleep == 0) {  // most schedules: no lookup blocked the scheduler
@@ -600,6 +643,7 @@ void LmcacheConnector::save(lm::WorkerLog* log) {
 
 void LmcacheConnector::end_step(const SchedulerOutput& /*out*/,
                                 std::function<void(const std::set<model::vllm::BlockId>&)> done) {
+  catch_up_health();
   step_done_ = std::move(done);
   if (config_.use_layerwise) {
     lm::WorkerLog log;
@@ -634,6 +678,7 @@ void LmcacheConnector::end_step(const SchedulerOutput& /*out*/,
 // off the critical path. An upstream exception (a bug upstream would crash on) drops the step's
 // remaining stores.
 void LmcacheConnector::store_from(size_t i, bool after_copy) {
+  catch_up_health();
   while (i < meta_.requests.size()) {
     lm::ConnectorMetadata one;
     one.requests.push_back(meta_.requests[i++]);
@@ -832,6 +877,13 @@ double LmcacheConnector::remote_bytes() const {
 }
 
 const LmcacheTierStats& LmcacheConnector::stats() {
+  catch_up_health();
+  if (const lm::RemoteBackend* remote = engine_->storage_manager().remote())
+    stats_.failed_remote_gets = remote->get_blocking_failed_total();
+  if (health_) {
+    stats_.unhealthy_periods = health_->unhealthy_periods();
+    stats_.unhealthy_ns = health_->unhealthy_ns(ctx_.sim->now());
+  }
   drain_storage_events();
   if (prefetch_) {
     stats_.prefetch_bytes = prefetch_->stats().bytes;

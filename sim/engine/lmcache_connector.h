@@ -68,6 +68,7 @@
 #include "model/lmcache/vllm_worker_adapter.h"
 #include "sim/engine/instance.h"
 #include "sim/engine/kv_connector.h"
+#include "sim/engine/lmcache_health.h"
 #include "sim/engine/lmcache_prefetch.h"
 #include "sim/mover.h"
 #include "sim/random.h"
@@ -86,6 +87,11 @@ struct LmcacheTierStats {
   uint64_t prefetch_bytes = 0;         // disk / remote → CPU prefetch bytes (per rank)
   uint64_t prefetch_busy_waits = 0;    // prefetch retries for want of evictable CPU memory
   uint64_t wrong_kv_chunks = 0;        // loaded chunks holding another chunk's KV
+  // The health monitor (lmcache.health_monitor, remote tier): failed blocking Redis reads (the
+  // count it watches), times it turned LMCache off, and for how long in all (to now).
+  uint64_t failed_remote_gets = 0;
+  uint64_t unhealthy_periods = 0;
+  SimDuration unhealthy_ns = 0;
 };
 
 class LmcacheConnector final : public KvConnector, public StepHooks {
@@ -272,8 +278,17 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   size_t gets_left_ = 0;             // GET jobs of the current fetch not finished
   std::function<void()> gets_done_;  // continues the bulk load after the last GET
 
+  // LMCache's health monitor (lmcache.health_monitor, with the remote tier): run before every
+  // entry point touches the engine.
+  class HealthRemote;
+  void catch_up_health() {
+    if (health_) health_->catch_up(ctx_.sim->now());
+  }
+
   LmcacheTierStats stats_;
   Rng faults_;
+  std::unique_ptr<HealthRemote> health_remote_;
+  std::unique_ptr<LmcacheHealthMonitor> health_;
 };
 
 }  // namespace kvtwin::sim::engine

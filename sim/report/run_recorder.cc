@@ -406,6 +406,14 @@ std::string RunRecorder::summary_json(const Summary& s) {
     j.field("wrong_kv_chunks", s.async_loading.wrong_kv_chunks);
     j.end_object();
   }
+  if (s.health.failed_remote_gets > 0 || s.health.unhealthy_periods > 0) {
+    j.key("health");  // absent while nothing failed, so that such runs keep their bytes
+    j.begin_object();
+    j.field("failed_remote_gets", s.health.failed_remote_gets);
+    j.field("unhealthy_periods", s.health.unhealthy_periods);
+    j.field("unhealthy_s", s.health.unhealthy_s);
+    j.end_object();
+  }
   for (int t = 0; t < kNumTiers; ++t) {
     j.key(tier_name(t));
     j.begin_object();
@@ -502,6 +510,12 @@ std::string RunRecorder::screen(const Summary& s) {
         "  failures  %llu layerwise objects never reached the remote tier (LMCache f4261ef6 "
         "cannot serialize them; lmcache.upstream_fixes = true applies the fix)\n",
         static_cast<unsigned long long>(s.failed_remote_writes));
+  if (s.health.failed_remote_gets > 0 || s.health.unhealthy_periods > 0)
+    line(
+        "  health    %llu failed Redis reads; LMCache turned off %llu times, %.1f s in all (summed "
+        "over instances)\n",
+        static_cast<unsigned long long>(s.health.failed_remote_gets),
+        static_cast<unsigned long long>(s.health.unhealthy_periods), s.health.unhealthy_s);
   if (s.async_loading.lookups > 0)
     line(
         "  async     %llu lookups, %llu timed out, %.1f GiB prefetched per rank, %llu busy waits\n",

@@ -115,6 +115,12 @@ struct Summary {
   struct AsyncLoading {
     uint64_t lookups = 0, timeouts = 0, prefetch_bytes = 0, busy_waits = 0, wrong_kv_chunks = 0;
   } async_loading;
+  // LMCache's health monitor over the remote tier (lmcache.health_monitor), summed over
+  // instances: failed blocking Redis reads, times LMCache was turned off, and for how long.
+  struct Health {
+    uint64_t failed_remote_gets = 0, unhealthy_periods = 0;
+    double unhealthy_s = 0;
+  } health;
   // The page cache over the disk tier's files (links.page_cache_gb > 0; capacity 0: off). Sums over
   // instances; peak: the sum of each instance's peak.
   struct PageCache {
@@ -185,6 +191,7 @@ class RunRecorder {
     summary_.failed_remote_writes = failed_remote_writes;
   }
   void set_lmcache_async(const Summary::AsyncLoading& a) { summary_.async_loading = a; }
+  void set_lmcache_health(const Summary::Health& h) { summary_.health = h; }
   void set_page_cache(const Summary::PageCache& p) { summary_.page_cache = p; }
   void set_link_stats(const std::string& kind, double bytes, double busy_fraction);
 

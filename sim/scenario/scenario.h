@@ -132,6 +132,14 @@ struct LmcacheConfig {
   // skip_save); unset (upstream's None) stores every request.
   std::optional<int64_t> priority_limit;
   bool upstream_fixes = false;  // apply every later upstream fix of a reproduced quirk
+  // LMCache's HealthMonitor with its RemoteBackendHealthCheck (remote tier only; upstream starts
+  // it always): every ping_interval_s, a count of failed blocking Redis reads at the threshold
+  // makes the engine unhealthy (no lookup, load or store: recompute) until
+  // waiting_time_for_recovery_s has passed and a test put and get succeed.
+  bool health_monitor = true;
+  double ping_interval_s = 30.0;
+  int64_t get_blocking_failed_threshold = 10;
+  double waiting_time_for_recovery_s = 300.0;
 };
 
 struct LinksConfig {

@@ -293,6 +293,17 @@ std::vector<FieldSpec> make_fields() {
                                "all are)"));
   f.push_back(boolean("lmcache.upstream_fixes", &S::lmcache, &LmcacheConfig::upstream_fixes,
                       "apply the later upstream fix of every reproduced quirk"));
+  f.push_back(boolean("lmcache.health_monitor", &S::lmcache, &LmcacheConfig::health_monitor,
+                      "LMCache's health monitor over the remote tier (upstream always runs it): "
+                      "failed Redis reads can turn the whole engine off for a while"));
+  f.push_back(numeric("lmcache.ping_interval_s", &S::lmcache, &LmcacheConfig::ping_interval_s, 1,
+                      1e6, "s", "period of the health checks (extra_config ping_interval)"));
+  f.push_back(numeric("lmcache.get_blocking_failed_threshold", &S::lmcache,
+                      &LmcacheConfig::get_blocking_failed_threshold, 1, kBig, "reads",
+                      "failed blocking Redis reads in one period that make LMCache unhealthy"));
+  f.push_back(numeric("lmcache.waiting_time_for_recovery_s", &S::lmcache,
+                      &LmcacheConfig::waiting_time_for_recovery_s, 0, 1e9, "s",
+                      "how long LMCache stays unhealthy before a check may recover it"));
   // [links]
   f.push_back(numeric("links.pcie_h2d_gbps", &S::links, &LinksConfig::pcie_h2d_gbps, 0.001, 1e5,
                       "GB/s", "host-to-device bandwidth per instance"));

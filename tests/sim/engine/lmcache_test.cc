@@ -287,6 +287,49 @@ TEST(LmcacheEngine, RemoteReadsThatSucceedMoveAllTheirBytesWhateverTheFailureRat
   EXPECT_DOUBLE_EQ(r.summary.link_bytes.at("remote_tx"), static_cast<double>(loaded) * 131'072);
 }
 
+// LMCache's health monitor turns an instance's LMCache off after failed Redis reads. Each prompt
+// is served on instance 0 (round robin), then on instance 1, whose copy finds it in Redis only;
+// every Redis read fails (failure rate 1). Instance 1's retrieves of B (10 s) and D (14 s) each
+// fail once (one batched_get_blocking each), so its check at 30 s meets the threshold of 2: from
+// 30 s its LMCache is off, and F (50 s) gets no LMCache hit at all — no lookup, no failed load —
+// where without the monitor it hits, fails its load and recomputes. The recovery's first attempt
+// (30 + 60 s) comes after the run. Instance 0 never reads Redis and stays healthy.
+TEST(LmcacheEngine, FailedRedisReadsTurnAnInstancesLmcacheOffAtTheNextHealthCheck) {
+  const char* trace =
+      "0,1024,2,512,1 2\n"
+      "10,1024,2,512,1 2\n"
+      "12,1024,2,512,3 4\n"
+      "14,1024,2,512,3 4\n"
+      "40,1024,2,512,5 6\n"
+      "50,1024,2,512,5 6\n";
+  std::vector<std::string> sets = {"cluster.instances=2",
+                                   "cluster.router=round_robin",
+                                   "lmcache.remote=true",
+                                   "links.remote_get_failure_rate=1",
+                                   "vllm.kv_load_failure_policy=recompute",
+                                   "lmcache.get_blocking_failed_threshold=2",
+                                   "lmcache.waiting_time_for_recovery_s=60"};
+  Result on = run(scenario_with(sets), trace);
+  sets.push_back("lmcache.health_monitor=false");
+  Result off = run(scenario_with(sets), trace);
+  for (const Result* r : {&on, &off}) {
+    EXPECT_EQ(r->records.at(1).failed_load_tokens, 1023);
+    EXPECT_EQ(r->records.at(3).failed_load_tokens, 1023);
+  }
+  EXPECT_EQ(off.records.at(5).lmcache_hit_tokens, 1023);
+  EXPECT_EQ(off.records.at(5).failed_load_tokens, 1023);
+  EXPECT_EQ(on.records.at(5).lmcache_hit_tokens, 0);
+  EXPECT_EQ(on.records.at(5).failed_load_tokens, 0);
+  EXPECT_EQ(on.summary.health.failed_remote_gets, 2u);
+  EXPECT_EQ(on.summary.health.unhealthy_periods, 1u);
+  // Off from 30 s to the run's end: F's finish, or the sample just after it (1-s period).
+  const double f_end = static_cast<double>(on.records.at(5).finish) / 1e9;
+  EXPECT_GE(on.summary.health.unhealthy_s, f_end - 30);
+  EXPECT_LE(on.summary.health.unhealthy_s, f_end - 30 + 1);
+  EXPECT_EQ(off.summary.health.failed_remote_gets, 3u);
+  EXPECT_EQ(off.summary.health.unhealthy_periods, 0u);
+}
+
 // A synchronous lookup blocks vLLM's scheduler while LMCache asks Redis, one EXISTS round trip per
 // chunk until the first miss, after the CPU and disk tiers: A (nothing stored yet) asks once;
 // C, on the other instance, finds its 4 chunks in Redis only and asks 4 times. C's retrieve then
