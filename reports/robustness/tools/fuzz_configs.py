@@ -319,11 +319,17 @@ def check_outputs(out):
     series = list(csv.DictReader(open(f'{out}/timeseries.csv')))
     if series:  # finished_per_s (3 decimals) times each row's own interval adds up to the
         # finished requests. Rows are not evenly spaced (an idle gap keeps its first and last
-        # rows only), and the first row has no finish before it (0 at t = 0, or the first row
-        # of a warm-up's window, before which no window request ends).
-        if float(series[0]['finished_per_s']) != 0:
-            return f'timeseries.csv first row {series[0]}'
+        # rows only). The first row's rate is 0 at t = 0; with a warm-up, it counts from the last
+        # sample before the window, one timeseries interval earlier (the window's start is an
+        # event, so no idle gap is collapsed across it).
         finished, span = 0.0, 0.0
+        if 'warmup' in s:
+            import tomllib
+            with open(f'{out}/scenario.toml', 'rb') as f:
+                interval = tomllib.load(f)['output']['timeseries_interval_s']
+            finished, span = float(series[0]['finished_per_s']) * interval, interval
+        elif float(series[0]['finished_per_s']) != 0:
+            return f'timeseries.csv first row {series[0]}'
         for prev, row in zip(series, series[1:]):
             dt = float(row['t_s']) - float(prev['t_s'])
             finished += float(row['finished_per_s']) * dt
