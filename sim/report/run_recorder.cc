@@ -32,9 +32,10 @@ void write_text(const std::string& path, const std::string& text) {
   io::write_output(path, text);
 }
 
-LatencyStats stats_of(std::vector<double>* v) {
+LatencyStats stats_of(std::vector<double>* v, bool linear) {
   LatencyStats s;
-  workload::Percentiles p = workload::percentiles(v);
+  workload::Percentiles p = workload::percentiles(
+      v, linear ? workload::PercentileMethod::kLinear : workload::PercentileMethod::kNearestRank);
   s.mean = p.mean;
   s.p50 = p.p50;
   s.p90 = p.p90;
@@ -253,6 +254,7 @@ const Summary& RunRecorder::finish(SimTime end) {
   s.slo_attainment = s.finished ? static_cast<double>(slo_ok_) / s.finished : 0;
   // Per priority first: stats_of sorts the run's latencies in place, and the split reads them in
   // finishing order, beside finished_priority_.
+  const bool linear = scenario_.output.percentiles == "linear";
   s.by_priority.clear();
   if (per_priority_.size() > 1) {
     for (const auto& [priority, pc] : per_priority_) {
@@ -269,16 +271,16 @@ const Summary& RunRecorder::finish(SimTime end) {
       k.finished = ttft.size();
       k.slo_attainment = k.finished ? static_cast<double>(pc.slo_ok) / k.finished : 0;
       k.lmcache_hit_tokens = pc.lmcache_hit_tokens;
-      k.ttft = stats_of(&ttft);
-      k.e2e = stats_of(&e2e);
-      k.queue = stats_of(&queue);
+      k.ttft = stats_of(&ttft, linear);
+      k.e2e = stats_of(&e2e, linear);
+      k.queue = stats_of(&queue, linear);
       s.by_priority.push_back(k);
     }
   }
-  s.ttft = stats_of(&ttft_ms_);
-  s.tpot = stats_of(&tpot_ms_);
-  s.e2e = stats_of(&e2e_ms_);
-  s.queue = stats_of(&queue_ms_);
+  s.ttft = stats_of(&ttft_ms_, linear);
+  s.tpot = stats_of(&tpot_ms_, linear);
+  s.e2e = stats_of(&e2e_ms_, linear);
+  s.queue = stats_of(&queue_ms_, linear);
   s.itl.count = itl_.count();
   s.itl.mean = itl_.mean_ns() * 1e-6;
   s.itl.p50 = itl_.quantile_ns(0.5) * 1e-6;

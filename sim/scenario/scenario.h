@@ -195,6 +195,9 @@ struct SloConfig {
 
 struct OutputConfig {
   double timeseries_interval_s = 1.0;
+  // Latency percentiles of exact samples (TTFT, TPOT, E2E, queue): "nearest_rank", or "linear"
+  // (numpy.percentile's default, as vllm bench serve reports them).
+  std::string percentiles = "nearest_rank";
   bool chrome_trace = true;
   int64_t chrome_trace_max_events = 200000;
   bool plots = true;

@@ -393,6 +393,10 @@ std::vector<FieldSpec> make_fields() {
   f.push_back(numeric("output.chrome_trace_max_events", &S::output,
                       &OutputConfig::chrome_trace_max_events, 0, kBig, "events",
                       "cap on trace.json events (later ones are dropped and counted)"));
+  f.push_back(text("output.percentiles", &S::output, &OutputConfig::percentiles,
+                   {"nearest_rank", "linear"},
+                   "latency percentiles: the nearest rank, or interpolated as numpy and vllm bench "
+                   "serve do"));
   f.push_back(boolean("output.plots", &S::output, &OutputConfig::plots,
                       "SVG plots through gnuplot when it is installed"));
   return f;

@@ -6,21 +6,30 @@
 
 namespace kvtwin::sim::workload {
 
-Percentiles percentiles(std::vector<double>* values) {
+Percentiles percentiles(std::vector<double>* values, PercentileMethod method) {
   Percentiles p;
   if (values->empty()) return p;
   std::sort(values->begin(), values->end());
   double sum = 0;
   for (double v : *values) sum += v;
-  auto rank = [&](double q) {
-    size_t n = values->size();
-    size_t k = static_cast<size_t>(std::ceil(q * static_cast<double>(n)));
+  const size_t n = values->size();
+  auto rank = [&](double percent) {
+    if (method == PercentileMethod::kLinear) {
+      const double index = percent / 100 * static_cast<double>(n - 1);
+      const size_t lo = static_cast<size_t>(std::floor(index));
+      const size_t hi = std::min(lo + 1, n - 1);
+      const double t = index - static_cast<double>(lo);
+      const double a = (*values)[lo], b = (*values)[hi];
+      const double diff = b - a;
+      return t >= 0.5 ? b - diff * (1 - t) : a + diff * t;
+    }
+    size_t k = static_cast<size_t>(std::ceil(percent / 100 * static_cast<double>(n)));
     return (*values)[std::min(n, std::max<size_t>(k, 1)) - 1];
   };
-  p.mean = sum / static_cast<double>(values->size());
-  p.p50 = rank(0.50);
-  p.p90 = rank(0.90);
-  p.p99 = rank(0.99);
+  p.mean = sum / static_cast<double>(n);
+  p.p50 = rank(50);
+  p.p90 = rank(90);
+  p.p99 = rank(99);
   p.max = values->back();
   return p;
 }

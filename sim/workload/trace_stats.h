@@ -56,7 +56,12 @@ std::string format_trace_stats(const TraceStats& s, const std::string& name,
 std::string trace_stats_json(const TraceStats& s, const std::string& name,
                              double kv_bytes_per_token);
 
-// Percentiles of a sample (nearest-rank on the sorted values). Sorts *values.
-Percentiles percentiles(std::vector<double>* values);
+// Percentiles of a sample. Nearest rank: the ceil(q·n)-th smallest value. Linear:
+// numpy.percentile's default (as vllm bench serve reports): the virtual index q·(n − 1) blended
+// between its two neighbours as numpy's _lerp does (from the upper one when the fraction is at
+// least 1/2), so the result matches numpy to the last bit. Sorts *values.
+enum class PercentileMethod { kNearestRank, kLinear };
+Percentiles percentiles(std::vector<double>* values,
+                        PercentileMethod method = PercentileMethod::kNearestRank);
 
 }  // namespace kvtwin::sim::workload

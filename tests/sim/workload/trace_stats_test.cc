@@ -72,6 +72,36 @@ TEST(Percentiles, NearestRankOnSortedValues) {
   EXPECT_DOUBLE_EQ(p.mean, 5.5);
 }
 
+// Linear percentiles equal numpy.percentile's (numpy 1.24, Debian 12's python3-numpy) to the last
+// bit: values (7919·i mod 1000) + i/7 for i = 0..1000 and for i = 1..12, and one value.
+TEST(Percentiles, LinearMatchesNumpyBitForBit) {
+  auto values = [](int from, int to) {
+    std::vector<double> v;
+    for (int i = from; i <= to; ++i) v.push_back((i * 7919) % 1000 + i / 7.0);
+    return v;
+  };
+  std::vector<double> v = values(0, 1000);
+  Percentiles p = percentiles(&v, PercentileMethod::kLinear);
+  EXPECT_EQ(p.p50, 570.0);
+  EXPECT_EQ(p.p90, 969.4285714285714);
+  EXPECT_EQ(p.p99, 1088.2857142857142);
+  v = values(1, 12);
+  p = percentiles(&v, PercentileMethod::kLinear);
+  EXPECT_EQ(p.p50, 474.42857142857144);
+  EXPECT_EQ(p.p90, 830.2);
+  EXPECT_EQ(p.p99, 910.2485714285715);
+  EXPECT_EQ(p.max, v.back());
+  v = {42.5};
+  p = percentiles(&v, PercentileMethod::kLinear);
+  EXPECT_EQ(p.p99, 42.5);
+  // The nearest rank of the same twelve: ranks 6, 11 and 12.
+  v = values(1, 12);
+  p = percentiles(&v);
+  EXPECT_EQ(p.p50, v[5]);
+  EXPECT_EQ(p.p90, v[10]);
+  EXPECT_EQ(p.p99, v[11]);
+}
+
 TEST(TraceStats, WorkingSetTokensBelongToTheFirstWindowReachingTheMaximum) {
   // 5 s windows: window [0, 5) holds 3 unique blocks of 16 tokens (48 tokens); window [10, 15)
   // also 3 unique blocks, but its last block is partial (16 + 16 + 8 = 40 tokens). The maximum
