@@ -72,6 +72,9 @@ class LocalCPUBackend final : public StorageBackendInterface {
                                       bool busy_loop = true);
 
   bool use_hot() const { return use_hot_; }
+  // The health monitor's "local_cpu" fallback switches the hot cache on and back (upstream sets
+  // the attribute).
+  void set_use_hot(bool use_hot) { use_hot_ = use_hot; }
   TensorMemoryAllocator& allocator() { return *allocator_; }
   const TensorMemoryAllocator& allocator() const { return *allocator_; }
   const CachePolicy& cache_policy() const { return *policy_; }

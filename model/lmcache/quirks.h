@@ -101,6 +101,12 @@ struct Quirks {
   // hashes (and saves under) a token sequence the request does not have. Fix: the tracker is cut
   // back to num_computed_tokens first.
   bool tracker_reappends_recomputed_tokens = true;
+  // HealthMonitor's "local_cpu" fallback turns the CPU hot cache on while the remote tier is
+  // bypassed. Recovering, it restores use_hot (False when local_cpu is off) and only then calls
+  // LocalCPUBackend.clear(), which returns at once when use_hot is False: what the hot cache took
+  // in stays in the pool, found by lookups, and with use_hot False nothing ever evicts it. Fix:
+  // clear while the hot cache is still on, then restore use_hot.
+  bool health_recovery_clear_is_noop = true;
 
   static Quirks upstream() { return Quirks{}; }
   static Quirks all_fixed() {
@@ -123,6 +129,7 @@ struct Quirks {
     q.resumed_request_check_ignores_skipped_loads = false;
     q.remote_metadata_requires_4d_shapes = false;
     q.tracker_reappends_recomputed_tokens = false;
+    q.health_recovery_clear_is_noop = false;
     return q;
   }
 };

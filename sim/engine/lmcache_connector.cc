@@ -138,11 +138,39 @@ LmcacheConnector::LmcacheConnector(const scenario::Scenario& s, Context ctx)
         engine_->storage_manager().remote(), s.links.remote_get_failure_rate,
         Rng(s.run.seed, "health_check_" + std::to_string(ctx_.instance)));
     health_ = std::make_unique<LmcacheHealthMonitor>(
-        c, health_remote_.get(), [this](bool healthy) { engine_->set_healthy(healthy); });
+        c, health_remote_.get(), [this](bool healthy) { apply_health(healthy); });
   }
 }
 
 LmcacheConnector::~LmcacheConnector() = default;
+
+// What the health monitor does when its check fails or passes again. "recompute": the engine is
+// unhealthy meanwhile. "local_cpu" (HealthMonitor._apply_local_cpu_fallback and
+// _recover_from_local_cpu_fallback, for this one check): the remote tier is bypassed and the CPU
+// hot cache forced on; recovering, Redis is back and use_hot restored, and when it was off the hot
+// cache is cleared, after the restore upstream (so not at all:
+// Quirks::health_recovery_clear_is_noop) or before it with the fix.
+void LmcacheConnector::apply_health(bool healthy) {
+  if (s_.lmcache.health_fallback_policy != "local_cpu") {
+    engine_->set_healthy(healthy);
+    return;
+  }
+  lm::StorageManager& sm = engine_->storage_manager();
+  lm::LocalCPUBackend& cpu = sm.local_cpu();
+  if (!healthy) {
+    original_use_hot_ = cpu.use_hot();
+    sm.set_backend_bypass("RemoteBackend", true);
+    cpu.set_use_hot(true);
+    return;
+  }
+  sm.set_backend_bypass("RemoteBackend", false);
+  const bool quirk = config_.quirks.health_recovery_clear_is_noop;
+  if (!original_use_hot_ && !quirk) cpu.clear();
+  cpu.set_use_hot(original_use_hot_);
+  if (!original_use_hot_ && quirk) cpu.clear();  // returns at once: use_hot is off again
+  engine_->end_of_operation();
+  drain_storage_events();
+}
 
 uint64_t LmcacheConnector::object_bytes(int64_t tokens) const {
   return static_cast<uint64_t>(metadata_.shape_bytes(metadata_.get_shape(tokens)));

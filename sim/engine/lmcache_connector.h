@@ -281,6 +281,8 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   // LMCache's health monitor (lmcache.health_monitor, with the remote tier): run before every
   // entry point touches the engine.
   class HealthRemote;
+  void apply_health(bool healthy);
+  bool original_use_hot_ = true;  // local_cpu fallback: use_hot before it
   void catch_up_health() {
     if (health_) health_->catch_up(ctx_.sim->now());
   }

@@ -514,8 +514,9 @@ std::string RunRecorder::screen(const Summary& s) {
         static_cast<unsigned long long>(s.failed_remote_writes));
   if (s.health.failed_remote_gets > 0 || s.health.unhealthy_periods > 0)
     line(
-        "  health    %llu failed Redis reads; LMCache turned off %llu times, %.1f s in all (summed "
-        "over instances)\n",
+        "  health    %llu failed Redis reads; the health check failed %llu times, for %.1f s in "
+        "all "
+        "(summed over instances)\n",
         static_cast<unsigned long long>(s.health.failed_remote_gets),
         static_cast<unsigned long long>(s.health.unhealthy_periods), s.health.unhealthy_s);
   if (s.async_loading.lookups > 0)

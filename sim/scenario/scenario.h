@@ -137,6 +137,9 @@ struct LmcacheConfig {
   // makes the engine unhealthy (no lookup, load or store: recompute) until
   // waiting_time_for_recovery_s has passed and a test put and get succeed.
   bool health_monitor = true;
+  // What a failed check does: "recompute" (upstream's default: the engine is unhealthy) or
+  // "local_cpu" (the remote tier is bypassed and the CPU hot cache forced on until it recovers).
+  std::string health_fallback_policy = "recompute";
   double ping_interval_s = 30.0;
   int64_t get_blocking_failed_threshold = 10;
   double waiting_time_for_recovery_s = 300.0;

@@ -296,6 +296,11 @@ std::vector<FieldSpec> make_fields() {
   f.push_back(boolean("lmcache.health_monitor", &S::lmcache, &LmcacheConfig::health_monitor,
                       "LMCache's health monitor over the remote tier (upstream always runs it): "
                       "failed Redis reads can turn the whole engine off for a while"));
+  f.push_back(
+      text("lmcache.health_fallback_policy", &S::lmcache, &LmcacheConfig::health_fallback_policy,
+           {"recompute", "local_cpu"},
+           "a failed health check turns LMCache off (recompute) or bypasses Redis and keeps "
+           "the CPU tier on (local_cpu; extra_config fallback_policy)"));
   f.push_back(numeric("lmcache.ping_interval_s", &S::lmcache, &LmcacheConfig::ping_interval_s, 1,
                       1e6, "s", "period of the health checks (extra_config ping_interval)"));
   f.push_back(numeric("lmcache.get_blocking_failed_threshold", &S::lmcache,

@@ -7,7 +7,10 @@ vllm.scheduling_policy, priority in a third, then links.page_cache_gb and
 lmcache.priority_limit in LMCache cases, and in a third of all cases a copy of the trace with
 priorities 0-2; stop 22, in a quarter of the cases, a copy whose arrival times are floored to
 10 s or 60 s, so that bursts of requests share one timestamp, and in a sixth a window of the
-trace, workload.start_s; stop 23 a warm-up before half of those windows, workload.warmup_s).
+trace, workload.start_s; stop 23 a warm-up before half of those windows, workload.warmup_s,
+keys no stop drew before (LMCache's save and retrieve options, the health monitor over Redis
+and its fallback, the time-series interval, the seed, link bandwidths) and the first 2,000
+requests of an Azure trace with synthetic prefixes).
 
 usage: fuzz_configs.py KVTWIN REPO {lmcache|vllm} CASES SEED LOG
 
@@ -128,6 +131,12 @@ def draw(rnd, mode):
         sets['lmcache.save_unfull_chunk'] = rnd.choice(['true', 'false'])
         sets['lmcache.min_retrieve_tokens'] = rnd.choice([0, 256, 4096])
         sets['lmcache.local_cpu'] = rnd.choice(['true', 'true', 'false'])
+    if mode == 'lmcache' and rnd.random() < 1 / 2:  # the health monitor over Redis
+        sets['lmcache.health_fallback_policy'] = rnd.choice(['recompute', 'local_cpu'])
+        sets['lmcache.get_blocking_failed_threshold'] = rnd.choice([1, 2, 10])
+        sets['lmcache.ping_interval_s'] = rnd.choice([1, 30])
+        sets['lmcache.waiting_time_for_recovery_s'] = rnd.choice([0, 5, 300])
+        sets['lmcache.health_monitor'] = rnd.choice(['true', 'true', 'false'])
     if rnd.random() < 1 / 4:
         sets['output.timeseries_interval_s'] = rnd.choice([0.05, 7, 600])
     if rnd.random() < 1 / 4:

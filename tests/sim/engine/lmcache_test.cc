@@ -330,6 +330,93 @@ TEST(LmcacheEngine, FailedRedisReadsTurnAnInstancesLmcacheOffAtTheNextHealthChec
   EXPECT_EQ(off.summary.health.unhealthy_periods, 0u);
 }
 
+// The same two failures under the "local_cpu" fallback: from 30 s instance 1 bypasses Redis but
+// keeps its CPU tier. It serves G (45 s, a new prompt), then I (55 s), which takes G's last GPU
+// blocks, then G's prompt again (60 s): 544 tokens from the GPU, the 479 beyond them from the CPU
+// chunks G stored meanwhile (512 tokens loaded). Under "recompute" LMCache stored nothing for G,
+// so the same request gets the GPU's 544 alone. K (65 s) repeats E's prompt, which only Redis
+// holds for instance 1: bypassed (or off), no hit and no failed read either way.
+TEST(LmcacheEngine, TheLocalCpuFallbackBypassesRedisAndKeepsTheCpuTier) {
+  const char* trace =
+      "0,1024,2,512,1 2\n"
+      "10,1024,2,512,1 2\n"
+      "12,1024,2,512,3 4\n"
+      "14,1024,2,512,3 4\n"
+      "40,1024,2,512,5 6\n"
+      "45,1024,2,512,9 10\n"
+      "50,1024,2,512,11 12\n"
+      "55,1024,2,512,13 14\n"
+      "58,1024,2,512,15 16\n"
+      "60,1024,2,512,9 10\n"
+      "62,1024,2,512,17 18\n"
+      "65,1024,2,512,5 6\n";
+  std::vector<std::string> sets = {"cluster.instances=2",
+                                   "cluster.router=round_robin",
+                                   "lmcache.remote=true",
+                                   "links.remote_get_failure_rate=1",
+                                   "vllm.kv_load_failure_policy=recompute",
+                                   "lmcache.get_blocking_failed_threshold=2",
+                                   "lmcache.waiting_time_for_recovery_s=60"};
+  Result recompute = run(scenario_with(sets), trace);
+  sets.push_back("lmcache.health_fallback_policy=local_cpu");
+  Result local = run(scenario_with(sets), trace);
+  for (const Result* r : {&recompute, &local}) {
+    EXPECT_EQ(r->summary.health.failed_remote_gets, 2u);
+    EXPECT_EQ(r->summary.health.unhealthy_periods, 1u);
+    EXPECT_EQ(r->records.at(9).gpu_hit_tokens, 544);
+    EXPECT_EQ(r->records.at(11).lmcache_hit_tokens, 0);
+    EXPECT_EQ(r->records.at(11).failed_load_tokens, 0);
+  }
+  const report::RequestRecord& h = local.records.at(9);
+  EXPECT_EQ(h.lmcache_hit_tokens, 479);
+  EXPECT_EQ(h.loaded_tokens[report::kTierCpu], 512);
+  EXPECT_EQ(h.loaded_tokens[report::kTierRemote], 0);
+  EXPECT_EQ(h.failed_load_tokens, 0);
+  EXPECT_EQ(recompute.records.at(9).lmcache_hit_tokens, 0);
+}
+
+// Recovering from the "local_cpu" fallback with lmcache.local_cpu off: upstream restores use_hot
+// first and then clears the hot cache, a clear that does nothing with use_hot off (quirk
+// health_recovery_clear_is_noop). G's chunks, stored on instance 1 while Redis was bypassed, stay
+// in its CPU pool, and its prompt at 1,000 s (after two requests took its GPU blocks) is served
+// from there; with the fix the pool was cleared and nothing hits (Redis never got G's chunks).
+// Half of the Redis reads fail; the run checks that the fallback came and went before 1,000 s.
+TEST(LmcacheEngine, RecoveringFromTheLocalCpuFallbackLeavesTheHotCacheFullUpstream) {
+  const char* trace =
+      "0,1024,2,512,1 2\n"
+      "10,1024,2,512,1 2\n"
+      "12,1024,2,512,3 4\n"
+      "14,1024,2,512,3 4\n"
+      "40,1024,2,512,30 31\n"
+      "45,1024,2,512,9 10\n"
+      "980,1024,2,512,32 33\n"
+      "985,1024,2,512,20 21\n"
+      "988,1024,2,512,34 35\n"
+      "990,1024,2,512,22 23\n"
+      "992,1024,2,512,36 37\n"
+      "1000,1024,2,512,9 10\n";
+  std::vector<std::string> sets = {"cluster.instances=2",
+                                   "cluster.router=round_robin",
+                                   "lmcache.remote=true",
+                                   "lmcache.local_cpu=false",
+                                   "links.remote_get_failure_rate=0.5",
+                                   "vllm.kv_load_failure_policy=recompute",
+                                   "lmcache.get_blocking_failed_threshold=1",
+                                   "lmcache.waiting_time_for_recovery_s=60",
+                                   "lmcache.health_fallback_policy=local_cpu"};
+  Result upstream = run(scenario_with(sets), trace);
+  sets.push_back("lmcache.upstream_fixes=true");
+  Result fixed = run(scenario_with(sets), trace);
+  for (const Result* r : {&upstream, &fixed}) {
+    ASSERT_EQ(r->summary.health.unhealthy_periods, 1u);
+    ASSERT_LT(r->summary.health.unhealthy_s, 1000.0 - 30 - 30);  // back before 1,000 s
+    EXPECT_EQ(r->records.at(11).gpu_hit_tokens, 0);
+  }
+  EXPECT_EQ(upstream.records.at(11).lmcache_hit_tokens, 1023);
+  EXPECT_EQ(upstream.records.at(11).loaded_tokens[report::kTierCpu], 1024);
+  EXPECT_EQ(fixed.records.at(11).lmcache_hit_tokens, 0);
+}
+
 // A synchronous lookup blocks vLLM's scheduler while LMCache asks Redis, one EXISTS round trip per
 // chunk until the first miss, after the CPU and disk tiers: A (nothing stored yet) asks once;
 // C, on the other instance, finds its 4 chunks in Redis only and asks 4 times. C's retrieve then
