@@ -308,7 +308,7 @@ void Cluster::report_links() {
       // With a warm-up, loads of warm-up requests fall in the window too: the tokens loaded are
       // then the window's requests' own (the recorder's sums), over the same requests as the
       // prompt tokens they are a share of.
-      if (!s_.workload.warmup_s) recorder_->set_loaded_tokens(t, now.loaded[t]);
+      if (s_.workload.warmup_s == 0) recorder_->set_loaded_tokens(t, now.loaded[t]);
       recorder_->set_tier_evictions(t, now.evicted[t] - base.evicted[t]);
     }
   }

@@ -164,12 +164,13 @@ void LmcacheConnector::apply_health(bool healthy) {
     return;
   }
   sm.set_backend_bypass("RemoteBackend", false);
-  const bool quirk = config_.quirks.health_recovery_clear_is_noop;
-  if (!original_use_hot_ && !quirk) cpu.clear();
+  if (!original_use_hot_ && !config_.quirks.health_recovery_clear_is_noop) {
+    cpu.clear();  // the fix: while use_hot is still on
+    engine_->end_of_operation();
+    drain_storage_events();
+  }
   cpu.set_use_hot(original_use_hot_);
-  if (!original_use_hot_ && quirk) cpu.clear();  // returns at once: use_hot is off again
-  engine_->end_of_operation();
-  drain_storage_events();
+  // Upstream clears here, which returns at once when use_hot is off.
 }
 
 uint64_t LmcacheConnector::object_bytes(int64_t tokens) const {
