@@ -28,6 +28,16 @@ scenario::Scenario profile_scenario(const std::string& toml, const std::string& 
   return s;
 }
 
+scenario::Scenario lmcache_cpu_scenario(const std::string& name,
+                                        const std::vector<std::string>& sets) {
+  return profile_scenario(
+      "[step]\nmodel = \"profile\"\nprofile = \"profile.csv\"\n"
+      "[vllm]\nblock_size = 16\nnum_gpu_blocks = 100\n"
+      "[lmcache]\nenabled = true\nchunk_size = 256\nmax_local_cpu_size_gb = 1\n"
+      "[links]\npcie_h2d_gbps = 35\npcie_d2h_gbps = 50\npcie_latency_us = 10\n",
+      name, sets);
+}
+
 RunResult run_cluster(const scenario::Scenario& s, const std::string& trace,
                       const workload::WorkloadOptions& options) {
   workload::Workload w(workload::open_trace_bytes("<t>", trace, workload::TraceFormat::kAuto),

@@ -29,6 +29,12 @@ std::string write_profile(const std::string& dir);
 scenario::Scenario profile_scenario(const std::string& toml, const std::string& name,
                                     const std::vector<std::string>& sets);
 
+// Llama-3.1-8B geometry (128 KiB of KV per token: 32 MiB per 256-token chunk), the profile above,
+// 100 GPU blocks of 16 tokens, LMCache with 256-token chunks and a 1-GiB CPU tier, PCIe 35 GB/s
+// to the GPU and 50 GB/s back with 10 µs of latency; then `sets`.
+scenario::Scenario lmcache_cpu_scenario(const std::string& name,
+                                        const std::vector<std::string>& sets);
+
 // Runs the scenario on `trace` (any supported format, auto-detected) to completion, through the
 // workload transforms `options` (none by default).
 RunResult run_cluster(const scenario::Scenario& s, const std::string& trace,

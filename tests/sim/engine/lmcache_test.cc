@@ -15,14 +15,30 @@ namespace {
 using Result = harness::RunResult;
 
 // Llama-3.1-8B geometry (128 KiB of KV per token: 32 MiB per 256-token chunk), a profile step
-// model (1000 µs + 1 µs per token), LMCache with a CPU tier.
+// model (1000 µs + 1 µs per token), LMCache with a CPU tier (harness::lmcache_cpu_scenario).
 scenario::Scenario scenario_with(const std::vector<std::string>& sets) {
-  return harness::profile_scenario(
-      "[step]\nmodel = \"profile\"\nprofile = \"profile.csv\"\n"
-      "[vllm]\nblock_size = 16\nnum_gpu_blocks = 100\n"
-      "[lmcache]\nenabled = true\nchunk_size = 256\nmax_local_cpu_size_gb = 1\n"
-      "[links]\npcie_h2d_gbps = 35\npcie_d2h_gbps = 50\npcie_latency_us = 10\n",
-      "lm.toml", sets);
+  return harness::lmcache_cpu_scenario("lm.toml", sets);
+}
+
+// Two instances (round robin) sharing Redis, whose reads fail at `failure_rate`; failed loads are
+// recomputed; the health check fails at `threshold` failed reads and may recover 60 s later.
+// A (0 s) and C (12 s) on instance 0, then B (10 s) and D (14 s) with their prompts on instance 1,
+// whose copies find them in Redis only (its first two Redis reads), then E (40 s) on instance 0.
+const char* kTwoFailedReads =
+    "0,1024,2,512,1 2\n"
+    "10,1024,2,512,1 2\n"
+    "12,1024,2,512,3 4\n"
+    "14,1024,2,512,3 4\n"
+    "40,1024,2,512,5 6\n";
+
+std::vector<std::string> failing_redis(const char* failure_rate, int threshold) {
+  return {"cluster.instances=2",
+          "cluster.router=round_robin",
+          "lmcache.remote=true",
+          std::string("links.remote_get_failure_rate=") + failure_rate,
+          "vllm.kv_load_failure_policy=recompute",
+          "lmcache.get_blocking_failed_threshold=" + std::to_string(threshold),
+          "lmcache.waiting_time_for_recovery_s=60"};
 }
 
 // Trace rows (see run()). A and C share a 1024-token prompt (ids 1 2); B (ids 3 4) comes between
@@ -295,20 +311,8 @@ TEST(LmcacheEngine, RemoteReadsThatSucceedMoveAllTheirBytesWhateverTheFailureRat
 // where without the monitor it hits, fails its load and recomputes. The recovery's first attempt
 // (30 + 60 s) comes after the run. Instance 0 never reads Redis and stays healthy.
 TEST(LmcacheEngine, FailedRedisReadsTurnAnInstancesLmcacheOffAtTheNextHealthCheck) {
-  const char* trace =
-      "0,1024,2,512,1 2\n"
-      "10,1024,2,512,1 2\n"
-      "12,1024,2,512,3 4\n"
-      "14,1024,2,512,3 4\n"
-      "40,1024,2,512,5 6\n"
-      "50,1024,2,512,5 6\n";
-  std::vector<std::string> sets = {"cluster.instances=2",
-                                   "cluster.router=round_robin",
-                                   "lmcache.remote=true",
-                                   "links.remote_get_failure_rate=1",
-                                   "vllm.kv_load_failure_policy=recompute",
-                                   "lmcache.get_blocking_failed_threshold=2",
-                                   "lmcache.waiting_time_for_recovery_s=60"};
+  const std::string trace = std::string(kTwoFailedReads) + "50,1024,2,512,5 6\n";
+  std::vector<std::string> sets = failing_redis("1", 2);
   Result on = run(scenario_with(sets), trace);
   sets.push_back("lmcache.health_monitor=false");
   Result off = run(scenario_with(sets), trace);
@@ -337,26 +341,15 @@ TEST(LmcacheEngine, FailedRedisReadsTurnAnInstancesLmcacheOffAtTheNextHealthChec
 // so the same request gets the GPU's 544 alone. K (65 s) repeats E's prompt, which only Redis
 // holds for instance 1: bypassed (or off), no hit and no failed read either way.
 TEST(LmcacheEngine, TheLocalCpuFallbackBypassesRedisAndKeepsTheCpuTier) {
-  const char* trace =
-      "0,1024,2,512,1 2\n"
-      "10,1024,2,512,1 2\n"
-      "12,1024,2,512,3 4\n"
-      "14,1024,2,512,3 4\n"
-      "40,1024,2,512,5 6\n"
-      "45,1024,2,512,9 10\n"
-      "50,1024,2,512,11 12\n"
-      "55,1024,2,512,13 14\n"
-      "58,1024,2,512,15 16\n"
-      "60,1024,2,512,9 10\n"
-      "62,1024,2,512,17 18\n"
-      "65,1024,2,512,5 6\n";
-  std::vector<std::string> sets = {"cluster.instances=2",
-                                   "cluster.router=round_robin",
-                                   "lmcache.remote=true",
-                                   "links.remote_get_failure_rate=1",
-                                   "vllm.kv_load_failure_policy=recompute",
-                                   "lmcache.get_blocking_failed_threshold=2",
-                                   "lmcache.waiting_time_for_recovery_s=60"};
+  const std::string trace = std::string(kTwoFailedReads) +
+                            "45,1024,2,512,9 10\n"
+                            "50,1024,2,512,11 12\n"
+                            "55,1024,2,512,13 14\n"
+                            "58,1024,2,512,15 16\n"
+                            "60,1024,2,512,9 10\n"
+                            "62,1024,2,512,17 18\n"
+                            "65,1024,2,512,5 6\n";
+  std::vector<std::string> sets = failing_redis("1", 2);
   Result recompute = run(scenario_with(sets), trace);
   sets.push_back("lmcache.health_fallback_policy=local_cpu");
   Result local = run(scenario_with(sets), trace);
@@ -395,15 +388,9 @@ TEST(LmcacheEngine, RecoveringFromTheLocalCpuFallbackLeavesTheHotCacheFullUpstre
       "990,1024,2,512,22 23\n"
       "992,1024,2,512,36 37\n"
       "1000,1024,2,512,9 10\n";
-  std::vector<std::string> sets = {"cluster.instances=2",
-                                   "cluster.router=round_robin",
-                                   "lmcache.remote=true",
-                                   "lmcache.local_cpu=false",
-                                   "links.remote_get_failure_rate=0.5",
-                                   "vllm.kv_load_failure_policy=recompute",
-                                   "lmcache.get_blocking_failed_threshold=1",
-                                   "lmcache.waiting_time_for_recovery_s=60",
-                                   "lmcache.health_fallback_policy=local_cpu"};
+  std::vector<std::string> sets = failing_redis("0.5", 1);
+  sets.push_back("lmcache.local_cpu=false");
+  sets.push_back("lmcache.health_fallback_policy=local_cpu");
   Result upstream = run(scenario_with(sets), trace);
   sets.push_back("lmcache.upstream_fixes=true");
   Result fixed = run(scenario_with(sets), trace);

@@ -16,12 +16,7 @@ using Result = harness::RunResult;
 
 // Llama-3.1-8B geometry, the exact profile step model, LMCache with a CPU tier (as lmcache_test).
 scenario::Scenario scenario_with(const std::vector<std::string>& sets) {
-  return harness::profile_scenario(
-      "[step]\nmodel = \"profile\"\nprofile = \"profile.csv\"\n"
-      "[vllm]\nblock_size = 16\nnum_gpu_blocks = 100\n"
-      "[lmcache]\nenabled = true\nchunk_size = 256\nmax_local_cpu_size_gb = 1\n"
-      "[links]\npcie_h2d_gbps = 35\npcie_d2h_gbps = 50\npcie_latency_us = 10\n",
-      "warm.toml", sets);
+  return harness::lmcache_cpu_scenario("warm.toml", sets);
 }
 
 // A and C share a 1024-token prompt (ids 1 2); B (ids 3 4) evicts A's last 29 GPU blocks. Each is

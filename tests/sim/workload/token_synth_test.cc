@@ -134,14 +134,20 @@ TEST(Workload, SyntheticPrefixesFollowTheGroupsAndLeaveTraceIdsAlone) {
   EXPECT_GT(first_ids[1], first_ids[3]);
 }
 
+// Ten 64-token requests, one a second from 0 s (a native CSV).
+std::string one_a_second() {
+  std::string text = "arrival_s,prompt_tokens,output_tokens\n";
+  for (int i = 0; i < 10; ++i) text += std::to_string(i) + ",64,1\n";
+  return text;
+}
+
 // workload.start_s: a window [start_s, start_s + max_duration_s) of the scaled arrivals, shifted to
 // start at 0. Arrivals 0, 1, ..., 9 s at rate_scale 2 are 0, 0.5, ..., 4.5 s; the window [1.2 s,
 // 3.2 s) holds 1.5, 2.0, 2.5 and 3.0 s (trace indices 3 to 6), which arrive at 0.3, 0.8, 1.3 and
 // 1.8 s. Each keeps the synthetic prefix a whole replay gives the same request (the groups are
 // drawn for the dropped requests too), and max_requests counts the window's requests only.
 TEST(Workload, StartSReplaysAWindowOfTheTraceWithItsOwnPrefixes) {
-  std::string text = "arrival_s,prompt_tokens,output_tokens\n";
-  for (int i = 0; i < 10; ++i) text += std::to_string(i) + ",64,1\n";
+  const std::string text = one_a_second();
   WorkloadOptions o;
   o.rate_scale = 2;
   o.prefix_groups = 5;
@@ -180,8 +186,7 @@ TEST(Workload, StartSReplaysAWindowOfTheTraceWithItsOwnPrefixes) {
 // measure_from() = 0.9 s on. max_requests counts the window's requests only. With spacing_s the
 // window starts with its first request (kSimTimeMax), and without a warm-up at 0.
 TEST(Workload, AWarmupReplaysTheTimeBeforeTheWindowFlagged) {
-  std::string text = "arrival_s,prompt_tokens,output_tokens\n";
-  for (int i = 0; i < 10; ++i) text += std::to_string(i) + ",64,1\n";
+  const std::string text = one_a_second();
   WorkloadOptions o;
   o.rate_scale = 2;
   o.start_s = 1.2;
@@ -218,8 +223,7 @@ TEST(Workload, AWarmupReplaysTheTimeBeforeTheWindowFlagged) {
 // A window that holds no request is an input error, not an empty run: past the last arrival (4.5 s
 // scaled), or between two arrivals.
 TEST(Workload, AWindowWithoutRequestsIsAnInputError) {
-  std::string text = "arrival_s,prompt_tokens,output_tokens\n";
-  for (int i = 0; i < 10; ++i) text += std::to_string(i) + ",64,1\n";
+  const std::string text = one_a_second();
   for (auto [start, duration] : {std::pair{5.0, 0.0}, std::pair{1.1, 0.3}}) {
     WorkloadOptions o;
     o.rate_scale = 2;
