@@ -100,12 +100,9 @@ Cluster::~Cluster() = default;
 
 void Cluster::run(const std::function<void(uint64_t)>& progress) {
   progress_ = progress;
+  // Without a warm-up the window starts with the run and the counters at 0.
   const SimTime from = workload_->measure_from();
-  if (from == 0) {
-    measuring_ = true;  // no warm-up: the counters start at 0
-  } else if (from < kSimTimeMax) {
-    sim_.schedule_at(from, [this] { begin_measurement(); });
-  }
+  if (from > 0 && from < kSimTimeMax) sim_.schedule_at(from, [this] { begin_measurement(); });
   pump();
   sim_.schedule_at(0, [this] { sample(); });
   sim_.run();
@@ -148,12 +145,10 @@ void Cluster::pump() {
 }
 
 void Cluster::begin_measurement() {
-  if (measuring_) return;
-  measuring_ = true;
-  measure_from_ = sim_.now();
+  if (!recorder_ || recorder_->measuring()) return;
   baseline_ = counters();
   mover_.reset_page_cache_peaks();
-  if (recorder_) recorder_->begin_measurement(measure_from_);
+  recorder_->begin_measurement(sim_.now());
 }
 
 void Cluster::arrive() {
@@ -265,10 +260,7 @@ Cluster::Counters Cluster::counters() {
     c.async.prefetch_bytes += st.prefetch_bytes;
     c.async.busy_waits += st.prefetch_busy_waits;
     c.async.wrong_kv_chunks += st.wrong_kv_chunks;
-    for (int t = 0; t < report::kNumTiers; ++t) {
-      c.loaded[t] += st.loaded_tokens[t];
-      c.evicted[t] += st.evictions[t];
-    }
+    for (int t = 0; t < report::kNumTiers; ++t) c.evicted[t] += st.evictions[t];
   }
   c.page_cache = mover_.page_cache_totals();
   c.links = mover_.link_reports();
@@ -304,13 +296,8 @@ void Cluster::report_links() {
     health.unhealthy_periods = now.unhealthy_periods - base.unhealthy_periods;
     health.unhealthy_s = to_seconds(now.unhealthy_ns - base.unhealthy_ns);
     recorder_->set_lmcache_health(health);
-    for (int t = 0; t < report::kNumTiers; ++t) {
-      // With a warm-up, loads of warm-up requests fall in the window too: the tokens loaded are
-      // then the window's requests' own (the recorder's sums), over the same requests as the
-      // prompt tokens they are a share of.
-      if (s_.workload.warmup_s == 0) recorder_->set_loaded_tokens(t, now.loaded[t]);
+    for (int t = 0; t < report::kNumTiers; ++t)
       recorder_->set_tier_evictions(t, now.evicted[t] - base.evicted[t]);
-    }
   }
   if (mover_.page_cache(0) != nullptr) {
     report::Summary::PageCache p;
@@ -324,7 +311,7 @@ void Cluster::report_links() {
         now.page_cache.buffered_write_bytes - base.page_cache.buffered_write_bytes;
     recorder_->set_page_cache(p);
   }
-  const SimTime span = std::max<SimTime>(sim_.now() - measure_from_, 1);
+  const SimTime span = std::max<SimTime>(sim_.now() - recorder_->measure_from(), 1);
   for (size_t i = 0; i < now.links.size(); ++i) {
     const hw::ModeledMover::LinkReport& l = now.links[i];
     const double bytes = l.bytes - (i < base.links.size() ? base.links[i].bytes : 0);

@@ -20,7 +20,7 @@
 // its first request, whichever comes first. There the recorder starts reporting and the cluster's
 // counters (evictions, link bytes and busy time, page-cache and LMCache figures) are read, so that
 // the summary gives what happened from there on; page-cache peaks start again. Warm-up requests
-// run to their end like any other but are not reported, nor are their loaded tokens.
+// run to their end like any other but are not reported.
 #pragma once
 
 #include <functional>
@@ -81,7 +81,7 @@ class Cluster {
   // The counters the summary reports, summed over instances, as they stand now.
   struct Counters {
     uint64_t gpu_evictions = 0;
-    std::array<uint64_t, report::kNumTiers> loaded{}, evicted{};
+    std::array<uint64_t, report::kNumTiers> evicted{};
     uint64_t stalled = 0, failed_stores = 0, failed_remote_writes = 0;
     uint64_t failed_remote_gets = 0, unhealthy_periods = 0;
     SimDuration unhealthy_ns = 0;
@@ -116,10 +116,8 @@ class Cluster {
   workload::TraceRequest next_;
   bool reading_done_ = false;
   uint64_t done_ = 0;
-  uint64_t finished_ = 0;   // of the window's requests
-  bool measuring_ = false;  // the window has started (begin_measurement)
-  SimTime measure_from_ = 0;
-  Counters baseline_;  // counters() at the window's start
+  uint64_t finished_ = 0;  // of the window's requests
+  Counters baseline_;      // counters() at the window's start (the recorder's measure_from())
   std::function<void(uint64_t)> progress_;
   std::function<void(const report::RequestRecord&)> observer_;
 };

@@ -462,7 +462,6 @@ void LmcacheConnector::start_step_transfers() {
     const lm::LoadedChunk& c = log.loaded[i];
     int t = tier_of(c.location);
     uint64_t b = object_bytes(c.end - c.start);
-    stats_.loaded_tokens[t] += static_cast<uint64_t>(c.end - c.start);
     if (i < owner.size() && owner[i] != nullptr)
       owner[i]->record.loaded_tokens[t] += c.end - c.start;
     if (t != report::kTierCpu) by_tier[t] += b;
@@ -548,7 +547,6 @@ void LmcacheConnector::load_bulk() {
       int t = tier_of(c.location);
       int64_t tokens = c.end - c.start;
       uint64_t b = object_bytes(tokens);
-      stats_.loaded_tokens[t] += static_cast<uint64_t>(tokens);
       if (live != nullptr) live->record.loaded_tokens[t] += tokens;
       if (t == report::kTierDisk && !c.prefetched) {
         from_disk += b;

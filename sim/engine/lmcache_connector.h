@@ -76,7 +76,6 @@
 namespace kvtwin::sim::engine {
 
 struct LmcacheTierStats {
-  std::array<uint64_t, report::kNumTiers> loaded_tokens{};
   std::array<uint64_t, report::kNumTiers> evictions{};
   uint64_t stored_chunks = 0;
   uint64_t stalled_loads = 0;          // loads upstream would wait on forever, recomputed instead

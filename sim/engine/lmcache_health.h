@@ -10,9 +10,10 @@
 //   2. reads and clears the count of failed blocking reads; at the threshold it fails and sets
 //      failure_time to now.
 //   3. otherwise passes (Redis has no ping).
-// A failed check turns the engine unhealthy under the default fallback, "recompute": every
-// lookup answers 0 and every load and store is skipped (the "local_cpu" fallback, which bypasses
-// the remote tier alone, is not modelled). A passing one turns it healthy again.
+// The owner applies each change: under the default fallback, "recompute", a failed check turns
+// the engine unhealthy (every lookup answers 0, every load and store is skipped), and under
+// "local_cpu" it bypasses the remote tier alone (LmcacheConnector::apply_health). A passing check
+// undoes it.
 //
 // The checks run lazily: catch_up(now) runs those due by now, in order, so a check at the time of
 // an operation comes before it. The caller runs it before anything touches the engine; the event

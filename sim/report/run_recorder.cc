@@ -72,7 +72,7 @@ RunRecorder::RunRecorder(const scenario::Scenario& s, std::string trace_name, st
   summary_.instances = s.cluster.instances;
   summary_.scheduling = s.vllm.async_scheduling ? "async" : "sync";
   summary_.has_warmup = s.workload.warmup_s > 0;
-  measuring_ = !summary_.has_warmup;
+  if (summary_.has_warmup) measure_from_ = kSimTimeMax;
   if (out_dir_.empty()) return;
   std::error_code ec;
   std::filesystem::create_directories(out_dir_, ec);
@@ -107,8 +107,7 @@ RunRecorder::~RunRecorder() {
 }
 
 void RunRecorder::begin_measurement(SimTime t) {
-  if (measuring_) return;
-  measuring_ = true;
+  if (measuring()) return;
   measure_from_ = t;
   summary_.measured_from_s = to_seconds(t);
 }
@@ -173,7 +172,7 @@ void RunRecorder::on_request_done(const RequestRecord& r) {
 }
 
 void RunRecorder::on_sample(const Sample& s) {
-  if (!measuring_) {
+  if (!measuring()) {
     prev_sample_ = s;  // the first reported row's rates count from here
     return;
   }
@@ -200,7 +199,7 @@ void RunRecorder::on_sample(const Sample& s) {
 
 void RunRecorder::on_repeated_samples(const Sample& s, uint64_t count) {
   // The window's start is an event, so a run of repeated samples lies wholly on one side of it.
-  if (!measuring_) return;
+  if (!measuring()) return;
   samples_ += count;
   const double n = static_cast<double>(count);
   usage_sum_ += n * s.gpu_kv_usage_mean;
@@ -209,7 +208,7 @@ void RunRecorder::on_repeated_samples(const Sample& s, uint64_t count) {
 
 void RunRecorder::on_step(int instance, SimTime start, SimDuration duration, int64_t num_tokens,
                           int64_t num_reqs) {
-  if (!measuring_ || start < measure_from_) return;  // a step of the warm-up
+  if (start < measure_from_) return;  // a step of the warm-up
   ++summary_.steps;
   batch_tokens_ += static_cast<uint64_t>(num_tokens);
   if (trace_ && !trace_->skip_event())
@@ -219,7 +218,7 @@ void RunRecorder::on_step(int instance, SimTime start, SimDuration duration, int
 }
 
 void RunRecorder::on_transfer(const Transfer& t, const TransferResult& r) {
-  if (!trace_ || !measuring_ || r.start < measure_from_) return;  // a transfer of the warm-up
+  if (!trace_ || r.start < measure_from_) return;  // a transfer of the warm-up
   // One thread per (src, dst) pair: tid 1 + 4·src + dst.
   int tid = 1 + 4 * static_cast<int>(t.src) + static_cast<int>(t.dst);
   auto path_name = [&] {
@@ -290,8 +289,6 @@ const Summary& RunRecorder::finish(SimTime end) {
   auto rate = [&](uint64_t n) {
     return s.prompt_tokens ? static_cast<double>(n) / static_cast<double>(s.prompt_tokens) : 0;
   };
-  for (int t = 0; t < kNumTiers; ++t)
-    if (loaded_override_[t]) s.loaded_tokens[t] = *loaded_override_[t];
   s.gpu_hit_rate = rate(s.gpu_hit_tokens);
   s.lmcache_hit_rate = rate(s.lmcache_hit_tokens);
   for (int t = 0; t < kNumTiers; ++t) s.tier_hit_rate[t] = rate(s.loaded_tokens[t]);

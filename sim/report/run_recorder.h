@@ -23,7 +23,6 @@
 #include <cstdio>
 #include <map>
 #include <memory>
-#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -165,7 +164,8 @@ class RunRecorder {
   // `t` on, samples, steps and transfers are reported. Before, only the last sample is kept (the
   // first reported row's rates count from it). Warm-up requests are never reported.
   void begin_measurement(SimTime t);
-  bool measuring() const { return measuring_; }
+  bool measuring() const { return measure_from_ != kSimTimeMax; }
+  SimTime measure_from() const { return measure_from_; }  // kSimTimeMax until the window starts
 
   void on_request_done(const RequestRecord& r);
   void on_inter_token(SimDuration itl) { itl_.add(itl); }  // of a reported request
@@ -181,9 +181,6 @@ class RunRecorder {
   void set_gpu_evictions(int64_t n) { summary_.gpu_evictions = n; }
   void set_tier_evictions(int tier, uint64_t n) { summary_.tier_evictions[tier] = n; }
   void set_tier_capacity(int tier, double bytes) { summary_.tier_capacity_bytes[tier] = bytes; }
-  // Tokens loaded per tier over the run (the connector's own count; overrides the sum of the
-  // request records, which lacks per-tier detail in layerwise mode).
-  void set_loaded_tokens(int tier, uint64_t tokens) { loaded_override_[tier] = tokens; }
   void set_lmcache_failures(uint64_t stalled_loads, uint64_t failed_stores,
                             uint64_t failed_remote_writes) {
     summary_.stalled_loads = stalled_loads;
@@ -215,8 +212,7 @@ class RunRecorder {
   };
   std::map<int64_t, PerPriority> per_priority_;
   LogHistogram itl_;
-  bool measuring_ = true;
-  SimTime measure_from_ = 0;
+  SimTime measure_from_ = 0;  // where the window starts; kSimTimeMax until it does (warm-up)
   uint64_t slo_ok_ = 0;
   SimTime first_arrival_ = -1;
   SimTime last_finish_ = 0;
@@ -227,7 +223,6 @@ class RunRecorder {
   double usage_sum_ = 0;
   std::array<double, kNumTiers> tier_sum_{};
   Sample prev_sample_;
-  std::array<std::optional<uint64_t>, kNumTiers> loaded_override_;
   std::FILE* requests_csv_ = nullptr;
   std::FILE* timeseries_csv_ = nullptr;
   std::unique_ptr<ChromeTrace> trace_;

@@ -18,7 +18,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fuzz_configs import case_loop, run_kvtwin  # noqa: E402
+from fuzz_configs import case_loop, run_kvtwin, upstream_stop  # noqa: E402
 
 
 def rows(kvtwin, repo, sc, sets, n, out):
@@ -39,8 +39,7 @@ def causal_case(kvtwin, repo, rnd, i, sc, sets, work):
     cut, e2 = rows(kvtwin, repo, sc, sets, k, f'{work}/cut')
     if full is None or cut is None:
         err = e1 or e2
-        if err.startswith('rc 1:') and 'an upstream defect reproduced by default' in err and \
-                sets.get('lmcache.upstream_fixes') == 'false':  # upstream's engine stops too
+        if upstream_stop(1 if err.startswith('rc 1:') else None, err, sets):
             return {'n': n, 'k': k, 'status': 'upstream-stop', 'detail': err[-400:]}, False
         return {'n': n, 'k': k, 'status': 'ERR', 'detail': err[-400:]}, True
     by_index = {int(r['index']): r for r in full}

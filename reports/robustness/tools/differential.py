@@ -9,7 +9,8 @@ Each case draws a configuration as fuzz_configs.py does (same draws for a seed),
 KEY=VALUE overrides given (a value list a|b|c is drawn from per case, e.g.
 lmcache.cache_policy=LRU|MRU|FIFO), and runs OLD, then NEW, each under a 300-s timeout. A case is
 'same' when both exit 0 and summary.json, requests.csv, timeseries.csv and trace.json are
-identical; 'both-refused' when both exit 2 with the same one-line error; otherwise DIFF (the
+identical; 'both-refused' when both exit 2 with the same one-line error; 'both-upstream-stop'
+when both stop with the same reproduced upstream defect (exit 1); otherwise DIFF (the
 files that differ, or the two exit codes). One JSON line per case goes to LOG with both wall
 times; the last line printed is the count of DIFF cases. Since stop 22 a sixth of the draws set
 workload.start_s, which binaries before c6675c2 do not know: against those, such cases are DIFF
@@ -53,6 +54,8 @@ def main():
             record['detail'] = ' '.join(differ)
         elif rc_a == rc_b == 2 and err_a == err_b:
             status, record['detail'] = 'both-refused', err_a[-200:]
+        elif err_a == err_b and fuzz_configs.upstream_stop(rc_a, err_a, sets) and rc_a == rc_b:
+            status, record['detail'] = 'both-upstream-stop', err_a[-200:]
         else:
             status = 'DIFF'
             record['detail'] = f'exit {rc_a} / {rc_b}: {(err_a or err_b)[-200:]}'

@@ -162,26 +162,29 @@ def draw(rnd, mode):
     return sc, sets
 
 
-def azure_trace(kind):
+def write_once(path, lines):
+    """Writes `lines` to `path` through a temporary name, so that a concurrent fuzzer never reads
+    a partial file."""
+    tmp = f'{path}.{os.getpid()}'
+    with open(tmp, 'w') as f:
+        f.writelines(lines)
+    os.replace(tmp, path)
+
+
+def azure_trace(repo, kind):
     """The first 2,000 requests of the Azure LLM 2023 `kind` trace (conv or code), written once
     under the temp directory; its path."""
     path = os.path.join(tempfile.gettempdir(), f'kvtwin_fuzz_azure_{kind}.csv')
     if not os.path.exists(path):
-        src = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', 'traces',
-                           'azure_llm_2023', f'AzureLLMInferenceTrace_{kind}.csv')
-        with open(src) as f:
-            lines = [next(f) for _ in range(2001)]
-        tmp = f'{path}.{os.getpid()}'
-        with open(tmp, 'w') as f:
-            f.writelines(lines)
-        os.replace(tmp, path)
+        with open(f'{repo}/traces/azure_llm_2023/AzureLLMInferenceTrace_{kind}.csv') as f:
+            write_once(path, [next(f) for _ in range(2001)])
     return path
 
 
 def case_trace(repo, sets):
     """The trace file a case replays."""
     if '_trace_azure' in sets:
-        return azure_trace(sets['_trace_azure'])
+        return azure_trace(repo, sets['_trace_azure'])
     if '_trace_priorities' in sets or '_trace_tie_s' in sets:
         return derived_trace(repo, sets.get('_trace_priorities'), sets.get('_trace_tie_s'))
     return f'{repo}/{TRACE}'
@@ -204,11 +207,15 @@ def derived_trace(repo, priority_seed, tie_s):
                 if tie_s is not None:
                     row['timestamp'] = row['timestamp'] // (1000 * tie_s) * (1000 * tie_s)
                 lines.append(json.dumps(row) + '\n')
-        tmp = f'{path}.{os.getpid()}'
-        with open(tmp, 'w') as f:
-            f.writelines(lines)
-        os.replace(tmp, path)
+        write_once(path, lines)
     return path
+
+
+def upstream_stop(rc, err, sets):
+    """A run stopped (exit 1) by an upstream defect the model reproduces by default (stop 16's
+    resumed-request assertion): upstream's engine stops there too, and not with the fixes."""
+    return rc == 1 and 'an upstream defect reproduced by default' in err and \
+        sets.get('lmcache.upstream_fixes') == 'false'
 
 
 def command(kvtwin, repo, sc, sets, out):
@@ -462,10 +469,8 @@ def fuzz_case(kvtwin, repo, rnd, i, sc, sets, work):
         status = 'SLOW'
     elif rc == 2 and err.count('\n') == 0 and err.startswith('kvtwin:'):
         status = 'refused'
-    elif rc == 1 and err.count('\n') == 0 and err.startswith('kvtwin: error: the modelled ') and \
-            'an upstream defect reproduced by default' in err and \
-            sets.get('lmcache.upstream_fixes') == 'false':
-        status = 'upstream-stop'  # upstream's engine stops there too (stop 16); not with the fixes
+    elif err.count('\n') == 0 and upstream_stop(rc, err, sets):
+        status = 'upstream-stop'
     elif rc != 0:
         status = 'BAD'
     else:
