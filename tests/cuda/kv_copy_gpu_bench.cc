@@ -129,7 +129,13 @@ Status build_rig(const ModelShape& m, PagedKind kind, Rig* r) {
   kc.num_tokens = r->capacity_tokens;
   kc.skip_percent = 0;
   kc.seed = 2024;
-  const std::vector<int64_t> slots = testing::make_slots(kc);
+  std::vector<int64_t> slots = testing::make_slots(kc);
+  // KVTWIN_BENCH_SLOTS=sequential: blocks in address order instead of shuffled, an experiment on
+  // how much of a small copy's time the paged side's spread over the buffer's pages costs.
+  if (const char* order = std::getenv("KVTWIN_BENCH_SLOTS");
+      order != nullptr && std::string(order) == "sequential") {
+    for (size_t i = 0; i < slots.size(); ++i) slots[i] = static_cast<int64_t>(i);
+  }
   KVTWIN_RETURN_IF_ERROR(DeviceBuffer::allocate(slots.size() * sizeof(int64_t), &r->slots));
   KVTWIN_CUDA_TRY(
       cudaMemcpy(r->slots.data(), slots.data(), r->slots.size(), cudaMemcpyHostToDevice));
@@ -458,6 +464,10 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("gpu_l2_bytes", std::to_string(prop.l2CacheSize));
   benchmark::AddCustomContext("cuda_driver", std::to_string(driver));
   benchmark::AddCustomContext("cuda_runtime", std::to_string(runtime));
+  const char* order = std::getenv("KVTWIN_BENCH_SLOTS");
+  benchmark::AddCustomContext("slot_order", order != nullptr && std::string(order) == "sequential"
+                                                ? "sequential"
+                                                : "shuffled");
   benchmark::AddCustomContext("ceiling_d2d_GBps", std::to_string(g_ceilings.d2d_GBps));
   benchmark::AddCustomContext("ceiling_h2d_GBps", std::to_string(g_ceilings.h2d_GBps));
   benchmark::AddCustomContext("ceiling_d2h_GBps", std::to_string(g_ceilings.d2h_GBps));

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "sim/io/input_error.h"
@@ -234,19 +235,20 @@ TEST(HardwareProfile, ABadEntryNamesTheProfileFileLineAndKey) {
             p + ": links: a hardware profile needs a [links] table (kvtwin calibrate writes one)");
 }
 
-// The PCIe profile measured on an H100 (scenarios/hardware/): it sets the three pcie keys and
-// nothing else; a relative --set path is taken from the scenario's folder.
-TEST(HardwareProfile, TheShippedH100ProfileSetsOnlyThePcieLinks) {
-  Scenario s = load_scenario_file(kvtwin::testing::source_path("scenarios/default.toml"));
-  const Scenario before = s;
-  apply_override(&s, "hardware.profile=hardware/h100_80gb_hbm3_pcie5.toml");
-  EXPECT_EQ(s.links.pcie_h2d_gbps, 49.725);
-  EXPECT_EQ(s.links.pcie_d2h_gbps, 51.8499);
-  EXPECT_EQ(s.links.pcie_latency_us, 22.2552);
-  Scenario expected = before;
-  expected.links.pcie_h2d_gbps = s.links.pcie_h2d_gbps;
-  expected.links.pcie_d2h_gbps = s.links.pcie_d2h_gbps;
-  expected.links.pcie_latency_us = s.links.pcie_latency_us;
+// The PCIe profiles measured on an H100 and an H200 (scenarios/hardware/): each sets the three
+// pcie keys and nothing else; a relative --set path is taken from the scenario's folder.
+TEST(HardwareProfile, TheShippedGpuProfilesSetOnlyThePcieLinks) {
+  struct Shipped {
+    const char* file;
+    double h2d_gbps, d2h_gbps, latency_us;
+  };
+  const Shipped shipped[] = {{"hardware/h100_80gb_hbm3_pcie5.toml", 49.725, 51.8499, 22.2552},
+                             {"hardware/h200_pcie5.toml", 50.6309, 53.2371, 22.28}};
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(
+                              kvtwin::testing::source_path("scenarios/hardware")),
+                          std::filesystem::directory_iterator()),
+            std::ssize(shipped))
+      << "a profile in scenarios/hardware/ that this test does not list";
   auto without_comments = [](std::string dump) {
     std::string out;
     std::istringstream in(dump);
@@ -254,7 +256,20 @@ TEST(HardwareProfile, TheShippedH100ProfileSetsOnlyThePcieLinks) {
       if (!line.starts_with("#") && line.find("profile") == std::string::npos) out += line + "\n";
     return out;
   };
-  EXPECT_EQ(without_comments(dump_scenario(s)), without_comments(dump_scenario(expected)));
+  for (const Shipped& p : shipped) {
+    SCOPED_TRACE(p.file);
+    Scenario s = load_scenario_file(kvtwin::testing::source_path("scenarios/default.toml"));
+    const Scenario before = s;
+    apply_override(&s, std::string("hardware.profile=") + p.file);
+    EXPECT_EQ(s.links.pcie_h2d_gbps, p.h2d_gbps);
+    EXPECT_EQ(s.links.pcie_d2h_gbps, p.d2h_gbps);
+    EXPECT_EQ(s.links.pcie_latency_us, p.latency_us);
+    Scenario expected = before;
+    expected.links.pcie_h2d_gbps = s.links.pcie_h2d_gbps;
+    expected.links.pcie_d2h_gbps = s.links.pcie_d2h_gbps;
+    expected.links.pcie_latency_us = s.links.pcie_latency_us;
+    EXPECT_EQ(without_comments(dump_scenario(s)), without_comments(dump_scenario(expected)));
+  }
 }
 
 TEST(HardwareProfile, TheDumpKeepsTheAppliedFiguresAndReloadsWithoutTheFile) {
