@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "model/check.h"
+#include "sim/engine/blocking_get.h"
 
 namespace kvtwin::sim::engine {
 namespace lm = model::lmcache;
@@ -590,6 +591,9 @@ void LmcacheConnector::run_load_stages(std::shared_ptr<const std::vector<LoadSta
     // RemoteBackend.batched_get_blocking: one GET job per key, all submitted at once; each runs
     // on a Redis worker (GET of the metadata, then of the bytes) as workers come free.
     get_queue_.assign(st.chunks.begin(), st.chunks.end());
+    gets_start_ = ctx_.sim->now();
+    get_finish_.assign(st.chunks.size(), 0);
+    gets_dispatched_ = 0;
     gets_left_ = st.chunks.size();
     gets_done_ = then;
     dispatch_remote();
@@ -807,15 +811,14 @@ void LmcacheConnector::dispatch_remote() {
       const uint64_t bytes = get_queue_.front();
       get_queue_.pop_front();
       ++workers_busy_[q];
+      const size_t key = gets_dispatched_++;
       // GET "<key>metadata" (one round trip), then GET "<key>kv_bytes" (a transfer: its round
       // trip and the bytes).
-      ctx_.sim->schedule_after(from_seconds(s_.links.network_latency_us * 1e-6), [this, bytes] {
-        ctx_.mover->start(fetch_transfer(Location::kRemote, bytes), [this](const TransferResult&) {
-          --workers_busy_[1];
-          if (--gets_left_ == 0) std::exchange(gets_done_, nullptr)();
-          start_writes();
-        });
-      });
+      ctx_.sim->schedule_after(
+          from_seconds(s_.links.network_latency_us * 1e-6), [this, bytes, key] {
+            ctx_.mover->start(fetch_transfer(Location::kRemote, bytes),
+                              [this, key](const TransferResult&) { finish_get(key); });
+          });
       continue;
     }
     if (write_queue_[q].empty()) break;
@@ -835,6 +838,26 @@ void LmcacheConnector::dispatch_remote() {
     ctx_.mover->start(std::move(t),
                       [this, id_and_queue](const TransferResult&) { finish_write(id_and_queue); });
   }
+}
+
+// A retrieve's GET of key `key` (its index in the fetch) is done: its worker is free.
+void LmcacheConnector::finish_get(size_t key) {
+  --workers_busy_[1];
+  get_finish_[key] = ctx_.sim->now();
+  if (--gets_left_ == 0) {
+    count_blocking_get_timeout();
+    std::exchange(gets_done_, nullptr)();
+  }
+  start_writes();
+}
+
+void LmcacheConnector::count_blocking_get_timeout() {
+  const size_t first = first_blocking_get_timeout(
+      gets_start_, get_finish_,
+      from_seconds(static_cast<double>(s_.lmcache.blocking_timeout_secs)));
+  if (first == get_finish_.size()) return;
+  ++stats_.blocking_get_timeouts;
+  stats_.blocking_get_timeout_chunks += get_finish_.size() - first;
 }
 
 void LmcacheConnector::run_prefetch_job(int q, std::function<void()> job) {

@@ -91,6 +91,10 @@ struct LmcacheTierStats {
   uint64_t failed_remote_gets = 0;
   uint64_t unhealthy_periods = 0;
   SimDuration unhealthy_ns = 0;
+  // Bulk remote fetches that upstream's blocking GET would have cut short (blocking_get.h), and
+  // the chunks from the first timed-out GET on. Counted, not modelled: the chunks are loaded.
+  uint64_t blocking_get_timeouts = 0;
+  uint64_t blocking_get_timeout_chunks = 0;
 };
 
 class LmcacheConnector final : public KvConnector, public StepHooks {
@@ -276,6 +280,13 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   std::deque<uint64_t> get_queue_;   // GET jobs (chunk bytes) waiting for a Redis worker
   size_t gets_left_ = 0;             // GET jobs of the current fetch not finished
   std::function<void()> gets_done_;  // continues the bulk load after the last GET
+  // The current fetch's start and each GET's finish, in key order (dispatch order), for the
+  // blocking-timeout count.
+  SimTime gets_start_ = 0;
+  std::vector<SimTime> get_finish_;
+  size_t gets_dispatched_ = 0;
+  void finish_get(size_t key);
+  void count_blocking_get_timeout();
 
   // LMCache's health monitor (lmcache.health_monitor, with the remote tier): run before every
   // entry point touches the engine.

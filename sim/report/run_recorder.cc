@@ -413,6 +413,14 @@ std::string RunRecorder::summary_json(const Summary& s) {
     j.field("unhealthy_s", s.health.unhealthy_s);
     j.end_object();
   }
+  if (s.blocking_get_timeouts.fetches > 0) {
+    j.key("blocking_get_timeouts");  // absent while none, so that such runs keep their bytes
+    j.begin_object();
+    j.field("timeout_s", s.blocking_get_timeouts.timeout_s);
+    j.field("fetches", s.blocking_get_timeouts.fetches);
+    j.field("chunks", s.blocking_get_timeouts.chunks);
+    j.end_object();
+  }
   for (int t = 0; t < kNumTiers; ++t) {
     j.key(tier_name(t));
     j.begin_object();
@@ -516,6 +524,13 @@ std::string RunRecorder::screen(const Summary& s) {
         "(summed over instances)\n",
         static_cast<unsigned long long>(s.health.failed_remote_gets),
         static_cast<unsigned long long>(s.health.unhealthy_periods), s.health.unhealthy_s);
+  if (s.blocking_get_timeouts.fetches > 0)
+    line(
+        "  timeouts  %llu remote fetches waited over %lld s for a GET: upstream fails their "
+        "last %llu chunks, kvtwin loads them\n",
+        static_cast<unsigned long long>(s.blocking_get_timeouts.fetches),
+        static_cast<long long>(s.blocking_get_timeouts.timeout_s),
+        static_cast<unsigned long long>(s.blocking_get_timeouts.chunks));
   if (s.async_loading.lookups > 0)
     line(
         "  async     %llu lookups, %llu timed out, %.1f GiB prefetched per rank, %llu busy waits\n",

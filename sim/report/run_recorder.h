@@ -120,6 +120,13 @@ struct Summary {
     uint64_t failed_remote_gets = 0, unhealthy_periods = 0;
     double unhealthy_s = 0;
   } health;
+  // Bulk remote fetches that LMCache's blocking GET would have given up on after
+  // lmcache.blocking_timeout_secs, and the chunks from the first such GET on (loaded here: the
+  // timeout is counted, not modelled; sim/engine/blocking_get.h).
+  struct BlockingGetTimeouts {
+    int64_t timeout_s = 0;
+    uint64_t fetches = 0, chunks = 0;
+  } blocking_get_timeouts;
   // The page cache over the disk tier's files (links.page_cache_gb > 0; capacity 0: off). Sums over
   // instances; peak: the sum of each instance's peak.
   struct PageCache {
@@ -189,6 +196,9 @@ class RunRecorder {
   }
   void set_lmcache_async(const Summary::AsyncLoading& a) { summary_.async_loading = a; }
   void set_lmcache_health(const Summary::Health& h) { summary_.health = h; }
+  void set_lmcache_blocking_get_timeouts(const Summary::BlockingGetTimeouts& t) {
+    summary_.blocking_get_timeouts = t;
+  }
   void set_page_cache(const Summary::PageCache& p) { summary_.page_cache = p; }
   void set_link_stats(const std::string& kind, double bytes, double busy_fraction);
 

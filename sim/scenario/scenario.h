@@ -143,6 +143,9 @@ struct LmcacheConfig {
   double ping_interval_s = 30.0;
   int64_t get_blocking_failed_threshold = 10;
   double waiting_time_for_recovery_s = 300.0;
+  // LMCache's blocking_timeout_secs: how long a bulk retrieve waits for each remote GET. Not
+  // modelled (sim/engine/blocking_get.h): the GETs that upstream would give up on are counted.
+  int64_t blocking_timeout_secs = 10;
 };
 
 struct LinksConfig {

@@ -309,6 +309,10 @@ std::vector<FieldSpec> make_fields() {
   f.push_back(numeric("lmcache.waiting_time_for_recovery_s", &S::lmcache,
                       &LmcacheConfig::waiting_time_for_recovery_s, 0, 1e9, "s",
                       "how long LMCache stays unhealthy before a check may recover it"));
+  f.push_back(numeric("lmcache.blocking_timeout_secs", &S::lmcache,
+                      &LmcacheConfig::blocking_timeout_secs, 1, 1e6, "s",
+                      "a bulk retrieve's wait for each remote GET, after which upstream fails "
+                      "it; counted, not modelled (summary.json lmcache.blocking_get_timeouts)"));
   // [links]
   f.push_back(numeric("links.pcie_h2d_gbps", &S::links, &LinksConfig::pcie_h2d_gbps, 0.001, 1e5,
                       "GB/s", "host-to-device bandwidth per instance"));

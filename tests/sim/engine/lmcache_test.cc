@@ -515,6 +515,40 @@ TEST(LmcacheEngine, ALookupWaitsForARedisWorkerWhilePutsHoldThemAll) {
   EXPECT_GT(es.first_token - es.arrival, 1'000'000'000);
 }
 
+// Upstream's bulk retrieve waits for each Redis GET at most lmcache.blocking_timeout_secs from
+// the previous key's result (sim/engine/blocking_get.h); kvtwin counts the fetches it would cut
+// short and still loads them. B (100 s, instance 1) fetches A's 8 chunks (32 MiB each) from
+// Redis over 0.1-GB/s links: the 4 Redis workers take 4 GETs at a time, sharing the links, so
+// each group takes 4 × 32 MiB / 0.1 GB/s = 1.34 s. Key 0 waits 1.34 s, keys 1-3 nothing, key 4
+// (started when key 0's worker came free) 1.34 s more: the fetch takes 2.7 s, and only a
+// timeout under 1.34 s cuts it, at key 0 (all 8 chunks).
+TEST(LmcacheEngine, CountsTheRemoteFetchesThatUpstreamsBlockingGetWouldCutShort) {
+  const char* trace =
+      "0,2048,2,512,1 2 3 4\n"
+      "100,2048,2,512,1 2 3 4\n";
+  auto run_with = [&](int timeout_s) {
+    return run(scenario_with({"cluster.instances=2", "cluster.router=round_robin",
+                              "lmcache.remote=true", "vllm.num_gpu_blocks=400",
+                              "links.network_gbps=0.1", "links.remote_server_gbps=0.1",
+                              "lmcache.blocking_timeout_secs=" + std::to_string(timeout_s)}),
+               trace);
+  };
+  Result cut = run_with(1);
+  EXPECT_EQ(cut.summary.blocking_get_timeouts.timeout_s, 1);
+  EXPECT_EQ(cut.summary.blocking_get_timeouts.fetches, 1u);
+  EXPECT_EQ(cut.summary.blocking_get_timeouts.chunks, 8u);
+  EXPECT_EQ(cut.records.at(1).loaded_tokens[report::kTierRemote], 2048);  // not modelled
+  const SimDuration fetch = SimDuration{2} * 4 * 33'554'432 * 10;         // ns at 0.1 GB/s
+  EXPECT_GE(cut.records.at(1).first_token - cut.records.at(1).arrival, fetch);
+  for (int timeout_s : {2, 10}) {
+    Result within = run_with(timeout_s);
+    EXPECT_EQ(within.summary.blocking_get_timeouts.fetches, 0u) << timeout_s;
+    EXPECT_EQ(within.summary.blocking_get_timeouts.chunks, 0u) << timeout_s;
+    EXPECT_EQ(within.records.at(1).loaded_tokens[report::kTierRemote], 2048) << timeout_s;
+    EXPECT_EQ(within.records.at(1).first_token, cut.records.at(1).first_token) << timeout_s;
+  }
+}
+
 // LMCache models rank 0 of an instance; every rank fetches its own slice of each chunk, so the
 // bytes moved from the remote tier are the whole model's KV whatever the tensor parallelism:
 // C's 4 chunks of 256 tokens × 128 KiB = 4 × 32 MiB over the shared remote link, at TP 1 and 2.
