@@ -49,7 +49,7 @@ def main():
         record = {'old_s': t_a, 'new_s': t_b}
         if rc_a == 0 and rc_b == 0:
             differ = [f for f in FILES
-                      if open(f'{work}/old/{f}', 'rb').read() != open(f'{work}/new/{f}', 'rb').read()]
+                      if fuzz_configs.file_differs(f'{work}/old', f'{work}/new', f)]
             status = 'DIFF' if differ else 'same'
             record['detail'] = ' '.join(differ)
         elif rc_a == rc_b == 2 and err_a == err_b:

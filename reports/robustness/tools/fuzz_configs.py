@@ -10,7 +10,9 @@ priorities 0-2; stop 22, in a quarter of the cases, a copy whose arrival times a
 trace, workload.start_s; stop 23 a warm-up before half of those windows, workload.warmup_s,
 keys no stop drew before (LMCache's save and retrieve options, the health monitor over Redis
 and its fallback, the time-series interval, the seed, link bandwidths) and the first 2,000
-requests of an Azure trace with synthetic prefixes).
+requests of an Azure trace with synthetic prefixes; stop 24 the keys still undrawn (draw_stop24)
+and two more output checks: the SLO attainment against requests.csv and the trace.json cap
+(check_slo_and_trace)).
 
 usage: fuzz_configs.py KVTWIN REPO {lmcache|vllm} CASES SEED LOG
 
@@ -158,8 +160,49 @@ def draw(rnd, mode):
             sets['workload.start_s'] = rnd.choice([30, 120.5])
             if 'workload.warmup_s' in sets:
                 sets['workload.warmup_s'] = min(sets['workload.warmup_s'], sets['workload.start_s'])
+    draw_stop24(rnd, mode, sets)
     sets['output.plots'] = 'false'
     return sc, sets
+
+
+def draw_stop24(rnd, mode, sets):
+    """Stop 24: keys no earlier stop drew, each group in a part of the cases: the two measured
+    PCIe profiles, link latencies, the page cache's rates and dirty share, the Redis server's NIC,
+    the pool derived from GPU memory (vllm mode, num_gpu_blocks = 0), LMCache's lookup timing,
+    MLA's save_only_first_rank and the blocking GET timeout (counted), an arrival cut-off, the SLOs, the trace.json cap and the
+    percentile mode. Drawn after every earlier key, so that older seeds keep their cases."""
+    if rnd.random() < 1 / 6:
+        # A file of scenarios/hardware/; command() makes it a path.
+        sets['hardware.profile'] = rnd.choice(['h100_80gb_hbm3_pcie5.toml', 'h200_pcie5.toml'])
+    if rnd.random() < 1 / 5:
+        for key in ('links.pcie_latency_us', 'links.disk_latency_us', 'links.network_latency_us'):
+            sets[key] = rnd.choice([0, 10, 1000, 100000])
+    if mode == 'lmcache' and rnd.random() < 1 / 5:
+        sets['links.page_cache_gb'] = str(rnd.choice([1, 16]))
+        sets['links.page_cache_gbps'] = rnd.choice([0.5, 10, 1000])
+        sets['links.page_cache_write_gbps'] = rnd.choice([0.5, 8, 1000])
+        sets['links.page_cache_dirty_ratio'] = rnd.choice([0, 0.2, 1])
+    if mode == 'lmcache' and rnd.random() < 1 / 5:
+        sets['links.remote_server_gbps'] = rnd.choice([0.1, 25, 400])
+    if mode == 'vllm' and sets.get('vllm.num_gpu_blocks') == 0 and rnd.random() < 1 / 2:
+        sets['gpu.memory_gb'] = rnd.choice([24, 80, 141])
+        sets['vllm.gpu_memory_utilization'] = rnd.choice([0.3, 0.9, 1])
+        sets['vllm.activation_reserve_gb'] = rnd.choice([0, 4, 20])
+    if mode == 'lmcache' and rnd.random() < 1 / 4:
+        sets['lmcache.lookup_timeout_ms'] = rnd.choice([1, 50, 3000])
+        sets['lmcache.lookup_backoff_ms'] = rnd.choice([0, 10, 500])
+        sets['lmcache.save_only_first_rank'] = rnd.choice(['true', 'false'])
+        sets['lmcache.blocking_timeout_secs'] = rnd.choice([1, 10])
+    if rnd.random() < 1 / 6:
+        sets['workload.max_duration_s'] = rnd.choice([20, 120, 100000])
+    if rnd.random() < 1 / 5:
+        sets['slo.ttft_ms'] = rnd.choice([0, 200, 1e6])
+        sets['slo.tpot_ms'] = rnd.choice([0, 20, 1e6])
+    if rnd.random() < 1 / 5:
+        sets['output.chrome_trace'] = rnd.choice(['true', 'false'])
+        sets['output.chrome_trace_max_events'] = rnd.choice([0, 1, 1000])
+    if rnd.random() < 1 / 4:
+        sets['output.percentiles'] = 'linear'
 
 
 def write_once(path, lines):
@@ -225,6 +268,8 @@ def command(kvtwin, repo, sc, sets, out):
     if sc != 'whisper_large_v3_encdec':
         args += ['--trace', case_trace(repo, sets)]
     for k, v in sets.items():
+        if k == 'hardware.profile':
+            v = os.path.join(repo, 'scenarios/hardware', v)
         if not k.startswith('_'):
             args += ['--set', f'{k}={v}']
     return args
@@ -286,6 +331,8 @@ def check_trace_lengths(out, trace_path):
         ended_well = r['rejected'] == '0' and r['load_error'] == '0'
         if ended_well and prompt + output <= max_model_len and int(r['output_tokens']) != output:
             return f'request {r["index"]}: output_tokens {r["output_tokens"]}, trace {output}'
+    if not os.path.exists(f'{out}/trace.json'):  # output.chrome_trace off: check_slo_and_trace
+        return None
     events = json.load(open(f'{out}/trace.json'))['traceEvents']
     for e in events:
         if e.get('dur', 0) < 0:
@@ -392,6 +439,53 @@ def check_outputs(out):
     return None
 
 
+def check_slo_and_trace(out, sets):
+    """Stop 24: the goodput's SLO attainment is the share of finished requests whose TTFT is at
+    most slo.ttft_ms and whose TPOT (when they have one) at most slo.tpot_ms, taken from
+    requests.csv and the run's scenario.toml (a request within 1 us of a threshold may count
+    either way: requests.csv prints 3 decimals); trace.json is absent when output.chrome_trace
+    is off, else holds at most chrome_trace_max_events events, and exactly that many when
+    summary.json counts dropped ones. The first violation, or None."""
+    import csv
+    import tomllib
+    s = json.load(open(f'{out}/summary.json'))
+    sc = tomllib.load(open(f'{out}/scenario.toml', 'rb'))
+    slo, output = sc['slo'], sc['output']
+    sure = maybe = finished = 0
+    with open(f'{out}/requests.csv', newline='') as f:
+        for r in csv.DictReader(f):
+            if r['finish_s'] == '' or r['rejected'] == '1' or r['load_error'] == '1':
+                continue
+            finished += 1
+            ttft = float(r['ttft_ms'])
+            tpot = float(r['tpot_ms']) if r['tpot_ms'] != '' else None
+            ok = ttft <= slo['ttft_ms'] and (tpot is None or tpot <= slo['tpot_ms'])
+            near = abs(ttft - slo['ttft_ms']) <= 1e-3 or \
+                (tpot is not None and abs(tpot - slo['tpot_ms']) <= 1e-3)
+            if near:
+                maybe += 1
+            elif ok:
+                sure += 1
+    if finished != s['requests']['finished']:
+        return f'requests.csv has {finished} finished requests, summary.json {s["requests"]}'
+    got = s['goodput']['slo_attainment'] * finished
+    eps = 1e-6 * finished  # summary.json prints 9 significant digits
+    if finished and not sure - eps <= got <= sure + maybe + eps:
+        return f'SLO attainment {s["goodput"]["slo_attainment"]} of {finished}: requests.csv ' \
+               f'gives {sure} (+{maybe} at a threshold)'
+    path = f'{out}/trace.json'
+    if not output['chrome_trace']:
+        return 'trace.json written with output.chrome_trace off' if os.path.exists(path) else None
+    events = json.load(open(path))
+    events = events['traceEvents'] if isinstance(events, dict) else events
+    kept = sum(1 for e in events if e.get('ph') != 'M')
+    cap = output['chrome_trace_max_events']
+    dropped = s['engine'].get('trace_events_dropped', 0)
+    if kept > cap or (dropped > 0 and kept != cap):
+        return f'trace.json holds {kept} events under a cap of {cap} with {dropped} dropped'
+    return None
+
+
 def sweep_point_differs(kvtwin, repo, sc, sets, out_a, out_s):
     """Stop 22: `kvtwin sweep` over workload.rate_scale (the case's value, then half of it: a
     faster rate could leave a workload.start_s window without requests, an error) with
@@ -448,13 +542,22 @@ def warmup_differs(kvtwin, repo, sc, sets, out_a, out_w):
     return None
 
 
+def file_differs(dir_a, dir_b, name):
+    """Whether output file `name` differs between two run directories: present in one only
+    (trace.json with output.chrome_trace off is in neither), or with other bytes."""
+    a, b = os.path.join(dir_a, name), os.path.join(dir_b, name)
+    if os.path.exists(a) != os.path.exists(b):
+        return True
+    return os.path.exists(a) and open(a, 'rb').read() != open(b, 'rb').read()
+
+
 def fuzz_case(kvtwin, repo, rnd, i, sc, sets, work):
     out_a, out_b = f'{work}/a', f'{work}/b'
     rc, err = run_kvtwin(kvtwin, repo, sc, sets, out_a, 90)
     if rc == 0 and i % 5 == 0:
         run_kvtwin(kvtwin, repo, sc, sets, out_b, 200)
         for f in ['summary.json', 'requests.csv', 'timeseries.csv', 'trace.json']:
-            if open(f'{out_a}/{f}', 'rb').read() != open(f'{out_b}/{f}', 'rb').read():
+            if file_differs(out_a, out_b, f):
                 rc, err = 'NONDET', f
     if rc == 0 and i % 7 == 3 and 'workload.rate_scale' in sets:
         differs = sweep_point_differs(kvtwin, repo, sc, sets, out_a, f'{work}/s')
@@ -488,7 +591,7 @@ def fuzz_case(kvtwin, repo, rnd, i, sc, sets, work):
                 sum(c['finished'] for c in classes) != r['finished']):
             status = 'BAD-priorities'
         if status == 'ok':
-            violation = check_outputs(out_a)
+            violation = check_outputs(out_a) or check_slo_and_trace(out_a, sets)
             if not violation and sc != 'whisper_large_v3_encdec':
                 violation = check_trace_lengths(out_a, case_trace(repo, sets))
             if violation:
