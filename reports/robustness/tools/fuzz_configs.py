@@ -525,6 +525,9 @@ def warmup_differs(kvtwin, repo, sc, sets, out_a, out_w):
     s = json.load(open(f'{out_a}/summary.json'))
     whole = {k: v for k, v in sets.items() if k not in ('workload.start_s', 'workload.warmup_s')}
     whole['workload.max_requests'] = s['warmup']['requests'] + s['requests']['total']
+    if 'workload.max_duration_s' in sets:  # counted from start_s: the whole replay's from 0
+        whole['workload.max_duration_s'] = \
+            float(sets['workload.start_s']) + float(sets['workload.max_duration_s'])
     rc, err = run_kvtwin(kvtwin, repo, sc, whole, out_w, 200)
     if rc != 0:
         return f'whole replay rc {rc}: {err[-200:]}'
