@@ -31,6 +31,7 @@ def rows(kvtwin, repo, sc, sets, n, out):
 
 def causal_case(kvtwin, repo, rnd, i, sc, sets, work):
     sets.pop('workload.max_requests', None)
+    sets.pop('workload.max_duration_s', None)  # stop 24 draws it; the cut here is by count
     if sets.get('lmcache.chunk_size') == 64:
         sets['lmcache.chunk_size'] = 256
     n = rnd.choice([80, 150, 240])
