@@ -11,14 +11,10 @@
 # a build's two runs). Writes ab_{old,new}_{1,2}.json under $OUT (or build/gpu-out) and prints,
 # per benchmark, the median GB/s of each run and new/old.
 set -uo pipefail
-root="$(cd "$(dirname "$0")/../.." && pwd)"
-cd "$root"
+source "$(dirname "$0")/paths.sh"
 old="$1"
 new="$2"
 filter="${3:-(_device/llama3.1-8b/NHD/|_device/(llama3.1-70b-tp4|deepseek-v3)/[^/]+/[^/]+/tokens:(4096|32768)(/|$)|zero_copy/llama3.1-8b/NHD/KV_2LTD/tokens:(4096|32768)(/|$))}"
-out="${OUT:-$root/build/gpu-out}"
-mkdir -p "$out"
-export LD_LIBRARY_PATH="$root/build/gpu-deps/root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 for run in 1 2; do
   for v in old new; do
     dir="$old"

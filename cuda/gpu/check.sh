@@ -31,15 +31,9 @@
 # Exit status: 0 when everything passed and nothing regressed; 1 on a build or test failure;
 # 3 when the comparison found a > 5% slowdown.
 set -uo pipefail
-root="$(cd "$(dirname "$0")/../.." && pwd)"
-cd "$root"
+source "$(dirname "$0")/paths.sh"
 stage="${1:-all}"
 cpu_only="${KVTWIN_CPU_ONLY:-0}"
-deps="$root/build/gpu-deps"
-prefix="$deps/root"
-build="${KVTWIN_PREBUILT:-$root/build/gpu}"
-out="${OUT:-$root/build/gpu-out}"
-mkdir -p "$out"
 log() { echo "check.sh: $*" >&2; }
 # Runs a binary under a time limit; 124 (or 137) means it ran past it.
 limited() {
@@ -47,8 +41,8 @@ limited() {
   shift
   timeout -k 10 "$secs" "$@"
 }
-# libbenchmark.so.1 comes from the carried prefix (prebuilt binaries carry this machine's rpath).
-export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# libbenchmark.so.1 comes from the carried prefix (paths.sh puts it on LD_LIBRARY_PATH; prebuilt
+# binaries carry this machine's rpath).
 
 # --- the carried libraries -----------------------------------------------------------------------
 unpack_deps() {

@@ -8,12 +8,7 @@
 #      gather (both slot orders) and in the 512-MiB all-layer gather, which reaches 0.95.
 # Writes probe_shuffled.json, probe_sequential.json and ncu_*.txt under $OUT (or build/gpu-out).
 set -uo pipefail
-root="$(cd "$(dirname "$0")/../.." && pwd)"
-cd "$root"
-build="${KVTWIN_PREBUILT:-$root/build/gpu}"
-out="${OUT:-$root/build/gpu-out}"
-mkdir -p "$out"
-export LD_LIBRARY_PATH="$root/build/gpu-deps/root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+source "$(dirname "$0")/paths.sh"
 bench="$build/tests_cuda/cuda_kv_copy_gpu_bench"
 filter='(gather|scatter)_device/llama3.1-8b/NHD/(KV_T2D|KV_2LTD)/tokens:(4096|32768)(/|$)'
 for order in shuffled sequential; do

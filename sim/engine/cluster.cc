@@ -255,8 +255,8 @@ Cluster::Counters Cluster::counters() {
     c.failed_remote_gets += st.failed_remote_gets;
     c.unhealthy_periods += st.unhealthy_periods;
     c.unhealthy_ns += st.unhealthy_ns;
-    c.blocking_gets.fetches += st.blocking_get_timeouts;
-    c.blocking_gets.chunks += st.blocking_get_timeout_chunks;
+    c.blocking_get_timeouts += st.blocking_get_timeouts;
+    c.blocking_get_timeout_chunks += st.blocking_get_timeout_chunks;
     c.async.lookups += st.async_lookups;
     c.async.timeouts += st.async_lookup_timeouts;
     c.async.prefetch_bytes += st.prefetch_bytes;
@@ -298,11 +298,9 @@ void Cluster::report_links() {
     health.unhealthy_periods = now.unhealthy_periods - base.unhealthy_periods;
     health.unhealthy_s = to_seconds(now.unhealthy_ns - base.unhealthy_ns);
     recorder_->set_lmcache_health(health);
-    report::Summary::BlockingGetTimeouts blocking_gets;
-    blocking_gets.timeout_s = s_.lmcache.blocking_timeout_secs;
-    blocking_gets.fetches = now.blocking_gets.fetches - base.blocking_gets.fetches;
-    blocking_gets.chunks = now.blocking_gets.chunks - base.blocking_gets.chunks;
-    recorder_->set_lmcache_blocking_get_timeouts(blocking_gets);
+    recorder_->set_lmcache_blocking_get_timeouts(
+        now.blocking_get_timeouts - base.blocking_get_timeouts,
+        now.blocking_get_timeout_chunks - base.blocking_get_timeout_chunks);
     for (int t = 0; t < report::kNumTiers; ++t)
       recorder_->set_tier_evictions(t, now.evicted[t] - base.evicted[t]);
   }

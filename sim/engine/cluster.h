@@ -85,7 +85,7 @@ class Cluster {
     uint64_t stalled = 0, failed_stores = 0, failed_remote_writes = 0;
     uint64_t failed_remote_gets = 0, unhealthy_periods = 0;
     SimDuration unhealthy_ns = 0;
-    report::Summary::BlockingGetTimeouts blocking_gets;
+    uint64_t blocking_get_timeouts = 0, blocking_get_timeout_chunks = 0;
     report::Summary::AsyncLoading async;
     hw::ModeledMover::PageCacheTotals page_cache;
     std::vector<hw::ModeledMover::LinkReport> links;

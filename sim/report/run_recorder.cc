@@ -72,6 +72,7 @@ RunRecorder::RunRecorder(const scenario::Scenario& s, std::string trace_name, st
   summary_.instances = s.cluster.instances;
   summary_.scheduling = s.vllm.async_scheduling ? "async" : "sync";
   summary_.has_warmup = s.workload.warmup_s > 0;
+  summary_.blocking_get_timeouts.timeout_s = s.lmcache.blocking_timeout_secs;
   if (summary_.has_warmup) measure_from_ = kSimTimeMax;
   if (out_dir_.empty()) return;
   std::error_code ec;
@@ -520,8 +521,7 @@ std::string RunRecorder::screen(const Summary& s) {
   if (s.health.failed_remote_gets > 0 || s.health.unhealthy_periods > 0)
     line(
         "  health    %llu failed Redis reads; the health check failed %llu times, for %.1f s in "
-        "all "
-        "(summed over instances)\n",
+        "all (summed over instances)\n",
         static_cast<unsigned long long>(s.health.failed_remote_gets),
         static_cast<unsigned long long>(s.health.unhealthy_periods), s.health.unhealthy_s);
   if (s.blocking_get_timeouts.fetches > 0)

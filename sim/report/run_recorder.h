@@ -124,7 +124,7 @@ struct Summary {
   // lmcache.blocking_timeout_secs, and the chunks from the first such GET on (loaded here: the
   // timeout is counted, not modelled; sim/engine/blocking_get.h).
   struct BlockingGetTimeouts {
-    int64_t timeout_s = 0;
+    int64_t timeout_s = 0;  // the scenario's
     uint64_t fetches = 0, chunks = 0;
   } blocking_get_timeouts;
   // The page cache over the disk tier's files (links.page_cache_gb > 0; capacity 0: off). Sums over
@@ -196,8 +196,9 @@ class RunRecorder {
   }
   void set_lmcache_async(const Summary::AsyncLoading& a) { summary_.async_loading = a; }
   void set_lmcache_health(const Summary::Health& h) { summary_.health = h; }
-  void set_lmcache_blocking_get_timeouts(const Summary::BlockingGetTimeouts& t) {
-    summary_.blocking_get_timeouts = t;
+  void set_lmcache_blocking_get_timeouts(uint64_t fetches, uint64_t chunks) {
+    summary_.blocking_get_timeouts.fetches = fetches;
+    summary_.blocking_get_timeouts.chunks = chunks;
   }
   void set_page_cache(const Summary::PageCache& p) { summary_.page_cache = p; }
   void set_link_stats(const std::string& kind, double bytes, double busy_fraction);
