@@ -593,7 +593,6 @@ void LmcacheConnector::run_load_stages(std::shared_ptr<const std::vector<LoadSta
     get_queue_.assign(st.chunks.begin(), st.chunks.end());
     gets_start_ = ctx_.sim->now();
     get_finish_.assign(st.chunks.size(), 0);
-    gets_dispatched_ = 0;
     gets_left_ = st.chunks.size();
     gets_done_ = then;
     dispatch_remote();
@@ -808,10 +807,11 @@ void LmcacheConnector::dispatch_remote() {
     }
     if (start_prefetch_job(q)) continue;
     if (!get_queue_.empty()) {
+      // The fetch's keys leave the queue in order: the front is key size - queued.
+      const size_t key = get_finish_.size() - get_queue_.size();
       const uint64_t bytes = get_queue_.front();
       get_queue_.pop_front();
       ++workers_busy_[q];
-      const size_t key = gets_dispatched_++;
       // GET "<key>metadata" (one round trip), then GET "<key>kv_bytes" (a transfer: its round
       // trip and the bytes).
       ctx_.sim->schedule_after(

@@ -284,7 +284,6 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   // blocking-timeout count.
   SimTime gets_start_ = 0;
   std::vector<SimTime> get_finish_;
-  size_t gets_dispatched_ = 0;
   void finish_get(size_t key);
   void count_blocking_get_timeout();
 

@@ -20,4 +20,7 @@ CommandRun run_kvtwin(const std::string& args, int timeout_s = 0);
 // The bytes of `path` ("" when it cannot be read).
 std::string slurp(const std::string& path);
 
+// The number after the first occurrence of `key` in `text` (NaN when absent).
+double number_after(const std::string& text, const std::string& key);
+
 }  // namespace kvtwin::testing

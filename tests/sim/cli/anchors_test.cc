@@ -5,8 +5,7 @@
 // says about a published experiment: the report must be rerun and the change explained.
 #include <gtest/gtest.h>
 
-#include <cmath>
-#include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 #include <string>
@@ -19,6 +18,7 @@ namespace kvtwin::sim {
 namespace {
 
 using kvtwin::testing::CommandRun;
+using kvtwin::testing::number_after;
 using kvtwin::testing::run_kvtwin;
 using kvtwin::testing::slurp;
 using kvtwin::testing::source_path;
@@ -27,26 +27,32 @@ std::string trace(const std::string& name) {
   return source_path("traces/mooncake_fast25/" + name + "_trace.jsonl");
 }
 
-// The number after `label` in `text` (NaN when absent).
-double number_after(const std::string& text, const std::string& label) {
-  const size_t at = text.find(label);
-  if (at == std::string::npos) return std::nan("");
-  return std::stod(text.substr(at + label.size()));
-}
-
-// GPU hit rate per capacity in tokens, from kvtwin cache-replay's CSV.
-std::map<int64_t, double> gpu_hit_by_tokens(const std::string& csv_path) {
-  std::map<int64_t, double> out;
-  std::stringstream csv(slurp(csv_path));
-  std::string line;
-  std::getline(csv, line);  // header: tier,capacity_gb,capacity_tokens,requests,gpu_hit_rate,...
-  while (std::getline(csv, line)) {
+// The rows of a CSV file that kvtwin wrote (a header, no quoted commas), each by column name.
+std::vector<std::map<std::string, std::string>> read_csv(const std::string& path) {
+  std::stringstream csv(slurp(path));
+  auto fields = [](const std::string& line) {
     std::vector<std::string> f;
     std::stringstream s(line);
     for (std::string field; std::getline(s, field, ',');) f.push_back(field);
-    if (f.size() >= 5) out[std::stoll(f[2])] = std::stod(f[4]);
+    return f;
+  };
+  std::string line;
+  std::getline(csv, line);
+  const std::vector<std::string> names = fields(line);
+  std::vector<std::map<std::string, std::string>> rows;
+  while (std::getline(csv, line)) {
+    const std::vector<std::string> f = fields(line);
+    std::map<std::string, std::string> row;
+    for (size_t i = 0; i < names.size() && i < f.size(); ++i) row[names[i]] = f[i];
+    rows.push_back(std::move(row));
   }
-  return out;
+  return rows;
+}
+
+// Llama-3.1-8B's KV: 128 KiB per token. The capacity of `tokens`, in GiB per rank, as
+// cache-replay's --capacity-gb takes it.
+std::string gib_of_tokens(double tokens) {
+  return std::to_string(tokens * 131072 / (1 << 30));
 }
 
 // Mooncake FAST'25 Table 2: the conversation and synthetic traces' "cache ratio" is 40 % and 66 %
@@ -75,13 +81,16 @@ TEST(Anchors, MooncakeHitRateAgainstCacheCapacityFollowsFigures9And10) {
   for (const auto& [name, want] : std::map<std::string, Published>{{"conversation", {41.0, 38.0}},
                                                                    {"synthetic", {46.0, 62.0}}}) {
     const std::string csv = dir + "/" + name + ".csv";
-    // 3 M, 30 M and 100 M tokens in GiB per rank (the last is the plateau: the maximum).
+    // 3 M, 30 M and 100 M tokens (the last is the plateau: the maximum).
     const CommandRun r = run_kvtwin(
         "cache-replay -q --scenario " + source_path("scenarios/llama31_8b_h100_cpu.toml") +
-        " --set lmcache.enabled=false --trace " + trace(name) +
-        " --tier gpu --capacity-gb 366.2109,3662.1094,12207.0312 -j 2 --csv " + csv);
+        " --set lmcache.enabled=false --trace " + trace(name) + " --tier gpu" + " --capacity-gb " +
+        gib_of_tokens(3e6) + "," + gib_of_tokens(30e6) + "," + gib_of_tokens(100e6) +
+        " -j 2 --csv " + csv);
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    const std::map<int64_t, double> hit = gpu_hit_by_tokens(csv);
+    std::map<int64_t, double> hit;  // GPU hit rate by capacity in tokens
+    for (const auto& row : read_csv(csv))
+      hit[std::stoll(row.at("capacity_tokens"))] = std::stod(row.at("gpu_hit_rate"));
     ASSERT_EQ(hit.size(), 3u) << slurp(csv);
     const double at_3m = hit.begin()->second, at_30m = std::next(hit.begin())->second,
                  top = hit.rbegin()->second;
@@ -109,19 +118,12 @@ TEST(Anchors, MooncakeReuseVersusRecomputeBreakEvenIsSixGigabytesPerSecond) {
   auto ttft = [&](const std::string& sets, const std::string& out) {
     const CommandRun r = run_kvtwin(base + " " + sets + " --out " + dir + "/" + out);
     EXPECT_EQ(r.exit_code, 0) << r.err;
-    std::stringstream csv(slurp(dir + "/" + out + "/requests.csv"));
-    std::string header, first, second;
-    std::getline(csv, header);
-    std::getline(csv, first);
-    std::getline(csv, second);
-    std::vector<std::string> names, values;
-    std::stringstream h(header), v(second);
-    for (std::string f; std::getline(h, f, ',');) names.push_back(f);
-    for (std::string f; std::getline(v, f, ',');) values.push_back(f);
-    for (size_t i = 0; i < names.size() && i < values.size(); ++i)
-      if (names[i] == "ttft_ms") return std::stod(values[i]);
-    ADD_FAILURE() << "no ttft_ms in " << out;
-    return 0.0;
+    const auto rows = read_csv(dir + "/" + out + "/requests.csv");
+    if (rows.size() != 2 || !rows[1].count("ttft_ms")) {
+      ADD_FAILURE() << "no second request with a ttft_ms in " << out;
+      return 0.0;
+    }
+    return std::stod(rows[1].at("ttft_ms"));
   };
   const double recompute = ttft("--set lmcache.enabled=false", "recompute");
   const double at_half = ttft("--set links.pcie_h2d_gbps=0.5", "half");

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +17,7 @@
 namespace {
 
 using kvtwin::testing::CommandRun;
+using kvtwin::testing::number_after;
 using kvtwin::testing::run_kvtwin;
 using kvtwin::testing::slurp;
 
@@ -32,13 +32,6 @@ void expect_bad_input(const CommandRun& r, const std::string& line) {
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_EQ(r.out, "");
   EXPECT_EQ(r.err, "kvtwin: " + line + "\n");
-}
-
-// The number after the first occurrence of `key` in `text` (NaN when absent).
-double number_after(const std::string& text, const std::string& key) {
-  size_t at = text.find(key);
-  return at == std::string::npos ? std::nan("")
-                                 : std::strtod(text.c_str() + at + key.size(), nullptr);
 }
 
 size_t count_lines(const std::string& text) {
