@@ -181,10 +181,6 @@ void Scheduler::schedule_waiting(SchedulerOutput* out, int64_t* budget) {
         r->num_external_computed_tokens = num_external;
       }
       num_computed = num_local + num_external;
-      if (req.num_preemptions == 0 && r->record.first_scheduled < 0) {
-        r->record.gpu_hit_tokens = num_local;  // the hits of the request's first admission
-        r->record.lmcache_hit_tokens = num_external;
-      }
     } else {
       num_computed = req.num_computed_tokens;
     }
@@ -218,6 +214,12 @@ void Scheduler::schedule_waiting(SchedulerOutput* out, int64_t* budget) {
                                                    .delay_cache_blocks = load_async,
                                                    .num_encoder_tokens = num_encoder});
     if (!blocks) break;
+    // The hits of the request's first admission. Those of an attempt whose allocation failed
+    // were never used (a request rejected before any admission reports none).
+    if (req.num_computed_tokens == 0 && req.num_preemptions == 0 && r->record.first_scheduled < 0) {
+      r->record.gpu_hit_tokens = num_local;
+      r->record.lmcache_hit_tokens = num_external;
+    }
     if (connector_)
       connector_->update_state_after_alloc(*r, kv_->get_blocks(r->id()), num_external);
     waiting_.pop_front();

@@ -138,6 +138,35 @@ TEST(Cluster, RequestsLargerThanThePoolAreRejectedInsteadOfStalling) {
   EXPECT_FALSE(r.records.at(1).rejected);
 }
 
+// A request rejected before any admission reports no cache hits: the hits its failed allocation
+// attempts found were never used (no block allocated, nothing loaded). They once stayed in its
+// record and in the summary's hit rate, so that `kvtwin cache-replay` with a GPU tier smaller than
+// the prompts showed a higher hit rate than with a large one.
+//   A: 288 tokens (ids 1-18), cached as 18 full blocks when it ends.
+//   B: the same 18 blocks + 32 tokens: 18 hit blocks + 2 new = 20 > the 19 usable blocks, with
+//      nothing else holding any: it can never be admitted, and is rejected with 0 hits.
+TEST(Cluster, ARequestRejectedBeforeAdmissionReportsNoHits) {
+  std::string dir = kvtwin::testing::scratch_dir();
+  std::string ids;
+  for (int i = 1; i <= 18; ++i) ids += std::to_string(i) + " ";
+  Result r = run(tiny(dir),
+                 "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
+                 "0,288,1,16," +
+                     ids + "\n1,320,2,16," + ids +
+                     "19 20\n"
+                     "2,32,1,16,1 2\n");
+  const auto& b = r.records.at(1);
+  EXPECT_TRUE(b.rejected);
+  EXPECT_LT(b.first_scheduled, 0);
+  EXPECT_EQ(b.gpu_hit_tokens, 0);
+  EXPECT_EQ(b.lmcache_hit_tokens, 0);
+  // C arrives after B's rejection and hits A's first two blocks (the last token is recomputed).
+  EXPECT_FALSE(r.records.at(2).rejected);
+  EXPECT_EQ(r.records.at(2).gpu_hit_tokens, 16);
+  EXPECT_EQ(r.summary.gpu_hit_tokens, 16u);
+  EXPECT_EQ(r.summary.rejected, 1u);
+}
+
 // Found by fuzzing valid scenarios: a prompt that fits but whose generated tokens outgrow the
 // whole pool. vLLM preempts it (itself, the only running request) when its next block does not
 // fit, recomputes it from scratch and fails at the same point again, forever; the simulator
