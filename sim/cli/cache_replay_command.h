@@ -8,6 +8,11 @@
 // cached: each request generates one token (outputs are not part of any trace's prefix ids).
 // One instance (cluster.instances is ignored).
 //
+// Hit rates divide by every request's prompt tokens. A request that cannot fit the pool even when
+// nothing else holds a block (a GPU tier smaller than its prompt) is rejected, with no hits, and
+// counted in the table's `rejected` column: it caches nothing, so a small tier that rejects many
+// long prompts can show a higher hit rate on the rest than a larger one.
+//
 // The capacity of one tier varies over --capacity-gb (per rank, GiB): gpu sets vllm.num_gpu_blocks
 // to that many bytes of KV blocks, cpu / disk set lmcache.max_local_{cpu,disk}_size_gb. The
 // points run in parallel (--jobs), each deterministic; the table is printed in input order.

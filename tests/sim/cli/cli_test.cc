@@ -80,6 +80,37 @@ TEST(Cli, HelpWorksForEverySubcommand) {
   }
 }
 
+// The table prints a capacity as it was asked for: 1536 GiB once read "1.54e+03", and 12.75 GiB
+// "12.8" (three significant digits).
+TEST(Cli, CacheReplayTablePrintsCapacitiesAsGiven) {
+  Outcome o = kvtwin(
+      "cache-replay --set workload.max_requests=3 --tier cpu --capacity-gb 1536,12.75,0.125");
+  ASSERT_EQ(o.code, 0) << o.out;
+  for (const char* cell : {" 1536 ", " 12.75 ", " 0.125 "})
+    EXPECT_NE(o.out.find(cell), std::string::npos) << cell << " in\n" << o.out;
+  EXPECT_EQ(o.out.find("e+0"), std::string::npos) << o.out;
+}
+
+// A GPU tier smaller than every prompt rejects them all: no hits, and the table and the CSV say
+// how many were rejected (a large tier rejects none).
+TEST(Cli, CacheReplayCountsTheRequestsATierCannotHold) {
+  std::string csv = kvtwin::testing::scratch_dir() + "/replay.csv";
+  Outcome o = kvtwin(
+      "cache-replay --set workload.max_requests=5 --tier gpu --capacity-gb 0.0625,100"
+      " --csv " +
+      csv);
+  ASSERT_EQ(o.code, 0) << o.out;
+  EXPECT_NE(o.out.find("rejected"), std::string::npos) << o.out;
+  std::ifstream in(csv);
+  std::string header, tiny, large;
+  ASSERT_TRUE(std::getline(in, header) && std::getline(in, tiny) && std::getline(in, large));
+  EXPECT_EQ(header.substr(header.rfind(',') + 1), "rejected");
+  // 512 tokens hold none of the first five prompts (2,290 to 7,322 tokens).
+  EXPECT_EQ(tiny.substr(tiny.rfind(',') + 1), "5") << tiny;
+  EXPECT_NE(tiny.find(",0.000000,0.000000,"), std::string::npos) << tiny;
+  EXPECT_EQ(large.substr(large.rfind(',') + 1), "0") << large;
+}
+
 TEST(Cli, QuietRunPrintsNothingAndWritesTheRunDirectory) {
   std::string dir = kvtwin::testing::scratch_dir();
   Outcome o = kvtwin("run -q --set workload.max_requests=20 --out " + dir + "/run");
