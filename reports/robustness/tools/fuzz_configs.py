@@ -269,7 +269,8 @@ def command(kvtwin, repo, sc, sets, out):
         args += ['--trace', case_trace(repo, sets)]
     for k, v in sets.items():
         if k == 'hardware.profile':
-            v = os.path.join(repo, 'scenarios/hardware', v)
+            # Absolute: a relative profile path is read from the scenario file's folder.
+            v = os.path.abspath(os.path.join(repo, 'scenarios/hardware', v))
         if not k.startswith('_'):
             args += ['--set', f'{k}={v}']
     return args
