@@ -11,7 +11,10 @@
 // Hit rates divide by every request's prompt tokens. A request that cannot fit the pool even when
 // nothing else holds a block (a GPU tier smaller than its prompt) is rejected, with no hits, and
 // counted in the table's `rejected` column: it caches nothing, so a small tier that rejects many
-// long prompts can show a higher hit rate on the rest than a larger one.
+// long prompts can show a higher hit rate on the rest than a larger one. LMCache's hit rate is
+// what its lookups found; the `failed` column is the share of prompt tokens whose load failed
+// and was recomputed (e.g. a disk retrieve that needs more CPU memory than the CPU tier has,
+// which upstream would wait for forever), so that hits minus failed is what was served.
 //
 // The capacity of one tier varies over --capacity-gb (per rank, GiB): gpu sets vllm.num_gpu_blocks
 // to that many bytes of KV blocks, cpu / disk set lmcache.max_local_{cpu,disk}_size_gb. The

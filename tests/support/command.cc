@@ -18,6 +18,27 @@ std::string slurp(const std::string& path) {
   return s.str();
 }
 
+std::vector<std::map<std::string, std::string>> read_csv(const std::string& path) {
+  std::stringstream csv(slurp(path));
+  auto fields = [](const std::string& line) {
+    std::vector<std::string> f;
+    std::stringstream s(line);
+    for (std::string field; std::getline(s, field, ',');) f.push_back(field);
+    return f;
+  };
+  std::string line;
+  std::getline(csv, line);
+  const std::vector<std::string> names = fields(line);
+  std::vector<std::map<std::string, std::string>> rows;
+  while (std::getline(csv, line)) {
+    const std::vector<std::string> f = fields(line);
+    std::map<std::string, std::string> row;
+    for (size_t i = 0; i < names.size() && i < f.size(); ++i) row[names[i]] = f[i];
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
 double number_after(const std::string& text, const std::string& key) {
   const size_t at = text.find(key);
   return at == std::string::npos ? std::nan("")

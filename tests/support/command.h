@@ -1,9 +1,11 @@
 // Running the kvtwin binary from a test: its exit code, stdout and stderr, each captured in a
 // fresh directory under the build tree (not the test's scratch directory, which scratch_dir()
-// would wipe). And reading a whole file.
+// would wipe). And reading a whole file, a number in it, or a CSV file by column name.
 #pragma once
 
+#include <map>
 #include <string>
+#include <vector>
 
 namespace kvtwin::testing {
 
@@ -22,5 +24,8 @@ std::string slurp(const std::string& path);
 
 // The number after the first occurrence of `key` in `text` (NaN when absent).
 double number_after(const std::string& text, const std::string& key);
+
+// The rows of a CSV file that kvtwin wrote (a header, no quoted commas), each by column name.
+std::vector<std::map<std::string, std::string>> read_csv(const std::string& path);
 
 }  // namespace kvtwin::testing

@@ -19,34 +19,13 @@ namespace {
 
 using kvtwin::testing::CommandRun;
 using kvtwin::testing::number_after;
+using kvtwin::testing::read_csv;
 using kvtwin::testing::run_kvtwin;
 using kvtwin::testing::slurp;
 using kvtwin::testing::source_path;
 
 std::string trace(const std::string& name) {
   return source_path("traces/mooncake_fast25/" + name + "_trace.jsonl");
-}
-
-// The rows of a CSV file that kvtwin wrote (a header, no quoted commas), each by column name.
-std::vector<std::map<std::string, std::string>> read_csv(const std::string& path) {
-  std::stringstream csv(slurp(path));
-  auto fields = [](const std::string& line) {
-    std::vector<std::string> f;
-    std::stringstream s(line);
-    for (std::string field; std::getline(s, field, ',');) f.push_back(field);
-    return f;
-  };
-  std::string line;
-  std::getline(csv, line);
-  const std::vector<std::string> names = fields(line);
-  std::vector<std::map<std::string, std::string>> rows;
-  while (std::getline(csv, line)) {
-    const std::vector<std::string> f = fields(line);
-    std::map<std::string, std::string> row;
-    for (size_t i = 0; i < names.size() && i < f.size(); ++i) row[names[i]] = f[i];
-    rows.push_back(std::move(row));
-  }
-  return rows;
 }
 
 // Llama-3.1-8B's KV: 128 KiB per token. The capacity of `tokens`, in GiB per rank, as

@@ -101,14 +101,43 @@ TEST(Cli, CacheReplayCountsTheRequestsATierCannotHold) {
       csv);
   ASSERT_EQ(o.code, 0) << o.out;
   EXPECT_NE(o.out.find("rejected"), std::string::npos) << o.out;
-  std::ifstream in(csv);
-  std::string header, tiny, large;
-  ASSERT_TRUE(std::getline(in, header) && std::getline(in, tiny) && std::getline(in, large));
-  EXPECT_EQ(header.substr(header.rfind(',') + 1), "rejected");
+  const auto rows = kvtwin::testing::read_csv(csv);
+  ASSERT_EQ(rows.size(), 2u);
   // 512 tokens hold none of the first five prompts (2,290 to 7,322 tokens).
-  EXPECT_EQ(tiny.substr(tiny.rfind(',') + 1), "5") << tiny;
-  EXPECT_NE(tiny.find(",0.000000,0.000000,"), std::string::npos) << tiny;
-  EXPECT_EQ(large.substr(large.rfind(',') + 1), "0") << large;
+  EXPECT_EQ(rows[0].at("rejected"), "5");
+  EXPECT_EQ(rows[0].at("gpu_hit_rate"), "0.000000");
+  EXPECT_EQ(rows[0].at("lmcache_hit_rate"), "0.000000");
+  EXPECT_EQ(rows[1].at("rejected"), "0");
+}
+
+// A disk retrieve needs CPU memory for all its chunks at once; with a 1-GiB CPU tier (32 chunks)
+// a long disk hit can never get it (upstream would wait forever) and is recomputed. LMCache's
+// hit rate counts what its lookups found; `failed_load_rate` is the part recomputed, and the
+// tiers' loads cover the rest (whole chunks: a load may repeat up to chunk_size - block_size
+// tokens the GPU already holds). With a 20-GiB CPU tier nothing fails.
+TEST(Cli, CacheReplayReportsTheHitsWhoseLoadFailed) {
+  const std::string dir = kvtwin::testing::scratch_dir();
+  for (int cpu_gb : {1, 20}) {
+    const std::string csv = dir + "/cpu" + std::to_string(cpu_gb) + ".csv";
+    Outcome o = kvtwin(
+        "cache-replay -q --set workload.max_requests=600 --tier disk --set "
+        "lmcache.max_local_cpu_size_gb=" +
+        std::to_string(cpu_gb) + " --capacity-gb 100 --csv " + csv);
+    ASSERT_EQ(o.code, 0) << o.out;
+    const auto rows = kvtwin::testing::read_csv(csv);
+    ASSERT_EQ(rows.size(), 1u);
+    const auto& r = rows[0];
+    const double failed = std::stod(r.at("failed_load_rate"));
+    const double loaded = std::stod(r.at("cpu_hit_rate")) + std::stod(r.at("disk_hit_rate")) +
+                          std::stod(r.at("remote_hit_rate"));
+    if (cpu_gb == 1) {
+      EXPECT_GT(failed, 0) << cpu_gb;
+      EXPECT_GT(loaded, 0) << cpu_gb;
+    } else {
+      EXPECT_EQ(failed, 0) << cpu_gb;
+    }
+    EXPECT_GE(loaded + 3e-6, std::stod(r.at("lmcache_hit_rate")) - failed) << cpu_gb;
+  }
 }
 
 TEST(Cli, QuietRunPrintsNothingAndWritesTheRunDirectory) {
