@@ -351,7 +351,8 @@ def check_outputs(out):
     requests.csv: one row per request; arrival <= first scheduled <= first token <= finish where
     they happened; a request's GPU and LMCache hits within its prompt; TTFT and E2E equal to
     their timestamps' differences; its prompt tokens, hits, loaded and failed tokens per tier and
-    preemptions summing to summary.json's."""
+    preemptions summing to summary.json's; a request rejected before its first schedule without
+    hits or loads (stop 26)."""
     import csv
     s = json.load(open(f'{out}/summary.json'))
     eps = 1e-6
@@ -432,6 +433,11 @@ def check_outputs(out):
             return f'request {r["index"]}: times out of order {times}'
         if int(r['gpu_hit_tokens']) + int(r['lmcache_hit_tokens']) > int(r['prompt_tokens']):
             return f'request {r["index"]}: hits beyond the prompt'
+        # Stop 26: a request rejected before any admission used no hit and loaded nothing.
+        if r['rejected'] == '1' and r['first_scheduled_s'] == '' and \
+                any(int(r[k]) for k in ('gpu_hit_tokens', 'lmcache_hit_tokens', 'cpu_loaded_tokens',
+                                        'disk_loaded_tokens', 'remote_loaded_tokens')):
+            return f'request {r["index"]}: rejected before admission, with hits or loads'
         for ms, a, b in (('ttft_ms', 'arrival_s', 'first_token_s'),
                          ('e2e_ms', 'arrival_s', 'finish_s')):
             if r[ms] != '' and r[a] != '' and r[b] != '' and \
