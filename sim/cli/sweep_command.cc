@@ -46,16 +46,21 @@ std::string csv_line(const std::vector<Axis>& axes, const Point* p) {
     return out +
            "requests,finished,gpu_hit_rate,lmcache_hit_rate,total_hit_rate,ttft_p50_ms,"
            "ttft_p99_ms,tpot_p50_ms,e2e_p50_ms,output_tokens_per_s,requests_per_s,goodput,"
-           "preemptions\n";
+           "preemptions,rejected,failed,failed_load_rate\n";
   }
   for (const std::string& v : p->values) out += v + ",";
   const report::Summary& s = p->summary;
   std::snprintf(
-      buf, sizeof buf, "%llu,%llu,%.6f,%.6f,%.6f,%.3f,%.3f,%.3f,%.3f,%.3f,%.6f,%.6f,%llu\n",
+      buf, sizeof buf,
+      "%llu,%llu,%.6f,%.6f,%.6f,%.3f,%.3f,%.3f,%.3f,%.3f,%.6f,%.6f,%llu,%llu,%llu,%.6f\n",
       static_cast<unsigned long long>(s.requests), static_cast<unsigned long long>(s.finished),
       s.gpu_hit_rate, s.lmcache_hit_rate, s.gpu_hit_rate + s.lmcache_hit_rate, s.ttft.p50,
       s.ttft.p99, s.tpot.p50, s.e2e.p50, s.output_token_throughput, s.request_throughput, s.goodput,
-      static_cast<unsigned long long>(s.preemptions));
+      static_cast<unsigned long long>(s.preemptions), static_cast<unsigned long long>(s.rejected),
+      static_cast<unsigned long long>(s.failed),
+      s.prompt_tokens
+          ? static_cast<double>(s.failed_load_tokens) / static_cast<double>(s.prompt_tokens)
+          : 0.0);
   return out + buf;
 }
 

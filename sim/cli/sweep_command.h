@@ -3,7 +3,9 @@
 // (one simulation per thread, each deterministic), reported as one table in grid order (the
 // first --vary is the outermost loop) and, with --out, as DIR/sweep.csv,
 // DIR/points/<i>/summary.json and SVG plots of hit rate, TTFT and throughput against the first
-// varied key (one line per combination of the others).
+// varied key (one line per combination of the others). sweep.csv has, per point, the varied
+// values, the request counts (total, finished, rejected, failed), hit rates, latencies,
+// throughputs, goodput, preemptions and the share of prompt tokens whose KV load failed.
 #pragma once
 
 #include <string>

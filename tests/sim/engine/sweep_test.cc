@@ -2,20 +2,16 @@
 
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <sstream>
 
+#include "tests/support/command.h"
 #include "tests/support/paths.h"
 
 namespace kvtwin::sim::cli {
 namespace {
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using kvtwin::testing::read_csv;
+using kvtwin::testing::slurp;
 
 // The grid's table follows the grid order whatever the number of threads, and each point is the
 // same simulation as a plain run of that scenario.
@@ -48,6 +44,31 @@ TEST(Sweep, GridIsDeterministicAcrossJobCounts) {
   // With one instance the router does not matter.
   EXPECT_EQ(l1.substr(l1.find(",60,")), l2.substr(l2.find(",60,")));
   EXPECT_EQ(slurp(dir + "/a/points/0/summary.json"), slurp(dir + "/b/points/0/summary.json"));
+}
+
+// sweep.csv says how many requests each point rejected (a pool smaller than their prompts) or
+// failed, and the share of prompt tokens whose KV load failed, as the point's summary.json does.
+TEST(Sweep, TheTableCountsRejectedAndFailedRequests) {
+  std::string dir = kvtwin::testing::scratch_dir();
+  SweepOptions o;
+  o.sets = {"workload.max_requests=20", "output.plots=false"};
+  o.vary = {"vllm.num_gpu_blocks=200,100000"};
+  o.quiet = true;
+  o.out = dir;
+  ASSERT_EQ(run_sweep(o), 0);
+  const auto rows = read_csv(dir + "/sweep.csv");
+  ASSERT_EQ(rows.size(), 2u);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const std::string summary = slurp(dir + "/points/" + std::to_string(i) + "/summary.json");
+    for (const char* key : {"rejected", "failed"})
+      EXPECT_EQ(kvtwin::testing::number_after(summary, "\"" + std::string(key) + "\": "),
+                std::stod(rows[i].at(key)))
+          << key << " in " << summary;
+    EXPECT_EQ(rows[i].at("failed_load_rate"), "0.000000");
+  }
+  // 200 blocks of 16 tokens hold 3,184 tokens: most of the first 20 prompts do not fit.
+  EXPECT_GT(std::stoi(rows[0].at("rejected")), 0);
+  EXPECT_EQ(rows[1].at("rejected"), "0");
 }
 
 }  // namespace
