@@ -18,13 +18,15 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 using Point = CacheReplayPoint;
 
 // The scenario of one point: one instance, one request at a time, no outputs beyond one token.
+// The token budget stays the scenario's: LMCache stores each step's new chunks, and a store that
+// cannot allocate CPU memory for all of them keeps only the leading ones, so how a prompt is
+// split into steps changes what the tiers hold (one step per prompt once made a small CPU tier
+// look better than a large one in front of a disk tier).
 scenario::Scenario point_scenario(const scenario::Scenario& base, const std::string& tier,
                                   double gb) {
   scenario::Scenario s = base;
   s.cluster.instances = 1;
   s.vllm.max_num_seqs = 1;
-  s.vllm.max_num_batched_tokens =
-      static_cast<int>(std::min<int64_t>(s.vllm.max_model_len, 1 << 24));
   s.output.chrome_trace = false;
   s.output.plots = false;
   s.output.timeseries_interval_s = 1e6;

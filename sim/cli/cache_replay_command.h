@@ -4,9 +4,10 @@
 // Each request is served alone and completely before the next one arrives: vLLM's prefix cache
 // (get_computed_blocks, allocate_slots, cache, free: the same model/vllm code as `kvtwin run`),
 // then LMCache's lookup, retrieve of the hit chunks and store of the prompt through the same
-// connector, every disk / remote write finished before the next request. Only prompts are
-// cached: each request generates one token (outputs are not part of any trace's prefix ids).
-// One instance (cluster.instances is ignored).
+// connector, every disk / remote write finished before the next request. A prompt runs in the
+// steps the scenario's token budget gives it (LMCache stores per step, so the split matters).
+// Only prompts are cached: each request generates one token (outputs are not part of any
+// trace's prefix ids). One instance (cluster.instances is ignored).
 //
 // Hit rates divide by every request's prompt tokens. A request that cannot fit the pool even when
 // nothing else holds a block (a GPU tier smaller than its prompt) is rejected, with no hits, and

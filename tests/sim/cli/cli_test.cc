@@ -6,6 +6,8 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "tests/support/command.h"
 #include "tests/support/paths.h"
@@ -115,8 +117,15 @@ TEST(Cli, CacheReplayCountsTheRequestsATierCannotHold) {
 // hit rate counts what its lookups found; `failed_load_rate` is the part recomputed, and the
 // tiers' loads cover the rest (whole chunks: a load may repeat up to chunk_size - block_size
 // tokens the GPU already holds). With a 20-GiB CPU tier nothing fails.
+//
+// What the lookups find is the same with either CPU tier: neither is larger than the GPU's pool
+// (so neither adds hits beyond it), and the disk receives every chunk, since a step stores at
+// most the scenario's 8,192-token budget (32 chunks). cache-replay once ran each prompt as one
+// step; a store that cannot stage all its chunks keeps the leading ones, so the 1-GiB tier fed
+// the disk prompt prefixes only, and its lookups found 6 times as much.
 TEST(Cli, CacheReplayReportsTheHitsWhoseLoadFailed) {
   const std::string dir = kvtwin::testing::scratch_dir();
+  std::vector<std::string> lookup_hits;
   for (int cpu_gb : {1, 20}) {
     const std::string csv = dir + "/cpu" + std::to_string(cpu_gb) + ".csv";
     Outcome o = kvtwin(
@@ -137,7 +146,10 @@ TEST(Cli, CacheReplayReportsTheHitsWhoseLoadFailed) {
       EXPECT_EQ(failed, 0) << cpu_gb;
     }
     EXPECT_GE(loaded + 3e-6, std::stod(r.at("lmcache_hit_rate")) - failed) << cpu_gb;
+    lookup_hits.push_back(r.at("lmcache_hit_rate"));
   }
+  EXPECT_EQ(lookup_hits[0], lookup_hits[1]);
+  EXPECT_NE(lookup_hits[0], "0.000000");
 }
 
 TEST(Cli, QuietRunPrintsNothingAndWritesTheRunDirectory) {
