@@ -7,8 +7,9 @@
 # OLD_DIR / NEW_DIR hold tests_cuda/cuda_kv_copy_gpu_bench (e.g. a carried build/gpu-old and
 # build/gpu from `check.sh build`). FILTER defaults to 22 cases that run the copy kernel at device
 # speed or over the link: every Llama-3.1-8B NHD device-only gather / scatter, the 70B TP4 and
-# DeepSeek-V3 ones at 4,096 and 32,768 tokens, and the 8B zero-copy store / retrieve. Order: old, new, old, new (two processes each, so a drift shows as a disagreement between
-# a build's two runs). Writes ab_{old,new}_{1,2}.json under $OUT (or build/gpu-out) and prints,
+# DeepSeek-V3 ones at 4,096 and 32,768 tokens, and the 8B zero-copy store / retrieve. Order:
+# old, new, old, new (two processes each, so a drift shows as a disagreement between a build's
+# two runs). Writes ab_{old,new}_{1,2}.json under $OUT (or build/gpu-out) and prints,
 # per benchmark, the median GB/s of each run and new/old.
 set -uo pipefail
 source "$(dirname "$0")/paths.sh"

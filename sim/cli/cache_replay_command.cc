@@ -77,23 +77,20 @@ std::string table(const std::vector<Point>& points, const std::string& tier, boo
   for (const Point& p : points) {
     const report::Summary& s = p.summary;
     double total = s.gpu_hit_rate + s.lmcache_hit_rate;
-    double failed = s.prompt_tokens ? static_cast<double>(s.failed_load_tokens) /
-                                          static_cast<double>(s.prompt_tokens)
-                                    : 0;
     if (csv)
       std::snprintf(buf, sizeof buf, "%s,%.6g,%lld,%llu,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%llu\n",
                     tier.c_str(), p.capacity_gb, static_cast<long long>(p.capacity_tokens),
                     static_cast<unsigned long long>(s.requests), s.gpu_hit_rate, s.lmcache_hit_rate,
-                    s.tier_hit_rate[0], s.tier_hit_rate[1], s.tier_hit_rate[2], total, failed,
-                    static_cast<unsigned long long>(s.rejected));
+                    s.tier_hit_rate[0], s.tier_hit_rate[1], s.tier_hit_rate[2], total,
+                    s.failed_load_rate, static_cast<unsigned long long>(s.rejected));
     else
       std::snprintf(buf, sizeof buf,
                     "%-6s %12.6g %17lld %8.2f%%   %7.2f%% (%.2f%% / %.2f%% / %.2f%%)   %6.2f%%"
                     " %6.2f%%   %8llu\n",
                     tier.c_str(), p.capacity_gb, static_cast<long long>(p.capacity_tokens),
                     100 * s.gpu_hit_rate, 100 * s.lmcache_hit_rate, 100 * s.tier_hit_rate[0],
-                    100 * s.tier_hit_rate[1], 100 * s.tier_hit_rate[2], 100 * total, 100 * failed,
-                    static_cast<unsigned long long>(s.rejected));
+                    100 * s.tier_hit_rate[1], 100 * s.tier_hit_rate[2], 100 * total,
+                    100 * s.failed_load_rate, static_cast<unsigned long long>(s.rejected));
     out += buf;
   }
   return out;

@@ -57,10 +57,7 @@ std::string csv_line(const std::vector<Axis>& axes, const Point* p) {
       s.gpu_hit_rate, s.lmcache_hit_rate, s.gpu_hit_rate + s.lmcache_hit_rate, s.ttft.p50,
       s.ttft.p99, s.tpot.p50, s.e2e.p50, s.output_token_throughput, s.request_throughput, s.goodput,
       static_cast<unsigned long long>(s.preemptions), static_cast<unsigned long long>(s.rejected),
-      static_cast<unsigned long long>(s.failed),
-      s.prompt_tokens
-          ? static_cast<double>(s.failed_load_tokens) / static_cast<double>(s.prompt_tokens)
-          : 0.0);
+      static_cast<unsigned long long>(s.failed), s.failed_load_rate);
   return out + buf;
 }
 

@@ -292,6 +292,7 @@ const Summary& RunRecorder::finish(SimTime end) {
   };
   s.gpu_hit_rate = rate(s.gpu_hit_tokens);
   s.lmcache_hit_rate = rate(s.lmcache_hit_tokens);
+  s.failed_load_rate = rate(s.failed_load_tokens);
   for (int t = 0; t < kNumTiers; ++t) s.tier_hit_rate[t] = rate(s.loaded_tokens[t]);
   s.gpu_kv_usage_mean = samples_ ? usage_sum_ / samples_ : 0;
   for (int t = 0; t < kNumTiers; ++t) s.tier_bytes_mean[t] = samples_ ? tier_sum_[t] / samples_ : 0;

@@ -107,7 +107,8 @@ struct Summary {
   std::array<uint64_t, kNumTiers> loaded_tokens{};
   std::array<double, kNumTiers> tier_hit_rate{};
   uint64_t failed_load_tokens = 0;
-  uint64_t stalled_loads = 0;  // loads upstream would block on forever (recomputed here)
+  double failed_load_rate = 0;  // failed_load_tokens / prompt_tokens (not in summary.json)
+  uint64_t stalled_loads = 0;   // loads upstream would block on forever (recomputed here)
   uint64_t failed_stores = 0;
   uint64_t failed_remote_writes = 0;  // objects the Redis writer could not serialize (not sent)
   // LMCache async loading (lmcache.enable_async_loading); all 0 when off.

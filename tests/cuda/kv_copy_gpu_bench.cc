@@ -99,6 +99,14 @@ OpInfo info(Op op) {
   return {};
 }
 
+// KVTWIN_BENCH_SLOTS=sequential: the paged blocks in address order instead of shuffled, an
+// experiment on how much of a small copy's time the paged side's spread over the buffer's pages
+// costs. Recorded in the JSON's context as slot_order.
+bool sequential_slots() {
+  const char* order = std::getenv("KVTWIN_BENCH_SLOTS");
+  return order != nullptr && std::string(order) == "sequential";
+}
+
 // Everything one model's (and paged layout's) benchmarks share, created on first use.
 struct Rig {
   PagedLayout layout;
@@ -130,12 +138,8 @@ Status build_rig(const ModelShape& m, PagedKind kind, Rig* r) {
   kc.skip_percent = 0;
   kc.seed = 2024;
   std::vector<int64_t> slots = testing::make_slots(kc);
-  // KVTWIN_BENCH_SLOTS=sequential: blocks in address order instead of shuffled, an experiment on
-  // how much of a small copy's time the paged side's spread over the buffer's pages costs.
-  if (const char* order = std::getenv("KVTWIN_BENCH_SLOTS");
-      order != nullptr && std::string(order) == "sequential") {
+  if (sequential_slots())
     for (size_t i = 0; i < slots.size(); ++i) slots[i] = static_cast<int64_t>(i);
-  }
   KVTWIN_RETURN_IF_ERROR(DeviceBuffer::allocate(slots.size() * sizeof(int64_t), &r->slots));
   KVTWIN_CUDA_TRY(
       cudaMemcpy(r->slots.data(), slots.data(), r->slots.size(), cudaMemcpyHostToDevice));
@@ -464,10 +468,7 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("gpu_l2_bytes", std::to_string(prop.l2CacheSize));
   benchmark::AddCustomContext("cuda_driver", std::to_string(driver));
   benchmark::AddCustomContext("cuda_runtime", std::to_string(runtime));
-  const char* order = std::getenv("KVTWIN_BENCH_SLOTS");
-  benchmark::AddCustomContext("slot_order", order != nullptr && std::string(order) == "sequential"
-                                                ? "sequential"
-                                                : "shuffled");
+  benchmark::AddCustomContext("slot_order", bench::sequential_slots() ? "sequential" : "shuffled");
   benchmark::AddCustomContext("ceiling_d2d_GBps", std::to_string(g_ceilings.d2d_GBps));
   benchmark::AddCustomContext("ceiling_h2d_GBps", std::to_string(g_ceilings.h2d_GBps));
   benchmark::AddCustomContext("ceiling_d2h_GBps", std::to_string(g_ceilings.d2h_GBps));

@@ -169,8 +169,8 @@ def draw_stop24(rnd, mode, sets):
     """Stop 24: keys no earlier stop drew, each group in a part of the cases: the two measured
     PCIe profiles, link latencies, the page cache's rates and dirty share, the Redis server's NIC,
     the pool derived from GPU memory (vllm mode, num_gpu_blocks = 0), LMCache's lookup timing,
-    MLA's save_only_first_rank and the blocking GET timeout (counted), an arrival cut-off, the SLOs, the trace.json cap and the
-    percentile mode. Drawn after every earlier key, so that older seeds keep their cases."""
+    MLA's save_only_first_rank and the blocking GET timeout (counted), an arrival cut-off, the
+    SLOs, the trace.json cap and the percentile mode. Drawn after every earlier key, so that older seeds keep their cases."""
     if rnd.random() < 1 / 6:
         # A file of scenarios/hardware/; command() makes it a path.
         sets['hardware.profile'] = rnd.choice(['h100_80gb_hbm3_pcie5.toml', 'h200_pcie5.toml'])

@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "tests/support/command.h"
 #include "tests/support/paths.h"
@@ -46,29 +49,59 @@ TEST(Sweep, GridIsDeterministicAcrossJobCounts) {
   EXPECT_EQ(slurp(dir + "/a/points/0/summary.json"), slurp(dir + "/b/points/0/summary.json"));
 }
 
-// sweep.csv says how many requests each point rejected (a pool smaller than their prompts) or
-// failed, and the share of prompt tokens whose KV load failed, as the point's summary.json does.
-TEST(Sweep, TheTableCountsRejectedAndFailedRequests) {
-  std::string dir = kvtwin::testing::scratch_dir();
+// A quiet two-point sweep into a scratch directory; sweep.csv's rows, each checked against its
+// point's summary.json: the rejected and failed requests, and the failed-load share of the
+// prompt tokens.
+std::vector<std::map<std::string, std::string>> sweep_two_points(std::vector<std::string> sets,
+                                                                 const std::string& vary) {
+  using kvtwin::testing::number_after;
+  const std::string dir = kvtwin::testing::scratch_dir();
   SweepOptions o;
-  o.sets = {"workload.max_requests=20", "output.plots=false"};
-  o.vary = {"vllm.num_gpu_blocks=200,100000"};
+  o.sets = std::move(sets);
+  o.sets.push_back("output.plots=false");
+  o.vary = {vary};
   o.quiet = true;
   o.out = dir;
-  ASSERT_EQ(run_sweep(o), 0);
+  EXPECT_EQ(run_sweep(o), 0);
   const auto rows = read_csv(dir + "/sweep.csv");
-  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows.size(), 2u);
   for (size_t i = 0; i < rows.size(); ++i) {
     const std::string summary = slurp(dir + "/points/" + std::to_string(i) + "/summary.json");
     for (const char* key : {"rejected", "failed"})
-      EXPECT_EQ(kvtwin::testing::number_after(summary, "\"" + std::string(key) + "\": "),
-                std::stod(rows[i].at(key)))
+      EXPECT_EQ(number_after(summary, "\"" + std::string(key) + "\": "), std::stod(rows[i].at(key)))
           << key << " in " << summary;
-    EXPECT_EQ(rows[i].at("failed_load_rate"), "0.000000");
+    const double failed_tokens = number_after(summary, "\"failed_load_tokens\": ");
+    const double prompt_tokens = number_after(summary, "\"prompt_tokens\": ");
+    EXPECT_GT(prompt_tokens, 0);
+    EXPECT_NEAR(std::stod(rows[i].at("failed_load_rate")), failed_tokens / prompt_tokens, 1e-6)
+        << summary;
   }
+  return rows;
+}
+
+// sweep.csv says how many requests each point rejected (a pool smaller than their prompts) or
+// failed, and the share of prompt tokens whose KV load failed, as the point's summary.json does.
+TEST(Sweep, TheTableCountsRejectedAndFailedRequests) {
+  const auto rows =
+      sweep_two_points({"workload.max_requests=20"}, "vllm.num_gpu_blocks=200,100000");
+  ASSERT_EQ(rows.size(), 2u);
   // 200 blocks of 16 tokens hold 3,184 tokens: most of the first 20 prompts do not fit.
   EXPECT_GT(std::stoi(rows[0].at("rejected")), 0);
   EXPECT_EQ(rows[1].at("rejected"), "0");
+}
+
+// Failed LMCache loads, recomputed (kv_load_failure_policy = recompute): a 1-GiB CPU tier cannot
+// stage some retrieves (upstream would wait forever), and with remote_get_failure_rate = 1 every
+// Redis read fails as well, so that every LMCache hit is recomputed.
+TEST(Sweep, TheTableGivesTheShareOfPromptTokensWhoseLoadFailed) {
+  const auto rows = sweep_two_points(
+      {"workload.max_requests=200", "lmcache.remote=true", "lmcache.max_local_cpu_size_gb=1",
+       "cluster.router=round_robin", "vllm.kv_load_failure_policy=recompute"},
+      "links.remote_get_failure_rate=0,1");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_GT(std::stod(rows[0].at("failed_load_rate")), 0);
+  EXPECT_LT(std::stod(rows[0].at("failed_load_rate")), std::stod(rows[0].at("lmcache_hit_rate")));
+  EXPECT_EQ(rows[1].at("failed_load_rate"), rows[1].at("lmcache_hit_rate"));
 }
 
 }  // namespace
