@@ -150,6 +150,7 @@ void RunRecorder::on_request_done(const RequestRecord& r) {
       tpot = ms(r.finish - r.first_token) / static_cast<double>(r.output_tokens - 1);
       tpot_ms_.push_back(tpot);
     }
+    finished_prompt_tokens_ += static_cast<uint64_t>(r.prompt_tokens);
     output_tokens_ += static_cast<uint64_t>(r.output_tokens);
     const bool slo_ok =
         ttft <= scenario_.slo.ttft_ms && (tpot < 0 || tpot <= scenario_.slo.tpot_ms);
@@ -247,7 +248,9 @@ const Summary& RunRecorder::finish(SimTime end) {
   s.duration_s = first_arrival_ < 0 ? 0 : to_seconds(last_finish_ - first_arrival_);
   if (s.duration_s > 0) {
     s.request_throughput = s.finished / s.duration_s;
-    s.input_token_throughput = static_cast<double>(s.prompt_tokens) / s.duration_s;
+    // Finished requests only, as vllm bench serve counts them (and as the output rate does):
+    // a rejected or failed request's prompt was never served.
+    s.input_token_throughput = static_cast<double>(finished_prompt_tokens_) / s.duration_s;
     s.output_token_throughput = static_cast<double>(output_tokens_) / s.duration_s;
     s.goodput = slo_ok_ / s.duration_s;
   }

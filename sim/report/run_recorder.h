@@ -90,12 +90,12 @@ struct Summary {
   uint64_t warmup_requests = 0;
   double measured_from_s = 0;
   uint64_t rejected = 0;
-  uint64_t failed = 0;            // load_error
-  double duration_s = 0;          // first arrival to last completion
-  double request_throughput = 0;  // finished / duration
-  double input_token_throughput = 0;
-  double output_token_throughput = 0;
-  double goodput = 0;  // requests/s meeting both SLOs
+  uint64_t failed = 0;                 // load_error
+  double duration_s = 0;               // first arrival to last completion
+  double request_throughput = 0;       // finished / duration
+  double input_token_throughput = 0;   // prompt tokens of the finished requests / duration
+  double output_token_throughput = 0;  // tokens the finished requests generated / duration
+  double goodput = 0;                  // requests/s meeting both SLOs
   double slo_attainment = 0;
   LatencyStats ttft, tpot, itl, e2e, queue;
   // Caches.
@@ -228,6 +228,7 @@ class RunRecorder {
   uint64_t slo_ok_ = 0;
   SimTime first_arrival_ = -1;
   SimTime last_finish_ = 0;
+  uint64_t finished_prompt_tokens_ = 0;  // the input throughput's (prompt_tokens counts all)
   uint64_t output_tokens_ = 0;
   uint64_t batch_tokens_ = 0;
   // Occupancy integrals over samples.

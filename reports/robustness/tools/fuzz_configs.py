@@ -352,7 +352,8 @@ def check_outputs(out):
     they happened; a request's GPU and LMCache hits within its prompt; TTFT and E2E equal to
     their timestamps' differences; its prompt tokens, hits, loaded and failed tokens per tier and
     preemptions summing to summary.json's; a request rejected before its first schedule without
-    hits or loads (stop 26)."""
+    hits or loads (stop 26); the input and output throughput times the duration equal to the
+    finished requests' prompt and output tokens (stop 27)."""
     import csv
     s = json.load(open(f'{out}/summary.json'))
     eps = 1e-6
@@ -426,6 +427,14 @@ def check_outputs(out):
         if sum(int(r[column]) for r in rows) != total:
             return f'requests.csv {column} sums to {sum(int(r[column]) for r in rows)}, ' \
                    f'summary.json says {total}'
+    # Stop 27: throughput counts the finished requests' tokens (as vllm bench serve does).
+    done = [r for r in rows if r['rejected'] == '0' and r['load_error'] == '0']
+    for key, column in (('input_tokens_per_s', 'prompt_tokens'),
+                        ('output_tokens_per_s', 'output_tokens')):
+        want = sum(int(r[column]) for r in done)
+        got = s['throughput'][key] * s['duration_s']
+        if s['duration_s'] > 0 and abs(got - want) > 1e-7 * want + 1e-3:
+            return f'throughput.{key} x duration_s = {got}, finished requests\' {column}: {want}'
     for r in rows:
         times = [float(r[k]) for k in ('arrival_s', 'first_scheduled_s', 'first_token_s',
                                        'finish_s') if r[k] != '']

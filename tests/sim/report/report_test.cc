@@ -175,6 +175,11 @@ TEST(RunRecorder, SummaryFollowsTheRecordsAndTheSlos) {
   EXPECT_DOUBLE_EQ(sum.tpot.mean, 10);
   EXPECT_DOUBLE_EQ(sum.slo_attainment, 0.5);
   EXPECT_DOUBLE_EQ(sum.goodput, 1 / 1.2);
+  // Throughput counts the finished requests' tokens, as vllm bench serve does: the rejected and
+  // the failed request's prompts were never served.
+  EXPECT_DOUBLE_EQ(sum.request_throughput, 2 / 1.2);
+  EXPECT_DOUBLE_EQ(sum.input_token_throughput, 200 / 1.2);
+  EXPECT_DOUBLE_EQ(sum.output_token_throughput, 22 / 1.2);
   // Every request's hits count (the failed one had its 40 before its load failed), over every
   // request's prompt tokens: the summary's counts are requests.csv's column sums.
   EXPECT_EQ(sum.gpu_hit_tokens, 120u);
