@@ -1,0 +1,215 @@
+// sim/report/README.md documents every field of summary.json and every column of requests.csv and
+// timeseries.csv. These tests hold the page to what the writer emits, both ways: a field the
+// writer adds, renames or drops without the page, or a page entry the writer never emits, fails.
+//
+// The page's summary.json table names fields by path ("lmcache.<tier>.peak_bytes"); its
+// placeholder lines ("- `<tier>`: `cpu`, `disk`, `remote`") list what each placeholder stands for.
+// The writer's side is a Summary with every optional block switched on, and every link kind a
+// modelled mover can report (page cache included).
+#include <gtest/gtest.h>
+#include <simdjson.h>
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "sim/hw/modeled_mover.h"
+#include "sim/report/run_recorder.h"
+#include "sim/scenario/scenario_loader.h"
+#include "sim/simulator.h"
+#include "tests/support/paths.h"
+
+namespace kvtwin::sim::report {
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The text of the page's section "## <title>", up to the next "## ".
+std::string section(const std::string& page, const std::string& title) {
+  const std::string head = "\n## " + title + "\n";
+  size_t at = page.find(head);
+  if (at == std::string::npos) return "";
+  at += head.size();
+  size_t end = page.find("\n## ", at);
+  return page.substr(at, end == std::string::npos ? std::string::npos : end - at);
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+// Every `...` span of `text`, in order.
+std::vector<std::string> ticked(const std::string& text) {
+  std::vector<std::string> out;
+  for (size_t at = text.find('`'); at != std::string::npos;) {
+    size_t end = text.find('`', at + 1);
+    if (end == std::string::npos) break;
+    out.push_back(text.substr(at + 1, end - at - 1));
+    at = text.find('`', end + 1);
+  }
+  return out;
+}
+
+// The first cell's name of each table row whose first cell is `name` (header rows have none).
+std::vector<std::string> table_names(const std::string& text) {
+  std::vector<std::string> out;
+  for (const std::string& line : lines_of(text)) {
+    if (line.rfind("| `", 0) != 0) continue;
+    out.push_back(ticked(line.substr(0, line.find('|', 1))).at(0));
+  }
+  return out;
+}
+
+// The placeholder lines "- `<name>`: `a`, `b`, ..." of a section.
+std::map<std::string, std::vector<std::string>> placeholders(const std::string& text) {
+  std::map<std::string, std::vector<std::string>> out;
+  for (const std::string& line : lines_of(text)) {
+    if (line.rfind("- `<", 0) != 0) continue;
+    std::vector<std::string> names = ticked(line);
+    out[names.at(0)] = std::vector<std::string>(names.begin() + 1, names.end());
+  }
+  return out;
+}
+
+// `path` with every placeholder replaced by each of its names (all combinations).
+void expand(const std::string& path, const std::map<std::string, std::vector<std::string>>& ph,
+            std::set<std::string>* out) {
+  size_t open = path.find('<');
+  if (open == std::string::npos) {
+    out->insert(path);
+    return;
+  }
+  size_t close = path.find('>', open);
+  const std::string name = path.substr(open, close - open + 1);
+  auto it = ph.find(name);
+  ASSERT_NE(it, ph.end()) << "placeholder " << name << " of " << path << " is not listed";
+  for (const std::string& v : it->second)
+    expand(path.substr(0, open) + v + path.substr(close + 1), ph, out);
+}
+
+// Leaf paths of a JSON value: "a.b" for objects, "a[].b" for the members of an array's objects.
+void leaves(simdjson::dom::element e, const std::string& prefix, std::set<std::string>* out) {
+  simdjson::dom::object object;
+  simdjson::dom::array array;
+  if (e.get(object) == simdjson::SUCCESS) {
+    for (simdjson::dom::key_value_pair field : object)
+      leaves(field.value, (prefix.empty() ? "" : prefix + ".") + std::string(field.key), out);
+  } else if (e.get(array) == simdjson::SUCCESS) {
+    for (simdjson::dom::element child : array) leaves(child, prefix + "[]", out);
+  } else {
+    out->insert(prefix);
+  }
+}
+
+std::string listed(const std::set<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += " " + n;
+  return out;
+}
+
+const std::string& page() {
+  static const std::string text = slurp(kvtwin::testing::source_path("sim/report/README.md"));
+  return text;
+}
+
+// A summary with every optional block present: a warm-up, two priority classes, async loading,
+// the health monitor, blocking-GET timeouts, the page cache, and the link kinds of a modelled
+// mover with a page cache.
+Summary every_block() {
+  Summary s;
+  s.has_warmup = true;
+  s.by_priority.resize(2);
+  s.by_priority[1].priority = 1;
+  s.async_loading.lookups = 1;
+  s.health.failed_remote_gets = 1;
+  s.blocking_get_timeouts.fetches = 1;
+  s.page_cache.capacity_bytes = 1;
+  s.gpu_evictions = 0;
+  Simulator sim;
+  scenario::LinksConfig links;
+  links.page_cache_gb = 1;
+  hw::ModeledMover mover(&sim, links, 2);
+  for (const hw::ModeledMover::LinkReport& l : mover.link_reports()) {
+    s.link_bytes[l.kind] = 0;
+    s.link_busy_fraction[l.kind] = 0;
+  }
+  return s;
+}
+
+TEST(OutputsDoc, SummaryJsonFieldsAreTheWritersFields) {
+  const std::string text = section(page(), "summary.json");
+  ASSERT_FALSE(text.empty()) << "no \"## summary.json\" section";
+  const auto ph = placeholders(text);
+  std::set<std::string> documented;
+  for (const std::string& path : table_names(text)) expand(path, ph, &documented);
+
+  const std::string json = RunRecorder::summary_json(every_block());
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  ASSERT_EQ(parser.parse(json).get(root), simdjson::SUCCESS) << json;
+  std::set<std::string> emitted;
+  leaves(root, "", &emitted);
+
+  std::set<std::string> undocumented, never_emitted;
+  for (const std::string& p : emitted)
+    if (!documented.count(p)) undocumented.insert(p);
+  for (const std::string& p : documented)
+    if (!emitted.count(p)) never_emitted.insert(p);
+  EXPECT_TRUE(undocumented.empty()) << "emitted, not on the page:" << listed(undocumented);
+  EXPECT_TRUE(never_emitted.empty()) << "on the page, never emitted:" << listed(never_emitted);
+  EXPECT_GT(emitted.size(), 100u);  // the flattening saw the whole document
+}
+
+// Without the optional blocks the writer emits a subset of the same fields (what the page marks
+// "only when ..." is what disappears).
+TEST(OutputsDoc, APlainSummaryEmitsNoFieldOutsideThePage) {
+  const std::string text = section(page(), "summary.json");
+  const auto ph = placeholders(text);
+  std::set<std::string> documented;
+  for (const std::string& path : table_names(text)) expand(path, ph, &documented);
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  ASSERT_EQ(parser.parse(RunRecorder::summary_json(Summary{})).get(root), simdjson::SUCCESS);
+  std::set<std::string> emitted;
+  leaves(root, "", &emitted);
+  for (const std::string& p : emitted) EXPECT_TRUE(documented.count(p)) << p;
+  for (const char* optional :
+       {"warmup.requests", "lmcache.health.unhealthy_s", "lmcache.async_loading.lookups",
+        "by_priority[].priority", "lmcache.blocking_get_timeouts.fetches",
+        "lmcache.disk.page_cache.hit_bytes"})
+    EXPECT_FALSE(emitted.count(optional)) << optional;
+}
+
+// The CSV files' columns, in order, are the page's tables' rows.
+TEST(OutputsDoc, CsvColumnsAreThePagesInOrder) {
+  const std::string dir = kvtwin::testing::scratch_dir() + "/run";
+  scenario::Scenario s = scenario::load_scenario_text(
+      "[output]\nplots = false\nchrome_trace = false\n", "s.toml", ".");
+  {
+    RunRecorder rec(s, "trace.csv", dir);
+    rec.finish(0);
+  }
+  for (const char* file : {"requests.csv", "timeseries.csv"}) {
+    const std::string text = section(page(), file);
+    ASSERT_FALSE(text.empty()) << "no \"## " << file << "\" section";
+    std::string header = lines_of(slurp(dir + "/" + file)).at(0);
+    std::vector<std::string> columns;
+    std::istringstream in(header);
+    for (std::string c; std::getline(in, c, ',');) columns.push_back(c);
+    EXPECT_EQ(table_names(text), columns) << file;
+  }
+}
+
+}  // namespace
+}  // namespace kvtwin::sim::report
