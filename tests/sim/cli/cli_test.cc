@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -159,6 +160,50 @@ TEST(Cli, QuietRunPrintsNothingAndWritesTheRunDirectory) {
   EXPECT_EQ(o.out, "");
   for (const char* f : {"summary.json", "requests.csv", "timeseries.csv", "scenario.toml"})
     EXPECT_TRUE(std::ifstream(dir + "/run/" + f).good()) << f;
+}
+
+// `trace convert --scenario` writes the requests the scenario replays (scaled arrivals, the
+// window from time 0, synthetic prefix ids): replayed at rate scale 1 without those keys, the
+// file gives the run the scenario gives on the original trace, but for requests.csv's index
+// (the converted file numbers its rows from 0) and summary.json's trace name.
+TEST(Cli, AConvertedTraceReplaysAsTheScenarioDid) {
+  std::string dir = kvtwin::testing::scratch_dir();
+  const std::string scenario =
+      " --scenario " + kvtwin::testing::source_path("scenarios/llama31_8b_h100_cpu.toml");
+  const std::string transforms =
+      " --set workload.prefix_groups=4 --set workload.prefix_tokens=700"
+      " --set workload.start_s=200 --set workload.max_duration_s=120";
+  const std::string azure =
+      kvtwin::testing::source_path("traces/azure_llm_2023/AzureLLMInferenceTrace_conv.csv");
+  Outcome c =
+      kvtwin("trace convert " + azure + " " + dir + "/t.csv --to native" + scenario + transforms);
+  ASSERT_EQ(c.code, 0) << c.out;
+  Outcome a = kvtwin("run -q" + scenario + " --trace " + azure + transforms +
+                     " --set output.plots=false --out " + dir + "/a");
+  ASSERT_EQ(a.code, 0) << a.out;
+  Outcome b =
+      kvtwin("run -q" + scenario + " --trace " + dir +
+             "/t.csv --set workload.rate_scale=1 --set output.plots=false --out " + dir + "/b");
+  ASSERT_EQ(b.code, 0) << b.out;
+  auto rows_a = kvtwin::testing::read_csv(dir + "/a/requests.csv");
+  auto rows_b = kvtwin::testing::read_csv(dir + "/b/requests.csv");
+  ASSERT_GT(rows_a.size(), 20u);
+  ASSERT_EQ(rows_a.size(), rows_b.size());
+  int64_t hits = 0;
+  for (size_t i = 0; i < rows_a.size(); ++i) {
+    EXPECT_NE(rows_a[i].at("index"), rows_b[i].at("index")) << i;  // the trace's numbers
+    rows_a[i].erase("index");
+    rows_b[i].erase("index");
+    EXPECT_EQ(rows_a[i], rows_b[i]) << "row " << i;
+    hits += std::stoll(rows_a[i].at("gpu_hit_tokens"));
+  }
+  EXPECT_GT(hits, 0);  // the synthetic prefixes were shared
+  const auto without_trace_name = [](std::string s) {
+    const size_t at = s.find("\"trace\"");
+    return at == std::string::npos ? s : s.erase(at, s.find('\n', at) - at);
+  };
+  EXPECT_EQ(without_trace_name(kvtwin::testing::slurp(dir + "/a/summary.json")),
+            without_trace_name(kvtwin::testing::slurp(dir + "/b/summary.json")));
 }
 
 // Determinism across processes, where addresses differ (ASLR): nothing may depend on pointer
