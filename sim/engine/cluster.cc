@@ -193,7 +193,7 @@ void Cluster::arrive() {
 }
 
 void Cluster::on_done(EngineRequest* r) {
-  if (recorder_) recorder_->on_request_done(r->record);
+  if (recorder_) recorder_->on_request_done(r->record, r->itl);
   if (observer_) observer_(r->record);
   ++done_;
   if (!r->record.rejected && !r->record.load_error && !r->record.warmup) ++finished_;

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "model/vllm/request.h"
 #include "sim/report/run_recorder.h"
@@ -31,6 +32,9 @@ struct EngineRequest {
   int in_flight_batches = 0;
   bool done_deferred = false;
   SimTime last_token = -1;
+  // The gaps between its consecutive tokens so far, for the run's ITL figures (kept until the
+  // request ends: only a finished request's count; none for a warm-up request).
+  std::vector<SimDuration> itl;
   report::RequestRecord record;
   // The instance's connector may keep its per-request state here (it sets and clears it) to spare
   // a look-up by request id per scheduled request and step. Opaque to everyone else.

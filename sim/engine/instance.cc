@@ -330,7 +330,7 @@ void Instance::process_output(Batch* b) {
     if (r->record.first_token < 0) {
       r->record.first_token = now;
     } else if (ctx_.recorder && !r->record.warmup) {
-      ctx_.recorder->on_inter_token(now - r->last_token);
+      r->itl.push_back(now - r->last_token);
     }
     r->last_token = now;
   }

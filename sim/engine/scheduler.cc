@@ -436,6 +436,8 @@ void Scheduler::abort_waiting(EngineRequest* r) {
   remove_waiting(r);
   free_request(r);
   r->record.rejected = true;
+  // A preempted request that grew too large to fit again keeps the tokens it produced.
+  r->record.output_tokens = r->req->num_output_tokens();
 }
 
 }  // namespace kvtwin::sim::engine

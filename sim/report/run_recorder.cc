@@ -113,7 +113,7 @@ void RunRecorder::begin_measurement(SimTime t) {
   summary_.measured_from_s = to_seconds(t);
 }
 
-void RunRecorder::on_request_done(const RequestRecord& r) {
+void RunRecorder::on_request_done(const RequestRecord& r, std::span<const SimDuration> itl) {
   if (r.warmup) {
     ++summary_.warmup_requests;
     return;
@@ -151,6 +151,7 @@ void RunRecorder::on_request_done(const RequestRecord& r) {
       tpot_ms_.push_back(tpot);
     }
     finished_prompt_tokens_ += static_cast<uint64_t>(r.prompt_tokens);
+    for (SimDuration gap : itl) itl_.add(gap);
     output_tokens_ += static_cast<uint64_t>(r.output_tokens);
     const bool slo_ok =
         ttft <= scenario_.slo.ttft_ms && (tpot < 0 || tpot <= scenario_.slo.tpot_ms);

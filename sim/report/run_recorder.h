@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -175,8 +176,11 @@ class RunRecorder {
   bool measuring() const { return measure_from_ != kSimTimeMax; }
   SimTime measure_from() const { return measure_from_; }  // kSimTimeMax until the window starts
 
-  void on_request_done(const RequestRecord& r);
-  void on_inter_token(SimDuration itl) { itl_.add(itl); }  // of a reported request
+  // A request ended; `itl` holds the gaps between its consecutive tokens. They count only when it
+  // finished (as vllm bench serve counts the ITLs of successful requests): a request rejected or
+  // failed after producing tokens (preempted, then too large to fit again, or a failed reload)
+  // leaves no gap in the ITL figures.
+  void on_request_done(const RequestRecord& r, std::span<const SimDuration> itl = {});
   void on_sample(const Sample& s);
   // `count` more samples equal to the last one given to on_sample, at the following intervals,
   // with nothing computed or finished in between: they count toward the summary's means but get

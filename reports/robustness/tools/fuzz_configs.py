@@ -353,7 +353,8 @@ def check_outputs(out):
     their timestamps' differences; its prompt tokens, hits, loaded and failed tokens per tier and
     preemptions summing to summary.json's; a request rejected before its first schedule without
     hits or loads (stop 26); the input and output throughput times the duration equal to the
-    finished requests' prompt and output tokens (stop 27)."""
+    finished requests' prompt and output tokens, and each latency's sample count the finished
+    rows' (ITL: their token gaps) (stop 27)."""
     import csv
     s = json.load(open(f'{out}/summary.json'))
     eps = 1e-6
@@ -435,6 +436,13 @@ def check_outputs(out):
         got = s['throughput'][key] * s['duration_s']
         if s['duration_s'] > 0 and abs(got - want) > 1e-7 * want + 1e-3:
             return f'throughput.{key} x duration_s = {got}, finished requests\' {column}: {want}'
+    # Stop 27: the latencies' sample counts follow the finished rows (ITL: one per token gap).
+    counts = {'ttft_ms': len(done), 'e2e_ms': len(done), 'queue_ms': len(done),
+              'tpot_ms': sum(1 for r in done if int(r['output_tokens']) > 1),
+              'itl_ms': sum(int(r['output_tokens']) - 1 for r in done)}
+    for name, want in counts.items():
+        if s.get(name, {}).get('count', 0) != want:
+            return f'{name}.count {s.get(name, {}).get("count")}, requests.csv gives {want}'
     for r in rows:
         times = [float(r[k]) for k in ('arrival_s', 'first_scheduled_s', 'first_token_s',
                                        'finish_s') if r[k] != '']
