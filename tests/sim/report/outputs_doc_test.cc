@@ -9,7 +9,6 @@
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
-#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -20,17 +19,13 @@
 #include "sim/report/run_recorder.h"
 #include "sim/scenario/scenario_loader.h"
 #include "sim/simulator.h"
+#include "tests/support/command.h"
 #include "tests/support/paths.h"
 
 namespace kvtwin::sim::report {
 namespace {
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using kvtwin::testing::slurp;
 
 // The text of the page's section "## <title>", up to the next "## ".
 std::string section(const std::string& page, const std::string& title) {
@@ -123,6 +118,27 @@ const std::string& page() {
   return text;
 }
 
+// The summary.json paths the page documents, placeholders expanded.
+std::set<std::string> documented_summary_paths() {
+  const std::string text = section(page(), "summary.json");
+  EXPECT_FALSE(text.empty()) << "no \"## summary.json\" section";
+  const auto ph = placeholders(text);
+  std::set<std::string> documented;
+  for (const std::string& path : table_names(text)) expand(path, ph, &documented);
+  return documented;
+}
+
+// The leaf paths of the summary.json that `s` gives.
+std::set<std::string> emitted_paths(const Summary& s) {
+  const std::string json = RunRecorder::summary_json(s);
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  std::set<std::string> emitted;
+  EXPECT_EQ(parser.parse(json).get(root), simdjson::SUCCESS) << json;
+  leaves(root, "", &emitted);
+  return emitted;
+}
+
 // A summary with every optional block present: a warm-up, two priority classes, async loading,
 // the health monitor, blocking-GET timeouts, the page cache, and the link kinds of a modelled
 // mover with a page cache.
@@ -148,19 +164,8 @@ Summary every_block() {
 }
 
 TEST(OutputsDoc, SummaryJsonFieldsAreTheWritersFields) {
-  const std::string text = section(page(), "summary.json");
-  ASSERT_FALSE(text.empty()) << "no \"## summary.json\" section";
-  const auto ph = placeholders(text);
-  std::set<std::string> documented;
-  for (const std::string& path : table_names(text)) expand(path, ph, &documented);
-
-  const std::string json = RunRecorder::summary_json(every_block());
-  simdjson::dom::parser parser;
-  simdjson::dom::element root;
-  ASSERT_EQ(parser.parse(json).get(root), simdjson::SUCCESS) << json;
-  std::set<std::string> emitted;
-  leaves(root, "", &emitted);
-
+  const std::set<std::string> documented = documented_summary_paths();
+  const std::set<std::string> emitted = emitted_paths(every_block());
   std::set<std::string> undocumented, never_emitted;
   for (const std::string& p : emitted)
     if (!documented.count(p)) undocumented.insert(p);
@@ -174,15 +179,9 @@ TEST(OutputsDoc, SummaryJsonFieldsAreTheWritersFields) {
 // Without the optional blocks the writer emits a subset of the same fields (what the page marks
 // "only when ..." is what disappears).
 TEST(OutputsDoc, APlainSummaryEmitsNoFieldOutsideThePage) {
-  const std::string text = section(page(), "summary.json");
-  const auto ph = placeholders(text);
-  std::set<std::string> documented;
-  for (const std::string& path : table_names(text)) expand(path, ph, &documented);
-  simdjson::dom::parser parser;
-  simdjson::dom::element root;
-  ASSERT_EQ(parser.parse(RunRecorder::summary_json(Summary{})).get(root), simdjson::SUCCESS);
-  std::set<std::string> emitted;
-  leaves(root, "", &emitted);
+  const std::set<std::string> documented = documented_summary_paths();
+  const std::set<std::string> emitted = emitted_paths(Summary{});
+  ASSERT_FALSE(emitted.empty());
   for (const std::string& p : emitted) EXPECT_TRUE(documented.count(p)) << p;
   for (const char* optional :
        {"warmup.requests", "lmcache.health.unhealthy_s", "lmcache.async_loading.lookups",

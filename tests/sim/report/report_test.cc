@@ -1,24 +1,17 @@
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <sstream>
-
 #include "sim/report/chrome_trace.h"
 #include "sim/report/histogram.h"
 #include "sim/report/json_writer.h"
 #include "sim/report/run_recorder.h"
 #include "sim/scenario/scenario_loader.h"
+#include "tests/support/command.h"
 #include "tests/support/paths.h"
 
 namespace kvtwin::sim::report {
 namespace {
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using kvtwin::testing::slurp;
 
 TEST(JsonWriter, WritesNestedValuesWithOneNumberFormat) {
   JsonWriter j;

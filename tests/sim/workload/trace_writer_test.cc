@@ -3,21 +3,16 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "sim/io/input_error.h"
+#include "tests/support/command.h"
 #include "tests/support/paths.h"
 
 namespace kvtwin::sim::workload {
 namespace {
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using kvtwin::testing::slurp;
 
 // The test's scratch directory (scratch_dir() starts a fresh one at each call).
 const std::string& scratch() {
