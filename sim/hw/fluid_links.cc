@@ -11,6 +11,7 @@ FluidLinks::LinkId FluidLinks::add_link(std::string name, double bytes_per_s) {
   KVTWIN_CHECK_LT(0.0, bytes_per_s) << name;
   links_.push_back(LinkStats{std::move(name), bytes_per_s, 0, 0, 0});
   flows_on_link_.push_back(0);
+  finished_bytes_.push_back(0);
   return static_cast<LinkId>(links_.size() - 1);
 }
 
@@ -20,7 +21,7 @@ void FluidLinks::start_flow(std::vector<LinkId> links, double bytes, SimDuration
   KVTWIN_CHECK_GE(bytes, 0.0);
   KVTWIN_CHECK_GE(latency, 0);
   for (LinkId l : links) KVTWIN_CHECK(l >= 0 && static_cast<size_t>(l) < links_.size());
-  Flow flow{next_flow_id_++, std::move(links), bytes, 0, std::move(done)};
+  Flow flow{next_flow_id_++, std::move(links), bytes, bytes, 0, std::move(done)};
   if (latency == 0 && bytes > 0) {
     activate(std::move(flow));
     return;
@@ -56,9 +57,7 @@ void FluidLinks::advance() {
   if (dt > 0) {
     double secs = to_seconds(dt);
     for (Flow& f : active_) {
-      double moved = std::min(f.remaining, f.rate * secs);
-      f.remaining -= moved;
-      for (LinkId l : f.links) links_[static_cast<size_t>(l)].bytes += moved;
+      f.remaining -= std::min(f.remaining, f.rate * secs);
     }
     for (LinkId l : used_) links_[static_cast<size_t>(l)].busy_ns += dt;
   }
@@ -144,7 +143,7 @@ void FluidLinks::on_completion() {
   still.clear();
   for (Flow& f : active_) {
     if (f.remaining <= f.rate * 1e-9 + 1e-9) {
-      for (LinkId l : f.links) links_[static_cast<size_t>(l)].bytes += f.remaining;
+      for (LinkId l : f.links) finished_bytes_[static_cast<size_t>(l)] += f.bytes;
       finished.push_back(std::move(f.done));
     } else {
       still.push_back(std::move(f));
@@ -161,6 +160,11 @@ void FluidLinks::on_completion() {
 
 const std::vector<FluidLinks::LinkStats>& FluidLinks::stats() {
   advance();
+  for (size_t l = 0; l < links_.size(); ++l) links_[l].bytes = finished_bytes_[l];
+  for (const Flow& f : active_) {
+    const double moved = std::floor(f.bytes - f.remaining);
+    for (LinkId l : f.links) links_[static_cast<size_t>(l)].bytes += moved;
+  }
   return links_;
 }
 

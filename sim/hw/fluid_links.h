@@ -44,8 +44,11 @@ class FluidLinks {
 
   struct LinkStats {
     std::string name;
-    double capacity = 0;      // bytes/s
-    double bytes = 0;         // bytes moved across the link
+    double capacity = 0;  // bytes/s
+    // Bytes moved across the link: every finished flow's bytes, and the whole bytes (rounded
+    // down) each active flow has moved so far. Exact while flows' sizes are whole numbers: it
+    // sums sizes, not rate × time.
+    double bytes = 0;
     SimDuration busy_ns = 0;  // time with at least one active flow
     int max_flows = 0;        // most concurrent active flows
   };
@@ -59,6 +62,7 @@ class FluidLinks {
   struct Flow {
     uint64_t id;
     std::vector<LinkId> links;
+    double bytes;  // the flow's size
     double remaining;
     double rate = 0;
     Done done;
@@ -71,10 +75,11 @@ class FluidLinks {
 
   Simulator* sim_;
   std::vector<LinkStats> links_;
-  std::vector<int> flows_on_link_;  // as of the last recompute_rates; nonzero only on used_
-  std::vector<LinkId> used_;        // links with flows_on_link_ > 0, in first-use order
-  std::vector<Flow> active_;        // in creation order
-  std::vector<Flow> in_latency_;    // started, still in their latency phase (few at a time)
+  std::vector<double> finished_bytes_;  // per link: Σ sizes of the flows that finished on it
+  std::vector<int> flows_on_link_;      // as of the last recompute_rates; nonzero only on used_
+  std::vector<LinkId> used_;            // links with flows_on_link_ > 0, in first-use order
+  std::vector<Flow> active_;            // in creation order
+  std::vector<Flow> in_latency_;        // started, still in their latency phase (few at a time)
   // Scratch of recompute_rates / on_completion, kept to spare an allocation per event.
   std::vector<double> spare_;
   std::vector<int> unfrozen_on_;

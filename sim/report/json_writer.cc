@@ -45,7 +45,14 @@ void JsonWriter::append_escaped(std::string* out, std::string_view s) {
 std::string JsonWriter::number(double v) {
   if (!std::isfinite(v)) return "null";
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.9g", v == 0 ? 0.0 : v);  // no "-0"
+  // A whole value that a double holds exactly (|v| <= 2^53: byte counts, capacities) prints in
+  // full; "%.9g" would round 343597383680 to 3.43597384e+11. Below 1e9 both forms agree.
+  constexpr double kExact = 9007199254740992.0;  // 2^53
+  if (std::fabs(v) <= kExact && v == std::trunc(v)) {
+    std::snprintf(buf, sizeof buf, "%.0f", v == 0 ? 0.0 : v);  // no "-0"
+  } else {
+    std::snprintf(buf, sizeof buf, "%.9g", v);
+  }
   return buf;
 }
 

@@ -1,8 +1,9 @@
 // JsonWriter: a small streaming JSON writer with one fixed number format, so outputs are
 // byte-identical for the same values on any machine.
 //
-// Numbers: integers as integers; doubles with up to 9 significant digits ("%.9g"), non-finite
-// values as null. Keys keep insertion order. Indentation: two spaces per level.
+// Numbers: integers as integers; whole doubles up to 2^53 in full (byte counts stay exact);
+// other doubles with up to 9 significant digits ("%.9g"); non-finite values as null. Keys keep
+// insertion order. Indentation: two spaces per level.
 //
 //   JsonWriter j;
 //   j.begin_object(); j.key("ttft_ms"); j.begin_object(); j.field("p50", 12.5); j.end_object();

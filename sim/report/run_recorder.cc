@@ -299,7 +299,8 @@ const Summary& RunRecorder::finish(SimTime end) {
   s.failed_load_rate = rate(s.failed_load_tokens);
   for (int t = 0; t < kNumTiers; ++t) s.tier_hit_rate[t] = rate(s.loaded_tokens[t]);
   s.gpu_kv_usage_mean = samples_ ? usage_sum_ / samples_ : 0;
-  for (int t = 0; t < kNumTiers; ++t) s.tier_bytes_mean[t] = samples_ ? tier_sum_[t] / samples_ : 0;
+  for (int t = 0; t < kNumTiers; ++t)  // to the byte: summary.json prints it whole
+    s.tier_bytes_mean[t] = samples_ ? std::round(tier_sum_[t] / samples_) : 0;
   s.mean_batch_tokens = s.steps ? static_cast<double>(batch_tokens_) / s.steps : 0;
   if (trace_) {
     trace_->close();

@@ -33,6 +33,18 @@ TEST(JsonWriter, WritesNestedValuesWithOneNumberFormat) {
             "  \"empty\": {},\n  \"nan\": null\n}\n");
 }
 
+// Byte counts are doubles in the summary; a whole one prints in full, not rounded to 9 digits.
+TEST(JsonWriter, PrintsWholeDoublesInFullAndOthersWithNineDigits) {
+  EXPECT_EQ(JsonWriter::number(343597383680.0), "343597383680");  // 320 GiB
+  EXPECT_EQ(JsonWriter::number(-29218360524800.0), "-29218360524800");
+  EXPECT_EQ(JsonWriter::number(9007199254740992.0), "9007199254740992");  // 2^53
+  EXPECT_EQ(JsonWriter::number(18014398509481984.0), "1.80143985e+16");   // 2^54: not exact
+  EXPECT_EQ(JsonWriter::number(1083933338453.75), "1.08393334e+12");
+  EXPECT_EQ(JsonWriter::number(3571.551634), "3571.55163");
+  EXPECT_EQ(JsonWriter::number(-0.0), "0");
+  EXPECT_EQ(JsonWriter::number(1e-12), "1e-12");
+}
+
 TEST(LogHistogram, QuantilesAreWithinOnePercentOfASample) {
   LogHistogram h;
   for (int i = 1; i <= 1000; ++i) h.add(SimDuration{i} * 1'000'000);  // 1..1000 ms
