@@ -12,7 +12,8 @@ keys no stop drew before (LMCache's save and retrieve options, the health monito
 and its fallback, the time-series interval, the seed, link bandwidths) and the first 2,000
 requests of an Azure trace with synthetic prefixes; stop 24 the keys still undrawn (draw_stop24)
 and two more output checks: the SLO attainment against requests.csv and the trace.json cap
-(check_slo_and_trace)).
+(check_slo_and_trace); stop 28 the link bytes against the tokens LMCache moved
+(check_link_bytes)).
 
 usage: fuzz_configs.py KVTWIN REPO {lmcache|vllm} CASES SEED LOG
 
@@ -510,6 +511,69 @@ def check_slo_and_trace(out, sets):
     return None
 
 
+KV_BYTES = {'bfloat16': 2, 'float16': 2, 'float32': 4, 'fp8': 1}
+
+
+def check_link_bytes(out):
+    """Stop 28: summary.json's link bytes are whole numbers and add up to the tokens LMCache
+    moved. B is one GPU's KV bytes per token (MLA: the latent, on every rank; otherwise the
+    GPU's share of the KV heads), R the ranks that hold tiers (1 under MLA's
+    save_only_first_rank). Then pcie_h2d = B x every tier's loaded tokens (one GPU's bytes);
+    without async loading, disk reads (page-cache hits included) = B x R x the disk's loaded
+    tokens and NIC receives = B x R x the remote's; with it, the two together are the prefetch
+    bytes x R; the remote store sends what the NICs receive and receives what they send; the
+    disk writes at most B x R x the stored tokens (pcie_d2h / B); with a remote tier and no
+    Redis writes lost to the layerwise quirk or to the health monitor, the NICs send exactly that.
+    The first violation, or None."""
+    import tomllib
+    s = json.load(open(f'{out}/summary.json'))
+    with open(f'{out}/scenario.toml', 'rb') as f:
+        sc = tomllib.load(f)
+    links = s['links']
+    for kind, link in links.items():
+        if not isinstance(link['bytes'], int):
+            return f'links.{kind}.bytes is not a whole number: {link["bytes"]}'
+    if not sc['lmcache']['enabled']:
+        return None
+    m, tp = sc['model'], sc['gpu']['tensor_parallel']
+    kv = m['kv_cache_dtype'] if m['kv_cache_dtype'] != 'auto' else m['dtype']
+    width = KV_BYTES.get(kv, 2)  # mxfp4 weights keep a bfloat16 cache
+    if m['attention'] == 'mla':
+        per_gpu = (m['kv_lora_rank'] + m['qk_rope_head_dim']) * m['num_layers'] * width
+        ranks = 1 if sc['lmcache']['save_only_first_rank'] and \
+            not sc['lmcache']['use_layerwise'] else tp
+    else:
+        per_gpu = 2 * m['num_layers'] * (m['num_kv_heads'] // tp) * m['head_size'] * width
+        ranks = tp
+    lm = s['lmcache']
+    loaded = {t: lm[t]['loaded_tokens'] for t in ('cpu', 'disk', 'remote')}
+    moved = {k: links[k]['bytes'] if k in links else 0 for k in
+             ('pcie_h2d', 'pcie_d2h', 'disk_read', 'disk_write', 'nic_rx', 'nic_tx',
+              'remote_rx', 'remote_tx')}
+    disk_read = moved['disk_read'] + lm['disk'].get('page_cache', {}).get('hit_bytes', 0)
+    want = [('pcie_h2d', moved['pcie_h2d'], per_gpu * sum(loaded.values())),
+            ('remote_tx', moved['remote_tx'], moved['nic_rx']),
+            ('remote_rx', moved['remote_rx'], moved['nic_tx'])]
+    if 'async_loading' in lm:
+        want.append(('disk_read + nic_rx', disk_read + moved['nic_rx'],
+                     lm['async_loading']['prefetch_bytes_per_rank'] * ranks))
+    else:
+        want += [('disk_read', disk_read, per_gpu * ranks * loaded['disk']),
+                 ('nic_rx', moved['nic_rx'], per_gpu * ranks * loaded['remote'])]
+    if moved['pcie_d2h'] % per_gpu:
+        return f'pcie_d2h {moved["pcie_d2h"]} is not whole tokens of {per_gpu} bytes'
+    stored = moved['pcie_d2h'] * ranks
+    if moved['disk_write'] > stored:
+        return f'disk_write {moved["disk_write"]} > the stored tokens\' {stored} bytes'
+    if sc['lmcache']['remote'] and not lm['failed_remote_writes'] and \
+            not lm.get('health', {}).get('unhealthy_periods'):
+        want.append(('nic_tx', moved['nic_tx'], stored))
+    for name, got, expected in want:
+        if got != expected:
+            return f'{name} {got} bytes, expected {expected}'
+    return None
+
+
 def sweep_point_differs(kvtwin, repo, sc, sets, out_a, out_s):
     """Stop 22: `kvtwin sweep` over workload.rate_scale (the case's value, then half of it: a
     faster rate could leave a workload.start_s window without requests, an error) with
@@ -618,7 +682,8 @@ def fuzz_case(kvtwin, repo, rnd, i, sc, sets, work):
                 sum(c['finished'] for c in classes) != r['finished']):
             status = 'BAD-priorities'
         if status == 'ok':
-            violation = check_outputs(out_a) or check_slo_and_trace(out_a, sets)
+            violation = check_outputs(out_a) or check_slo_and_trace(out_a, sets) or \
+                check_link_bytes(out_a)
             if not violation and sc != 'whisper_large_v3_encdec':
                 violation = check_trace_lengths(out_a, case_trace(repo, sets))
             if violation:
