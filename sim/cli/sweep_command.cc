@@ -38,27 +38,53 @@ struct Point {
   report::Summary summary;
 };
 
+// The links whose busiest-instance busy fraction sweep.csv gives, in column order (a point
+// without the link, e.g. no disk tier, gives 0).
+constexpr const char* kBusyLinks[] = {"pcie_h2d", "pcie_d2h", "disk_read", "disk_write",
+                                      "nic_rx",   "nic_tx",   "remote_rx", "remote_tx"};
+
+// What the point needed: the fullest instance's KV usage, each LMCache tier's peak (GiB, every
+// rank and instance) and how busy the busiest instance's links were.
+std::string resources(const report::Summary& s) {
+  constexpr double kGiB = 1024.0 * 1024 * 1024;
+  char buf[128];
+  std::snprintf(buf, sizeof buf, ",%.4f,%.3f,%.3f,%.3f", s.gpu_kv_usage_peak,
+                s.tier_bytes_peak[report::kTierCpu] / kGiB,
+                s.tier_bytes_peak[report::kTierDisk] / kGiB,
+                s.tier_bytes_peak[report::kTierRemote] / kGiB);
+  std::string out = buf;
+  for (const char* link : kBusyLinks) {
+    auto it = s.link_busy_fraction.find(link);
+    std::snprintf(buf, sizeof buf, ",%.6f", it == s.link_busy_fraction.end() ? 0.0 : it->second);
+    out += buf;
+  }
+  return out;
+}
+
 std::string csv_line(const std::vector<Axis>& axes, const Point* p) {
   std::string out;
   char buf[512];
   if (!p) {
     for (const Axis& a : axes) out += a.key + ",";
-    return out +
-           "requests,finished,gpu_hit_rate,lmcache_hit_rate,total_hit_rate,ttft_p50_ms,"
-           "ttft_p99_ms,tpot_p50_ms,e2e_p50_ms,output_tokens_per_s,requests_per_s,goodput,"
-           "preemptions,rejected,failed,failed_load_rate\n";
+    out +=
+        "requests,finished,gpu_hit_rate,lmcache_hit_rate,total_hit_rate,ttft_p50_ms,"
+        "ttft_p99_ms,tpot_p50_ms,e2e_p50_ms,output_tokens_per_s,requests_per_s,goodput,"
+        "preemptions,rejected,failed,failed_load_rate,kv_usage_peak,cpu_peak_gib,disk_peak_gib,"
+        "remote_peak_gib";
+    for (const char* link : kBusyLinks) out += std::string(",") + link + "_busy";
+    return out + "\n";
   }
   for (const std::string& v : p->values) out += v + ",";
   const report::Summary& s = p->summary;
   std::snprintf(
       buf, sizeof buf,
-      "%llu,%llu,%.6f,%.6f,%.6f,%.3f,%.3f,%.3f,%.3f,%.3f,%.6f,%.6f,%llu,%llu,%llu,%.6f\n",
+      "%llu,%llu,%.6f,%.6f,%.6f,%.3f,%.3f,%.3f,%.3f,%.3f,%.6f,%.6f,%llu,%llu,%llu,%.6f",
       static_cast<unsigned long long>(s.requests), static_cast<unsigned long long>(s.finished),
       s.gpu_hit_rate, s.lmcache_hit_rate, s.gpu_hit_rate + s.lmcache_hit_rate, s.ttft.p50,
       s.ttft.p99, s.tpot.p50, s.e2e.p50, s.output_token_throughput, s.request_throughput, s.goodput,
       static_cast<unsigned long long>(s.preemptions), static_cast<unsigned long long>(s.rejected),
       static_cast<unsigned long long>(s.failed), s.failed_load_rate);
-  return out + buf;
+  return out + buf + resources(s) + "\n";
 }
 
 std::string screen_table(const std::vector<Axis>& axes, const std::vector<Point>& points) {

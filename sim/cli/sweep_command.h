@@ -5,7 +5,9 @@
 // DIR/points/<i>/summary.json and SVG plots of hit rate, TTFT and throughput against the first
 // varied key (one line per combination of the others). sweep.csv has, per point, the varied
 // values, the request counts (total, finished, rejected, failed), hit rates, latencies,
-// throughputs, goodput, preemptions and the share of prompt tokens whose KV load failed.
+// throughputs, goodput, preemptions, the share of prompt tokens whose KV load failed, and what
+// the point needed: peak KV usage, each LMCache tier's peak and its links' busy fractions
+// (sim/report/README.md lists every column).
 #pragma once
 
 #include <string>

@@ -1,6 +1,7 @@
 #include "sim/cli/sweep_command.h"
 
 #include <gtest/gtest.h>
+#include <simdjson.h>
 
 #include <map>
 #include <sstream>
@@ -102,6 +103,50 @@ TEST(Sweep, TheTableGivesTheShareOfPromptTokensWhoseLoadFailed) {
   EXPECT_GT(std::stod(rows[0].at("failed_load_rate")), 0);
   EXPECT_LT(std::stod(rows[0].at("failed_load_rate")), std::stod(rows[0].at("lmcache_hit_rate")));
   EXPECT_EQ(rows[1].at("failed_load_rate"), rows[1].at("lmcache_hit_rate"));
+}
+
+// sweep.csv says what each point needed: the fullest instance's KV usage, each LMCache tier's
+// peak and how busy the busiest instance's links were, as the point's summary.json says. A 1-GiB
+// CPU tier per instance fills (4 instances: 4 GiB); a 200-GiB one holds these 150 requests' chunks
+// without filling; both write every stored chunk to the disk and the remote store.
+TEST(Sweep, TheTableGivesWhatEachPointNeeded) {
+  const std::string dir = kvtwin::testing::scratch_dir();
+  SweepOptions o;
+  o.sets = {"workload.max_requests=150", "lmcache.remote=true", "lmcache.max_local_disk_size_gb=20",
+            "output.plots=false"};
+  o.vary = {"lmcache.max_local_cpu_size_gb=1,200"};
+  o.quiet = true;
+  o.out = dir;
+  ASSERT_EQ(run_sweep(o), 0);
+  const auto rows = read_csv(dir + "/sweep.csv");
+  ASSERT_EQ(rows.size(), 2u);
+  constexpr double kGiB = 1024.0 * 1024 * 1024;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const std::string path = dir + "/points/" + std::to_string(i) + "/summary.json";
+    simdjson::dom::parser parser;
+    simdjson::dom::element s;
+    ASSERT_EQ(parser.load(path).get(s), simdjson::SUCCESS) << path;
+    const auto& row = rows[i];
+    EXPECT_NEAR(std::stod(row.at("kv_usage_peak")),
+                double(s["gpu_prefix_cache"]["kv_usage_peak"].get_double()), 5e-5);
+    for (const char* tier : {"cpu", "disk", "remote"}) {
+      const double peak = double(s["lmcache"][tier]["peak_bytes"].get_double()) / kGiB;
+      EXPECT_NEAR(std::stod(row.at(std::string(tier) + "_peak_gib")), peak, 5e-4) << tier;
+    }
+    simdjson::dom::object links = s["links"].get_object();
+    for (const char* link : {"pcie_h2d", "pcie_d2h", "disk_read", "disk_write", "nic_rx", "nic_tx",
+                             "remote_rx", "remote_tx"}) {
+      const double busy = double(links[link]["busiest_busy_fraction"].get_double());
+      EXPECT_NEAR(std::stod(row.at(std::string(link) + "_busy")), busy, 5e-7) << link;
+    }
+    EXPECT_GT(std::stod(row.at("disk_write_busy")), 0);
+    EXPECT_GT(std::stod(row.at("nic_tx_busy")), 0);
+    EXPECT_GT(std::stod(row.at("remote_peak_gib")), 0);
+  }
+  EXPECT_GT(std::stod(rows[0].at("cpu_peak_gib")), 3.9);
+  EXPECT_LE(std::stod(rows[0].at("cpu_peak_gib")), 4.0);
+  EXPECT_GT(std::stod(rows[1].at("cpu_peak_gib")), 4.0);
+  EXPECT_LT(std::stod(rows[1].at("cpu_peak_gib")), 800.0);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
-// sim/report/README.md documents every field of summary.json and every column of requests.csv and
-// timeseries.csv. These tests hold the page to what the writer emits, both ways: a field the
-// writer adds, renames or drops without the page, or a page entry the writer never emits, fails.
+// sim/report/README.md documents every field of summary.json and every column of requests.csv,
+// timeseries.csv and sweep.csv. These tests hold the page to what the writer emits, both ways: a
+// field the writer adds, renames or drops without the page, or a page entry the writer never emits,
+// fails.
 //
 // The page's summary.json table names fields by path ("lmcache.<tier>.peak_bytes"); its
 // placeholder lines ("- `<tier>`: `cpu`, `disk`, `remote`") list what each placeholder stands for.
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/cli/sweep_command.h"
 #include "sim/hw/modeled_mover.h"
 #include "sim/report/run_recorder.h"
 #include "sim/scenario/scenario_loader.h"
@@ -208,6 +210,28 @@ TEST(OutputsDoc, CsvColumnsAreThePagesInOrder) {
     for (std::string c; std::getline(in, c, ',');) columns.push_back(c);
     EXPECT_EQ(table_names(text), columns) << file;
   }
+}
+
+// sweep.csv's header is the page's table: the `<key>` row stands for the varied keys, in order.
+TEST(OutputsDoc, SweepCsvColumnsAreThePagesInOrder) {
+  const std::string dir = kvtwin::testing::scratch_dir();
+  cli::SweepOptions o;
+  o.sets = {"workload.max_requests=3", "output.plots=false"};
+  o.vary = {"cluster.instances=1", "cluster.router=round_robin"};
+  o.quiet = true;
+  o.out = dir;
+  ASSERT_EQ(cli::run_sweep(o), 0);
+  const std::string text = section(page(), "sweep.csv");
+  ASSERT_FALSE(text.empty()) << "no \"## sweep.csv\" section";
+  std::vector<std::string> documented = table_names(text);
+  ASSERT_FALSE(documented.empty());
+  ASSERT_EQ(documented[0], "<key>");
+  documented[0] = "cluster.router";
+  documented.insert(documented.begin(), "cluster.instances");
+  std::vector<std::string> columns;
+  std::istringstream in(lines_of(slurp(dir + "/sweep.csv")).at(0));
+  for (std::string c; std::getline(in, c, ',');) columns.push_back(c);
+  EXPECT_EQ(documented, columns);
 }
 
 }  // namespace
