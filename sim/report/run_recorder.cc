@@ -556,14 +556,18 @@ std::string RunRecorder::screen(const Summary& s) {
         static_cast<double>(s.page_cache.hit_bytes) / kGiB,
         static_cast<double>(s.page_cache.miss_bytes) / kGiB, s.page_cache.peak_bytes / kGiB,
         s.page_cache.capacity_bytes / kGiB);
+  // One row per link kind that moved bytes: how much, and how busy the busiest instance's link
+  // of that kind was (the remote store's links are one, shared), so that a planner sees which
+  // link is near saturation.
   std::string links;
   for (const auto& [kind, bytes] : s.link_bytes)
     if (bytes > 0) {
-      std::snprintf(buf, sizeof buf, "%s%s %.1f GiB", links.empty() ? "" : ", ", kind.c_str(),
-                    bytes / kGiB);
+      auto busy = s.link_busy_fraction.find(kind);
+      std::snprintf(buf, sizeof buf, "  %-17s %12.1f %13.1f%%\n", kind.c_str(), bytes / kGiB,
+                    busy == s.link_busy_fraction.end() ? 0.0 : 100 * busy->second);
       links += buf;
     }
-  if (!links.empty()) out += "links       " + links + "\n";
+  if (!links.empty()) out += "links                  GiB moved   busiest busy\n" + links;
   return out;
 }
 

@@ -45,6 +45,22 @@ TEST(JsonWriter, PrintsWholeDoublesInFullAndOthersWithNineDigits) {
   EXPECT_EQ(JsonWriter::number(1e-12), "1e-12");
 }
 
+// The one-screen summary gives each link kind that moved bytes in a row of its own, with the
+// share of the time the busiest instance's link of that kind was busy.
+TEST(RunRecorder, TheScreenSaysHowBusyEachLinkWas) {
+  Summary s;
+  s.link_bytes = {{"disk_write", 5.0 * 1024 * 1024 * 1024}, {"nic_rx", 0}, {"pcie_d2h", 1e9}};
+  s.link_busy_fraction = {{"disk_write", 0.41596}, {"nic_rx", 0}, {"pcie_d2h", 0.0104}};
+  const std::string screen = RunRecorder::screen(s);
+  const size_t at = screen.find("links ");
+  ASSERT_NE(at, std::string::npos) << screen;
+  EXPECT_EQ(screen.substr(at),
+            "links                  GiB moved   busiest busy\n"
+            "  disk_write                 5.0          41.6%\n"
+            "  pcie_d2h                   0.9           1.0%\n")
+      << screen;
+}
+
 TEST(LogHistogram, QuantilesAreWithinOnePercentOfASample) {
   LogHistogram h;
   for (int i = 1; i <= 1000; ++i) h.add(SimDuration{i} * 1'000'000);  // 1..1000 ms
