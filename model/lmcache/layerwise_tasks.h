@@ -42,6 +42,8 @@ class StoreLayerTask {
   int yields() const { return yields_; }
   // Chunks allocated (filled after the first next()).
   const std::vector<TokenRange>& stored() const { return stored_; }
+  // Layers of those chunks put into the storage manager so far (0 … num_layers).
+  int layers_put() const { return layer_; }
 
  private:
   enum class Phase { kStart, kKeys, kEmpty, kFrozen, kFinal, kDone };

@@ -109,6 +109,15 @@ void LMCacheWorkerAdapter::unpin(const std::string& req_id, WorkerLog* log) {
   }
 }
 
+std::vector<std::pair<TokenRange, int>> LMCacheWorkerAdapter::abandon_stores() {
+  std::vector<std::pair<TokenRange, int>> put;
+  for (const auto& task : storers_)
+    if (task->layers_put() > 0)
+      for (const TokenRange& r : task->stored()) put.emplace_back(r, task->layers_put());
+  storers_.clear();
+  return put;
+}
+
 void LMCacheWorkerAdapter::wait_for_save(ConnectorMetadata& meta, WorkerLog* log) {
   if (adapter_.kv_consumer) return;
   if (engine_->use_layerwise()) {

@@ -420,20 +420,45 @@ void LmcacheConnector::start_step_transfers() {
   std::function<void()> ready = std::exchange(step_ready_, nullptr);
   // Layerwise: run the generators' logic for the whole step now; charge time as transfers that
   // overlap with the forward pass.
+  //
+  // Where upstream would stop (a load waiting forever for CPU memory, or an exception out of a
+  // generator), the simulator goes on as in bulk mode, loads and stores apart: a load that raised
+  // ends the step's loads, which are recomputed (a stalled load); a store that raised ends the
+  // step's stores (a failed store), and the layers they had already put, which reached the CPU
+  // tier, are still charged as copied. The other side runs to the end.
   lm::WorkerLog log;
+  bool loads_failed = false, stores_failed = false;
+  std::vector<std::pair<lm::TokenRange, int>> dropped_stores;  // (chunk, layers it had put)
   try {
     worker_adapter_->start_load_kv(meta_, &log);
-    for (int l = 0; l < engine_->num_layers(); ++l) {
-      worker_adapter_->wait_for_layer_load(&log);
-      worker_adapter_->save_kv_layer(meta_, &log);
-    }
   } catch (const lm::UpstreamError&) {
-    // As in bulk mode: what upstream would wait on forever is recomputed (every load of the
-    // step), and the step's layerwise stores are dropped.
+    loads_failed = true;
+  }
+  for (int l = 0; l < engine_->num_layers(); ++l) {
+    if (!loads_failed) {
+      try {
+        worker_adapter_->wait_for_layer_load(&log);
+      } catch (const lm::UpstreamError&) {
+        loads_failed = true;
+      }
+    }
+    if (!stores_failed) {
+      try {
+        worker_adapter_->save_kv_layer(meta_, &log);
+      } catch (const lm::UpstreamError&) {
+        stores_failed = true;
+        dropped_stores = worker_adapter_->abandon_stores();
+      }
+    }
+  }
+  if (loads_failed) {
     ++stats_.stalled_loads;
     for (const lm::ReqMeta& m : meta_.requests)
       if (m.load_spec) fail_whole_load(m);
     log.loaded.clear();
+  }
+  if (stores_failed) {
+    ++stats_.failed_stores;
     log.stored.clear();
   }
   engine_->end_of_operation();
@@ -479,6 +504,9 @@ void LmcacheConnector::start_step_transfers() {
   uint64_t stored = 0;
   for (const lm::TokenRange& r : log.stored) stored += object_bytes(r.end - r.start);
   stats_.stored_chunks += log.stored.size();
+  for (const auto& [r, layers] : dropped_stores)  // a chunk's layers hold equal shares
+    stored += object_bytes(r.end - r.start) / static_cast<uint64_t>(num_layers) *
+              static_cast<uint64_t>(layers);
   auto invalid = worker_adapter_->get_block_ids_with_load_errors();
   invalid_.insert(invalid.begin(), invalid.end());
   loads_done_ = -1;

@@ -244,6 +244,32 @@ TEST(VllmAdapter, WorkerStepLoadsThenUnpinsThenStoresTheNewChunks) {
     EXPECT_EQ(f.engine->storage_manager().allocator().obj(id).pin_count, 0);
 }
 
+// Not upstream: the simulator drops a step's layerwise stores when one raises. abandon_stores
+// returns each chunk a store had allocated with the layers it had put (those reached the CPU
+// tier), and afterwards save_kv_layer and wait_for_save neither advance nor raise over the dropped
+// stores; wait_for_save still unpins.
+TEST(VllmAdapter, AbandonedLayerwiseStoresReportTheLayersTheyPut) {
+  Fixture f;
+  f.cfg.use_layerwise = true;
+  f.engine = std::make_unique<LMCacheEngine>(f.cfg, toy_metadata());
+  f.worker = std::make_unique<LMCacheWorkerAdapter>(f.engine.get(), f.adapter);
+  VllmRequest r = f.request("r", seq(48, 1));
+  ConnectorMetadata meta = f.schedule_new(r, 0, {1, 2, 3}, 48);
+  ASSERT_EQ(meta.requests.size(), 1u);
+  WorkerLog log;
+  f.worker->start_load_kv(meta, &log);
+  f.worker->save_kv_layer(meta, &log);  // the store's first step: three chunks allocated
+  f.worker->save_kv_layer(meta, &log);  // layer 0 of each put
+  EXPECT_EQ(log.stored, (std::vector<TokenRange>{{0, 16}, {16, 32}, {32, 48}}));
+  const auto put = f.worker->abandon_stores();
+  EXPECT_EQ(put,
+            (std::vector<std::pair<TokenRange, int>>{{{0, 16}, 1}, {{16, 32}, 1}, {{32, 48}, 1}}));
+  EXPECT_TRUE(f.worker->abandon_stores().empty());
+  EXPECT_NO_THROW(f.worker->save_kv_layer(meta, &log));
+  EXPECT_NO_THROW(f.worker->wait_for_save(meta, &log));
+  EXPECT_EQ(f.engine->storage_manager().local_cpu().entries().size(), 3u);  // layer 0 only
+}
+
 // A request carrying a chunk-hash memo: its lookups fill the memo and its tracker's stores use the
 // same one (each chunk hashed once), with exactly the keys and ranges of a request without one.
 TEST(VllmAdapter, TheRequestsChunkHashMemoServesLookupsAndStoresAlike) {

@@ -4,9 +4,11 @@
 #include <fstream>
 #include <map>
 
+#include "sim/cli/common.h"
 #include "sim/engine/cluster.h"
 #include "sim/scenario/scenario_loader.h"
 #include "tests/sim/engine/engine_harness.h"
+#include "tests/support/command.h"
 #include "tests/support/paths.h"
 
 namespace kvtwin::sim::engine {
@@ -615,6 +617,55 @@ TEST(LmcacheEngine, LayerwiseStoresReachTheRemoteTierOnlyWithTheUpstreamFix) {
   EXPECT_DOUBLE_EQ(fixed.summary.tier_bytes_peak[report::kTierRemote], 4 * 33'554'432.0);
   EXPECT_DOUBLE_EQ(fixed.summary.link_bytes.at("remote_rx"), 4 * 33'554'432.0);  // A's writes
   EXPECT_DOUBLE_EQ(fixed.summary.link_bytes.at("remote_tx"), 4 * 33'554'432.0);  // C's fetch
+}
+
+// The 70B TP4 scenario in layerwise mode with small CPU tiers (0.25 or 0.5 GiB per rank),
+// 64-token chunks and a 20-GiB disk tier per rank, on `instances` instances and the first
+// `requests` requests of the example trace at a fifth of its rate.
+Result layerwise_70b(const char* cpu_gb, int instances, int requests) {
+  const scenario::Scenario s = cli::load_scenario(
+      kvtwin::testing::source_path("scenarios/llama31_70b_tp4_cpu_disk_redis.toml"),
+      {std::string("lmcache.max_local_cpu_size_gb=") + cpu_gb,
+       "cluster.instances=" + std::to_string(instances),
+       "workload.max_requests=" + std::to_string(requests), "workload.rate_scale=0.2",
+       "lmcache.use_layerwise=true", "lmcache.remote=false", "lmcache.max_local_disk_size_gb=20",
+       "lmcache.chunk_size=64", "vllm.num_gpu_blocks=3000"});
+  return harness::run_cluster(s,
+                              kvtwin::testing::slurp(kvtwin::testing::source_path(
+                                  "traces/examples/mooncake_conversation_10min.jsonl")),
+                              cli::workload_options(s));
+}
+
+// Every layer written to disk was first copied from the GPU: disk_write is one GPU's pcie_d2h
+// bytes times the 4 ranks (the disk tiers are large enough to take every stored chunk).
+void expect_every_disk_write_copied(const Result& r) {
+  const double copied = r.summary.link_bytes.at("pcie_d2h");
+  EXPECT_GT(copied, 0);
+  EXPECT_EQ(r.summary.link_bytes.at("disk_write"), 4 * copied);
+}
+
+// Layerwise mode runs each step's loads and stores layer by layer; where a generator raises
+// (upstream's engine would stop), the simulator goes on, loads and stores apart. A load that
+// raised is recomputed and leaves the step's stores alone: they finish, so no chunk is left with
+// only some of its layers in the CPU tier. Before, it dropped the step's stores half-way: their
+// put layers still went to disk, uncharged, and the half-stored chunks made later evictions raise
+// (21 failed stores here).
+TEST(LmcacheEngine, ALayerwiseLoadThatRaisesLeavesTheStepsStoresWhole) {
+  Result r = layerwise_70b("0.25", 1, 150);
+  EXPECT_GE(r.summary.stalled_loads, 1u);
+  EXPECT_EQ(r.summary.failed_stores, 0u);
+  expect_every_disk_write_copied(r);
+}
+
+// A layerwise store that raised (an eviction meeting a chunk without all its layers, an upstream
+// defect reproduced by default) drops the step's stores, not its loads, and the layers already
+// put, which reached the CPU tier and are written to disk, count as copied. Before, it counted a
+// stalled load and recomputed the step's loads, and its put layers went to disk uncharged.
+TEST(LmcacheEngine, ALayerwiseStoreThatRaisesChargesTheLayersItPut) {
+  Result r = layerwise_70b("0.5", 2, 150);
+  EXPECT_GE(r.summary.failed_stores, 1u);
+  EXPECT_EQ(r.summary.stalled_loads, 0u);
+  expect_every_disk_write_copied(r);
 }
 
 }  // namespace
