@@ -13,7 +13,7 @@ and its fallback, the time-series interval, the seed, link bandwidths) and the f
 requests of an Azure trace with synthetic prefixes; stop 24 the keys still undrawn (draw_stop24)
 and two more output checks: the SLO attainment against requests.csv and the trace.json cap
 (check_slo_and_trace); stop 28 the link bytes against the tokens LMCache moved
-(check_link_bytes)).
+(check_link_bytes) and the tokens the steps computed against the requests' (check_computed_tokens)).
 
 usage: fuzz_configs.py KVTWIN REPO {lmcache|vllm} CASES SEED LOG
 
@@ -523,8 +523,11 @@ def check_link_bytes(out):
     tokens and NIC receives = B x R x the remote's; with it, the two together are the prefetch
     bytes x R; the remote store sends what the NICs receive and receives what they send; the
     disk writes at most B x R x the stored tokens (pcie_d2h / B); with a remote tier and no
-    Redis writes lost to the layerwise quirk or to the health monitor, the NICs send exactly that.
-    The first violation, or None."""
+    Redis writes lost to the layerwise quirk or to the health monitor, the NICs send the stored
+    tokens of the ranks that write to Redis (rank 0 alone under MLA); in layerwise mode with
+    partial chunks saved, the writes carry each layer object's 4-KiB alignment, so there they
+    are bounded below only. Not checked
+    after a warm-up (the counters start mid-run). The first violation, or None."""
     import tomllib
     s = json.load(open(f'{out}/summary.json'))
     with open(f'{out}/scenario.toml', 'rb') as f:
@@ -533,7 +536,9 @@ def check_link_bytes(out):
     for kind, link in links.items():
         if not isinstance(link['bytes'], int):
             return f'links.{kind}.bytes is not a whole number: {link["bytes"]}'
-    if not sc['lmcache']['enabled']:
+    # With a warm-up the counters start mid-run: transfers in flight at the window's start count
+    # in part, and chunks stored before it are written to disk after it.
+    if not sc['lmcache']['enabled'] or 'warmup' in s:
         return None
     m, tp = sc['model'], sc['gpu']['tensor_parallel']
     kv = m['kv_cache_dtype'] if m['kv_cache_dtype'] != 'auto' else m['dtype']
@@ -563,14 +568,48 @@ def check_link_bytes(out):
     if moved['pcie_d2h'] % per_gpu:
         return f'pcie_d2h {moved["pcie_d2h"]} is not whole tokens of {per_gpu} bytes'
     stored = moved['pcie_d2h'] * ranks
-    if moved['disk_write'] > stored:
+    # Layerwise objects come from one batched allocation per chunk: each layer's byte_array is
+    # its 4-KiB aligned unit, so a partial chunk's disk and Redis writes carry padding the GPU
+    # copy does not (upstream's sizes): with partial chunks saved they are bounded below only.
+    layerwise = sc['lmcache']['use_layerwise'] and sc['lmcache']['save_unfull_chunk']
+    if moved['disk_write'] > stored and not layerwise:
         return f'disk_write {moved["disk_write"]} > the stored tokens\' {stored} bytes'
+    # Under MLA only rank 0 writes to Redis (LMCache's remote_enable_mla_worker_id_as0).
+    writers = 1 if m['attention'] == 'mla' and tp > 1 else ranks
     if sc['lmcache']['remote'] and not lm['failed_remote_writes'] and \
             not lm.get('health', {}).get('unhealthy_periods'):
-        want.append(('nic_tx', moved['nic_tx'], stored))
+        if not layerwise:
+            want.append(('nic_tx', moved['nic_tx'], moved['pcie_d2h'] * writers))
+        elif moved['nic_tx'] < moved['pcie_d2h'] * writers:
+            return f'nic_tx {moved["nic_tx"]} < the stored tokens\' ' \
+                f'{moved["pcie_d2h"] * writers} bytes'
     for name, got, expected in want:
         if got != expected:
             return f'{name} {got} bytes, expected {expected}'
+    return None
+
+
+def check_computed_tokens(out):
+    """Stop 28: without preemptions, failed KV loads or a warm-up, the engine's steps computed
+    exactly what the requests needed: engine.steps x engine.mean_batch_tokens equals, over the
+    requests not rejected, the prompt tokens neither vLLM's prefix cache nor LMCache held and one
+    decode token per output token after the first (the first comes from the prefill). (A failed
+    synchronous load also recomputes the tokens its step computed past the hit, as vLLM does.)
+    The violation, or None."""
+    import csv
+    s = json.load(open(f'{out}/summary.json'))
+    if s['engine']['preemptions'] or s['requests']['failed'] or 'warmup' in s or \
+            s['lmcache']['failed_load_tokens']:
+        return None
+    computed = s['engine']['steps'] * s['engine']['mean_batch_tokens']  # the mean has 9 digits
+    needed = 0
+    for r in csv.DictReader(open(f'{out}/requests.csv')):
+        if r['rejected'] == '1':
+            continue
+        needed += int(r['prompt_tokens']) - int(r['gpu_hit_tokens']) - \
+            int(r['lmcache_hit_tokens']) + max(int(r['output_tokens']) - 1, 0)
+    if abs(computed - needed) > 1e-8 * needed + 0.5:
+        return f'the steps computed {computed:.0f} tokens, the requests needed {needed}'
     return None
 
 
@@ -683,7 +722,7 @@ def fuzz_case(kvtwin, repo, rnd, i, sc, sets, work):
             status = 'BAD-priorities'
         if status == 'ok':
             violation = check_outputs(out_a) or check_slo_and_trace(out_a, sets) or \
-                check_link_bytes(out_a)
+                check_link_bytes(out_a) or check_computed_tokens(out_a)
             if not violation and sc != 'whisper_large_v3_encdec':
                 violation = check_trace_lengths(out_a, case_trace(repo, sets))
             if violation:
