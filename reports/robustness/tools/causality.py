@@ -9,8 +9,9 @@ Each case draws a configuration as fuzz_configs.py does (64-token LMCache chunks
 those runs are slow, not different), N in {80, 150, 240} and K in [N/4, N-10], runs both under a
 120-s timeout, and compares every row of the K run whose request finished before the K-th
 arrival (sorted arrival times of the N run) with the same request's row in the N run. A case is
-DIFF when one differs, ERR when a run fails (a one-line refusal included) unless it stops on a
-reproduced upstream defect (upstream-stop, as in fuzz_configs.py). One JSON line per case goes to
+DIFF when one differs, ERR when a run fails unless it stops on a reproduced upstream defect
+(upstream-stop, as in fuzz_configs.py) or refuses the configuration with one line (refused;
+counted as an error before stop 28). One JSON line per case goes to
 LOG.
 """
 import csv
@@ -42,6 +43,10 @@ def causal_case(kvtwin, repo, rnd, i, sc, sets, work):
         err = e1 or e2
         if upstream_stop(1 if err.startswith('rc 1:') else None, err, sets):
             return {'n': n, 'k': k, 'status': 'upstream-stop', 'detail': err[-400:]}, False
+        if err.startswith('rc 2: kvtwin:') and '\n' not in err:
+            # A one-line refusal of the drawn configuration (e.g. a window with no request),
+            # counted apart as fuzz_configs.py counts it: nothing to compare.
+            return {'n': n, 'k': k, 'status': 'refused', 'detail': err[-400:]}, False
         return {'n': n, 'k': k, 'status': 'ERR', 'detail': err[-400:]}, True
     by_index = {int(r['index']): r for r in full}
     t_k = sorted(float(r['arrival_s']) for r in full)[k]

@@ -7,9 +7,11 @@
 #include <map>
 #include <sstream>
 
+#include "sim/cli/common.h"
 #include "sim/cli/run_command.h"
 #include "sim/scenario/scenario_loader.h"
 #include "tests/sim/engine/engine_harness.h"
+#include "tests/support/command.h"
 #include "tests/support/paths.h"
 
 namespace kvtwin::sim::engine {
@@ -234,6 +236,38 @@ TEST(Cluster, TwoRunsWriteIdenticalBytes) {
     std::string a = slurp(dir + "/a/" + f), b = slurp(dir + "/b/" + f);
     EXPECT_FALSE(a.empty()) << f;
     EXPECT_TRUE(a == b) << f << " differs between two runs";
+  }
+}
+
+// With no preemption and no failed load, the engine computes exactly what its requests need:
+// each prompt's tokens that neither vLLM's prefix cache nor LMCache held, then one decode token
+// per output token after the first (the prefill's last position samples the first). Chunked
+// prefill under a 2,048-token budget splits prompts over more steps without adding or losing a
+// token. The default scenario (LMCache CPU tier, four instances), 300 requests at half rate.
+TEST(Cluster, TheStepsComputeExactlyTheTokensTheRequestsNeed) {
+  const std::string trace = kvtwin::testing::slurp(
+      kvtwin::testing::source_path("traces/examples/mooncake_conversation_10min.jsonl"));
+  for (const char* budget : {"8192", "2048"}) {
+    const scenario::Scenario s =
+        cli::load_scenario("", {"workload.max_requests=300", "workload.rate_scale=0.5",
+                                std::string("vllm.max_num_batched_tokens=") + budget});
+    Result r = harness::run_cluster(s, trace, cli::workload_options(s));
+    ASSERT_EQ(r.records.size(), 300u);
+    ASSERT_EQ(r.summary.preemptions, 0u) << budget;
+    ASSERT_EQ(r.summary.failed_load_tokens, 0u) << budget;
+    int64_t needed = 0, gpu_hits = 0, lmcache_hits = 0;
+    for (const auto& [index, rec] : r.records) {
+      if (rec.rejected) continue;
+      needed += rec.prompt_tokens - rec.gpu_hit_tokens - rec.lmcache_hit_tokens +
+                std::max<int64_t>(rec.output_tokens - 1, 0);
+      gpu_hits += rec.gpu_hit_tokens;
+      lmcache_hits += rec.lmcache_hit_tokens;
+    }
+    EXPECT_GT(gpu_hits, 0) << budget;
+    EXPECT_GT(lmcache_hits, 0) << budget;
+    EXPECT_EQ(std::llround(static_cast<double>(r.summary.steps) * r.summary.mean_batch_tokens),
+              needed)
+        << budget;
   }
 }
 
