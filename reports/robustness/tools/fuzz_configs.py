@@ -13,7 +13,8 @@ and its fallback, the time-series interval, the seed, link bandwidths) and the f
 requests of an Azure trace with synthetic prefixes; stop 24 the keys still undrawn (draw_stop24)
 and two more output checks: the SLO attainment against requests.csv and the trace.json cap
 (check_slo_and_trace); stop 28 the link bytes against the tokens LMCache moved
-(check_link_bytes) and the tokens the steps computed against the requests' (check_computed_tokens)).
+(check_link_bytes), the tokens the steps computed against the requests' (check_computed_tokens)
+and trace.json's transfers against the link bytes (check_trace_bytes)).
 
 usage: fuzz_configs.py KVTWIN REPO {lmcache|vllm} CASES SEED LOG
 
@@ -589,6 +590,36 @@ def check_link_bytes(out):
     return None
 
 
+TRACE_PATH_LINKS = {'gpu->cpu': ['pcie_d2h'], 'cpu->gpu': ['pcie_h2d'],
+                    'cpu->disk': ['disk_write'], 'disk->cpu': ['disk_read', '<page cache hits>'],
+                    'cpu->remote': ['nic_tx'], 'remote->cpu': ['nic_rx']}
+
+
+def check_trace_bytes(out):
+    """Stop 28: trace.json's transfers add up to summary.json's link bytes, per path: gpu->cpu to
+    pcie_d2h, cpu->gpu to pcie_h2d, cpu->disk to disk_write, disk->cpu to disk_read plus the
+    page cache's hits, cpu->remote to nic_tx and remote->cpu to nic_rx. Only for a whole run
+    written in full (no warm-up, no dropped event). The first violation, or None."""
+    s = json.load(open(f'{out}/summary.json'))
+    if not os.path.exists(f'{out}/trace.json') or 'warmup' in s or \
+            s['engine']['trace_events_dropped']:
+        return None
+    moved = {}
+    for e in json.load(open(f'{out}/trace.json'))['traceEvents']:
+        path = e.get('args', {}).get('path') if e.get('ph') == 'X' else None
+        if path is not None:
+            moved[path] = moved.get(path, 0) + e['args']['bytes']
+    hits = s['lmcache']['disk'].get('page_cache', {}).get('hit_bytes', 0)
+    for path, links in TRACE_PATH_LINKS.items():
+        want = sum(hits if k == '<page cache hits>' else
+                   s['links'].get(k, {}).get('bytes', 0) for k in links)
+        if moved.get(path, 0) != want:
+            return f'trace.json {path} transfers move {moved.get(path, 0)} bytes, ' \
+                f'summary.json {"+".join(links)} {want}'
+    unknown = set(moved) - set(TRACE_PATH_LINKS)
+    return f'trace.json paths without a link: {sorted(unknown)}' if unknown else None
+
+
 def check_computed_tokens(out):
     """Stop 28: without preemptions, failed KV loads or a warm-up, the engine's steps computed
     exactly what the requests needed: engine.steps x engine.mean_batch_tokens equals, over the
@@ -722,7 +753,8 @@ def fuzz_case(kvtwin, repo, rnd, i, sc, sets, work):
             status = 'BAD-priorities'
         if status == 'ok':
             violation = check_outputs(out_a) or check_slo_and_trace(out_a, sets) or \
-                check_link_bytes(out_a) or check_computed_tokens(out_a)
+                check_link_bytes(out_a) or check_computed_tokens(out_a) or \
+                check_trace_bytes(out_a)
             if not violation and sc != 'whisper_large_v3_encdec':
                 violation = check_trace_lengths(out_a, case_trace(repo, sets))
             if violation:
