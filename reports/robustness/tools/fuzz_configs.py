@@ -14,7 +14,8 @@ requests of an Azure trace with synthetic prefixes; stop 24 the keys still undra
 and two more output checks: the SLO attainment against requests.csv and the trace.json cap
 (check_slo_and_trace); stop 28 the link bytes against the tokens LMCache moved
 (check_link_bytes), the tokens the steps computed against the requests' (check_computed_tokens)
-and trace.json's transfers against the link bytes (check_trace_bytes)).
+trace.json's transfers against the link bytes (check_trace_bytes) and the occupancy peaks against
+timeseries.csv (check_peaks)).
 
 usage: fuzz_configs.py KVTWIN REPO {lmcache|vllm} CASES SEED LOG
 
@@ -620,6 +621,26 @@ def check_trace_bytes(out):
     return f'trace.json paths without a link: {sorted(unknown)}' if unknown else None
 
 
+def check_peaks(out):
+    """Stop 28: summary.json's occupancy peaks are timeseries.csv's largest samples (the file
+    rounds GiB to 3 decimals and KV usage to 4): each LMCache tier's peak_bytes and
+    gpu_prefix_cache.kv_usage_peak. The first violation, or None."""
+    import csv
+    s = json.load(open(f'{out}/summary.json'))
+    rows = list(csv.DictReader(open(f'{out}/timeseries.csv')))
+    if not rows:
+        return None
+    for tier in ('cpu', 'disk', 'remote'):
+        sampled = max(float(r[f'{tier}_gib']) for r in rows)
+        peak = s['lmcache'][tier]['peak_bytes'] / 2**30
+        if abs(sampled - peak) > 0.0005 + 1e-9 * peak:
+            return f'lmcache.{tier}.peak_bytes is {peak:.4f} GiB, timeseries.csv {sampled} GiB'
+    sampled = max(float(r['gpu_kv_usage_max']) for r in rows)
+    if abs(sampled - s['gpu_prefix_cache']['kv_usage_peak']) > 0.00005 + 1e-12:
+        return f'kv_usage_peak {s["gpu_prefix_cache"]["kv_usage_peak"]}, timeseries.csv {sampled}'
+    return None
+
+
 def check_computed_tokens(out):
     """Stop 28: without preemptions, failed KV loads or a warm-up, the engine's steps computed
     exactly what the requests needed: engine.steps x engine.mean_batch_tokens equals, over the
@@ -754,7 +775,7 @@ def fuzz_case(kvtwin, repo, rnd, i, sc, sets, work):
         if status == 'ok':
             violation = check_outputs(out_a) or check_slo_and_trace(out_a, sets) or \
                 check_link_bytes(out_a) or check_computed_tokens(out_a) or \
-                check_trace_bytes(out_a)
+                check_trace_bytes(out_a) or check_peaks(out_a)
             if not violation and sc != 'whisper_large_v3_encdec':
                 violation = check_trace_lengths(out_a, case_trace(repo, sets))
             if violation:
