@@ -61,6 +61,24 @@ std::string resources(const report::Summary& s) {
   return out;
 }
 
+// The link kind of kBusyLinks whose busiest instance was busy the largest share of the window,
+// as "disk_write 45%" (the first in column order on a tie), or "-" when no link moved bytes.
+std::string busiest_link(const report::Summary& s) {
+  const char* name = nullptr;
+  double busiest = 0;
+  for (const char* link : kBusyLinks) {
+    auto it = s.link_busy_fraction.find(link);
+    if (it != s.link_busy_fraction.end() && it->second > busiest) {
+      busiest = it->second;
+      name = link;
+    }
+  }
+  if (name == nullptr) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%s %.0f%%", name, 100 * busiest);
+  return buf;
+}
+
 std::string csv_line(const std::vector<Axis>& axes, const Point* p) {
   std::string out;
   char buf[512];
@@ -100,16 +118,16 @@ std::string screen_table(const std::vector<Axis>& axes, const std::vector<Point>
     std::snprintf(buf, sizeof buf, "%-*s  ", static_cast<int>(width[i]), axes[i].key.c_str());
     out += buf;
   }
-  out += "   hit rate   TTFT p50 ms   TTFT p99 ms   out tok/s   goodput req/s\n";
+  out += "   hit rate   TTFT p50 ms   TTFT p99 ms   out tok/s   goodput req/s   busiest link\n";
   for (const Point& p : points) {
     for (size_t i = 0; i < axes.size(); ++i) {
       std::snprintf(buf, sizeof buf, "%-*s  ", static_cast<int>(width[i]), p.values[i].c_str());
       out += buf;
     }
     const report::Summary& s = p.summary;
-    std::snprintf(buf, sizeof buf, "%10.2f%% %13.1f %13.1f %11.0f %15.3f\n",
+    std::snprintf(buf, sizeof buf, "%10.2f%% %13.1f %13.1f %11.0f %15.3f   %s\n",
                   100 * (s.gpu_hit_rate + s.lmcache_hit_rate), s.ttft.p50, s.ttft.p99,
-                  s.output_token_throughput, s.goodput);
+                  s.output_token_throughput, s.goodput, busiest_link(s).c_str());
     out += buf;
   }
   return out;

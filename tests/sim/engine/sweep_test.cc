@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
+#include <cmath>
 #include <map>
 #include <sstream>
 #include <string>
@@ -108,7 +109,8 @@ TEST(Sweep, TheTableGivesTheShareOfPromptTokensWhoseLoadFailed) {
 // sweep.csv says what each point needed: the fullest instance's KV usage, each LMCache tier's
 // peak and how busy the busiest instance's links were, as the point's summary.json says. A 1-GiB
 // CPU tier per instance fills (4 instances: 4 GiB); a 200-GiB one holds these 150 requests' chunks
-// without filling; both write every stored chunk to the disk and the remote store.
+// without filling; both write every stored chunk to the disk and the remote store, and the
+// table on stdout names the disk's writes as each point's busiest link.
 TEST(Sweep, TheTableGivesWhatEachPointNeeded) {
   const std::string dir = kvtwin::testing::scratch_dir();
   SweepOptions o;
@@ -142,6 +144,19 @@ TEST(Sweep, TheTableGivesWhatEachPointNeeded) {
     EXPECT_GT(std::stod(row.at("disk_write_busy")), 0);
     EXPECT_GT(std::stod(row.at("nic_tx_busy")), 0);
     EXPECT_GT(std::stod(row.at("remote_peak_gib")), 0);
+  }
+  // The table on stdout names each point's busiest link: here the disk's writes.
+  o.quiet = false;
+  o.out = dir + "/again";
+  ::testing::internal::CaptureStdout();
+  ASSERT_EQ(run_sweep(o), 0);
+  const std::string table = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(table.find("busiest link\n"), std::string::npos) << table;
+  for (const auto& row : rows) {
+    const std::string want =
+        "disk_write " + std::to_string(std::lround(100 * std::stod(row.at("disk_write_busy")))) +
+        "%\n";
+    EXPECT_NE(table.find(want), std::string::npos) << want << table;
   }
   EXPECT_GT(std::stod(rows[0].at("cpu_peak_gib")), 3.9);
   EXPECT_LE(std::stod(rows[0].at("cpu_peak_gib")), 4.0);
