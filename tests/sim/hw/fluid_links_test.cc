@@ -124,6 +124,7 @@ TEST(FluidLinks, ByteCountsAreWholeAndExact) {
   EXPECT_EQ(mid[0].bytes, std::floor(mid[0].bytes));
   EXPECT_GT(mid[0].bytes, 0);
   EXPECT_LE(mid[0].bytes, 7.3e8 * 6e-3);
+  EXPECT_EQ(mid[1].bytes, std::floor(mid[1].bytes));
   EXPECT_LE(mid[1].bytes, on_b);
   sim.run();
   EXPECT_EQ(links.num_active(), 0u);
