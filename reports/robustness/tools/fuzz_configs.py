@@ -15,7 +15,7 @@ and two more output checks: the SLO attainment against requests.csv and the trac
 (check_slo_and_trace); stop 28 the link bytes against the tokens LMCache moved
 (check_link_bytes), the tokens the steps computed against the requests' (check_computed_tokens)
 trace.json's transfers against the link bytes (check_trace_bytes) and the occupancy peaks against
-timeseries.csv (check_peaks)).
+timeseries.csv (check_peaks) and each request's load against its hits (check_request_loads)).
 
 usage: fuzz_configs.py KVTWIN REPO {lmcache|vllm} CASES SEED LOG
 
@@ -641,6 +641,33 @@ def check_peaks(out):
     return None
 
 
+def check_request_loads(out):
+    """Stop 28: each request's LMCache load, from requests.csv. A request whose LMCache hit h
+    (beyond vLLM's hit g, of a p-token prompt) was loaded once and in full (not preempted, no
+    failed load) loaded whole chunks from the one holding token g on: g + h tokens (+ 1 for a
+    whole-prompt hit, whose last token vLLM recomputes), less g rounded down to the chunk size;
+    a request without an LMCache hit loaded nothing. When g + h = p - 1 the file cannot tell a
+    whole-prompt hit from a hit that ends one token short (a one-token partial chunk not
+    cached): either load passes. The first violation, or None."""
+    import csv
+    import tomllib
+    with open(f'{out}/scenario.toml', 'rb') as f:
+        sc = tomllib.load(f)
+    if not sc['lmcache']['enabled']:
+        return None
+    chunk = sc['lmcache']['chunk_size']
+    for r in csv.DictReader(open(f'{out}/requests.csv')):
+        if r['rejected'] == '1' or r['preemptions'] != '0' or r['failed_load_tokens'] != '0':
+            continue
+        g, h, p = (int(r[k]) for k in ('gpu_hit_tokens', 'lmcache_hit_tokens', 'prompt_tokens'))
+        loaded = sum(int(r[f'{t}_loaded_tokens']) for t in ('cpu', 'disk', 'remote'))
+        want = 0 if h == 0 else g + h + (1 if g + h == p - 1 else 0) - g // chunk * chunk
+        if loaded != want and not (h > 0 and g + h == p - 1 and loaded == want - 1):
+            return f'request {r["index"]}: loaded {loaded} tokens, expected {want} ' \
+                f'(vLLM hit {g}, LMCache hit {h}, prompt {p})'
+    return None
+
+
 def check_computed_tokens(out):
     """Stop 28: without preemptions, failed KV loads or a warm-up, the engine's steps computed
     exactly what the requests needed: engine.steps x engine.mean_batch_tokens equals, over the
@@ -775,7 +802,7 @@ def fuzz_case(kvtwin, repo, rnd, i, sc, sets, work):
         if status == 'ok':
             violation = check_outputs(out_a) or check_slo_and_trace(out_a, sets) or \
                 check_link_bytes(out_a) or check_computed_tokens(out_a) or \
-                check_trace_bytes(out_a) or check_peaks(out_a)
+                check_trace_bytes(out_a) or check_peaks(out_a) or check_request_loads(out_a)
             if not violation and sc != 'whisper_large_v3_encdec':
                 violation = check_trace_lengths(out_a, case_trace(repo, sets))
             if violation:
