@@ -599,17 +599,27 @@ TRACE_PATH_LINKS = {'gpu->cpu': ['pcie_d2h'], 'cpu->gpu': ['pcie_h2d'],
 def check_trace_bytes(out):
     """Stop 28: trace.json's transfers add up to summary.json's link bytes, per path: gpu->cpu to
     pcie_d2h, cpu->gpu to pcie_h2d, cpu->disk to disk_write, disk->cpu to disk_read plus the
-    page cache's hits, cpu->remote to nic_tx and remote->cpu to nic_rx. Only for a whole run
-    written in full (no warm-up, no dropped event). The first violation, or None."""
+    page cache's hits, cpu->remote to nic_tx and remote->cpu to nic_rx; and its step events
+    are engine.steps, their tokens steps x mean_batch_tokens. Only for a whole run written in
+    full (no warm-up, no dropped event). The first violation, or None."""
     s = json.load(open(f'{out}/summary.json'))
     if not os.path.exists(f'{out}/trace.json') or 'warmup' in s or \
             s['engine']['trace_events_dropped']:
         return None
     moved = {}
+    steps = step_tokens = 0
     for e in json.load(open(f'{out}/trace.json'))['traceEvents']:
         path = e.get('args', {}).get('path') if e.get('ph') == 'X' else None
         if path is not None:
             moved[path] = moved.get(path, 0) + e['args']['bytes']
+        elif e.get('ph') == 'X' and e.get('name') == 'step':
+            steps += 1
+            step_tokens += e['args']['tokens']
+    engine = s['engine']
+    summed = engine['steps'] * engine['mean_batch_tokens']  # the mean has 9 digits
+    if steps != engine['steps'] or abs(step_tokens - summed) > 1e-8 * step_tokens + 0.5:
+        return f'trace.json has {steps} steps of {step_tokens} tokens, summary.json ' \
+            f'{engine["steps"]} of mean {engine["mean_batch_tokens"]}'
     hits = s['lmcache']['disk'].get('page_cache', {}).get('hit_bytes', 0)
     for path, links in TRACE_PATH_LINKS.items():
         want = sum(hits if k == '<page cache hits>' else
