@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -269,6 +270,40 @@ TEST(Cluster, TheStepsComputeExactlyTheTokensTheRequestsNeed) {
               needed)
         << budget;
   }
+}
+
+// LMCache loads whole chunks, from the one holding vLLM's last hit token on: a request whose
+// LMCache hit h (beyond vLLM's hit g, of a p-token prompt) was loaded once loads g + h tokens,
+// plus the last one when the hit was the whole prompt (vLLM recomputes it, LMCache loads it),
+// less g rounded down to the 256-token chunk; a request without an LMCache hit loads nothing.
+// The 70B scenario (CPU, disk and Redis tiers) on the example trace's first 600 requests; a
+// preempted request loads again when readmitted, so its rows are left out.
+TEST(Cluster, EachRequestLoadsWholeChunksFromVllmsLastHitOn) {
+  const scenario::Scenario s = cli::load_scenario(
+      kvtwin::testing::source_path("scenarios/llama31_70b_tp4_cpu_disk_redis.toml"),
+      {"workload.max_requests=600"});
+  Result r = harness::run_cluster(s,
+                                  kvtwin::testing::slurp(kvtwin::testing::source_path(
+                                      "traces/examples/mooncake_conversation_10min.jsonl")),
+                                  cli::workload_options(s));
+  ASSERT_EQ(r.summary.failed_load_tokens, 0u);
+  std::array<int, report::kNumTiers> loading{};
+  for (const auto& [index, rec] : r.records) {
+    if (rec.preemptions > 0 || rec.rejected) continue;
+    const int64_t g = rec.gpu_hit_tokens, h = rec.lmcache_hit_tokens, p = rec.prompt_tokens;
+    int64_t loaded = 0;
+    for (int t = 0; t < report::kNumTiers; ++t) {
+      loaded += rec.loaded_tokens[t];
+      loading[t] += rec.loaded_tokens[t] > 0;
+    }
+    // LMCache holds full chunks only (save_unfull_chunk off, the default), so a hit that ends
+    // at p - 1 was the whole prompt exactly when p is a multiple of the chunk.
+    const bool whole = h > 0 && g + h == p - 1 && p % 256 == 0;
+    const int64_t want = h == 0 ? 0 : g + h + (whole ? 1 : 0) - g / 256 * 256;
+    EXPECT_EQ(loaded, want) << index << ": g " << g << ", h " << h << ", p " << p;
+  }
+  // Loads from every tier took part.
+  for (int t = 0; t < report::kNumTiers; ++t) EXPECT_GT(loading[t], 0) << t;
 }
 
 }  // namespace
