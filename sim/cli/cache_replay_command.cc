@@ -13,7 +13,7 @@
 namespace kvtwin::sim::cli {
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+using scenario::kGiB;
 
 using Point = CacheReplayPoint;
 

@@ -43,10 +43,16 @@ struct Point {
 constexpr const char* kBusyLinks[] = {"pcie_h2d", "pcie_d2h", "disk_read", "disk_write",
                                       "nic_rx",   "nic_tx",   "remote_rx", "remote_tx"};
 
+// The share of the window the busiest instance's link of kind `link` moved bytes (0 without one).
+double busy_share(const report::Summary& s, const char* link) {
+  auto it = s.link_busy_fraction.find(link);
+  return it == s.link_busy_fraction.end() ? 0.0 : it->second;
+}
+
 // What the point needed: the fullest instance's KV usage, each LMCache tier's peak (GiB, every
 // rank and instance) and how busy the busiest instance's links were.
 std::string resources(const report::Summary& s) {
-  constexpr double kGiB = 1024.0 * 1024 * 1024;
+  using scenario::kGiB;
   char buf[128];
   std::snprintf(buf, sizeof buf, ",%.4f,%.3f,%.3f,%.3f", s.gpu_kv_usage_peak,
                 s.tier_bytes_peak[report::kTierCpu] / kGiB,
@@ -54,8 +60,7 @@ std::string resources(const report::Summary& s) {
                 s.tier_bytes_peak[report::kTierRemote] / kGiB);
   std::string out = buf;
   for (const char* link : kBusyLinks) {
-    auto it = s.link_busy_fraction.find(link);
-    std::snprintf(buf, sizeof buf, ",%.6f", it == s.link_busy_fraction.end() ? 0.0 : it->second);
+    std::snprintf(buf, sizeof buf, ",%.6f", busy_share(s, link));
     out += buf;
   }
   return out;
@@ -67,9 +72,8 @@ std::string busiest_link(const report::Summary& s) {
   const char* name = nullptr;
   double busiest = 0;
   for (const char* link : kBusyLinks) {
-    auto it = s.link_busy_fraction.find(link);
-    if (it != s.link_busy_fraction.end() && it->second > busiest) {
-      busiest = it->second;
+    if (busy_share(s, link) > busiest) {
+      busiest = busy_share(s, link);
       name = link;
     }
   }

@@ -277,7 +277,7 @@ void Cluster::report_links() {
   const Counters& base = baseline_;
   recorder_->set_gpu_evictions(static_cast<int64_t>(now.gpu_evictions - base.gpu_evictions));
   if (!connectors_.empty()) {
-    constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+    using scenario::kGiB;
     const double ranks =
         static_cast<double>(connectors_.front()->tier_ranks()) * s_.cluster.instances;
     recorder_->set_tier_capacity(report::kTierCpu, s_.lmcache.max_local_cpu_size_gb * kGiB * ranks);

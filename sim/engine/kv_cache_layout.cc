@@ -15,7 +15,7 @@ using model::vllm::KVCacheGroupSpec;
 using model::vllm::KVCacheSpec;
 using model::vllm::KVCacheSpecKind;
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+using scenario::kGiB;
 
 struct LayerSpec {
   std::string name;

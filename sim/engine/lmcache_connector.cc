@@ -13,7 +13,7 @@ namespace kvtwin::sim::engine {
 namespace lm = model::lmcache;
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+using scenario::kGiB;
 
 lm::KvDtype kv_dtype(const hw::ModelGeometry& g) {
   if (g.kv_bytes == 1) return lm::KvDtype::kFp8E4m3fn;

@@ -41,8 +41,8 @@ ModeledMover::ModeledMover(Simulator* sim, const scenario::LinksConfig& links, i
       InstanceLinks& l = instances_[static_cast<size_t>(i)];
       l.page_cache = add("page_cache", i, links.page_cache_gbps);
       l.page_cache_write = add("page_cache_write", i, links.page_cache_write_gbps);
-      page_caches_.push_back(std::make_unique<PageCache>(
-          static_cast<uint64_t>(links.page_cache_gb * 1024.0 * 1024.0 * 1024.0)));
+      page_caches_.push_back(
+          std::make_unique<PageCache>(static_cast<uint64_t>(links.page_cache_gb * scenario::kGiB)));
     }
     dirty_bytes_.assign(static_cast<size_t>(num_instances), 0);
     writeback_queued_.assign(static_cast<size_t>(num_instances), 0);

@@ -18,7 +18,7 @@
 namespace kvtwin::sim::report {
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+using scenario::kGiB;
 
 double ms(SimDuration ns) {
   return static_cast<double>(ns) * 1e-6;

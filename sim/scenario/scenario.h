@@ -17,6 +17,9 @@
 
 namespace kvtwin::sim::scenario {
 
+// Bytes in one GiB, the unit of every _gb field.
+inline constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
 struct RunConfig {
   std::string name = "default";
   uint64_t seed = 0;

@@ -314,6 +314,21 @@ def case_loop(prefix, one_case):
     print(f'{cases} cases, {bad} bad')
 
 
+_TRACE_EVENTS = {}
+
+
+def trace_events(path):
+    """trace.json's events, parsed once per written file: three checks read them, and a file is
+    known by its path, size and modification time (each case rewrites the same path)."""
+    st = os.stat(path)
+    key = (path, st.st_size, st.st_mtime_ns)
+    if key not in _TRACE_EVENTS:
+        _TRACE_EVENTS.clear()
+        events = json.load(open(path))
+        _TRACE_EVENTS[key] = events['traceEvents'] if isinstance(events, dict) else events
+    return _TRACE_EVENTS[key]
+
+
 def check_trace_lengths(out, trace_path):
     """Stop 22: every request's prompt_tokens is its trace row's input length, and a finished
     request generated its row's output length (when prompt + output fit vllm.max_model_len);
@@ -337,8 +352,7 @@ def check_trace_lengths(out, trace_path):
             return f'request {r["index"]}: output_tokens {r["output_tokens"]}, trace {output}'
     if not os.path.exists(f'{out}/trace.json'):  # output.chrome_trace off: check_slo_and_trace
         return None
-    events = json.load(open(f'{out}/trace.json'))['traceEvents']
-    for e in events:
+    for e in trace_events(f'{out}/trace.json'):
         if e.get('dur', 0) < 0:
             return f'trace.json event with a negative duration: {e}'
     return None
@@ -503,9 +517,7 @@ def check_slo_and_trace(out, sets):
     path = f'{out}/trace.json'
     if not output['chrome_trace']:
         return 'trace.json written with output.chrome_trace off' if os.path.exists(path) else None
-    events = json.load(open(path))
-    events = events['traceEvents'] if isinstance(events, dict) else events
-    kept = sum(1 for e in events if e.get('ph') != 'M')
+    kept = sum(1 for e in trace_events(path) if e.get('ph') != 'M')
     cap = output['chrome_trace_max_events']
     dropped = s['engine'].get('trace_events_dropped', 0)
     if kept > cap or (dropped > 0 and kept != cap):
@@ -608,7 +620,7 @@ def check_trace_bytes(out):
         return None
     moved = {}
     steps = step_tokens = 0
-    for e in json.load(open(f'{out}/trace.json'))['traceEvents']:
+    for e in trace_events(f'{out}/trace.json'):
         path = e.get('args', {}).get('path') if e.get('ph') == 'X' else None
         if path is not None:
             moved[path] = moved.get(path, 0) + e['args']['bytes']

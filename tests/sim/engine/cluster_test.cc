@@ -4,9 +4,7 @@
 
 #include <array>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <sstream>
 
 #include "sim/cli/common.h"
 #include "sim/cli/run_command.h"
@@ -212,12 +210,7 @@ TEST(Cluster, ShortPoolPreemptsTheLastRunningRequest) {
   EXPECT_EQ(r.records.at(1).output_tokens, 60);
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using kvtwin::testing::slurp;
 
 // Same scenario, same seed → byte-identical run directories.
 TEST(Cluster, TwoRunsWriteIdenticalBytes) {
@@ -246,13 +239,11 @@ TEST(Cluster, TwoRunsWriteIdenticalBytes) {
 // prefill under a 2,048-token budget splits prompts over more steps without adding or losing a
 // token. The default scenario (LMCache CPU tier, four instances), 300 requests at half rate.
 TEST(Cluster, TheStepsComputeExactlyTheTokensTheRequestsNeed) {
-  const std::string trace = kvtwin::testing::slurp(
-      kvtwin::testing::source_path("traces/examples/mooncake_conversation_10min.jsonl"));
   for (const char* budget : {"8192", "2048"}) {
     const scenario::Scenario s =
         cli::load_scenario("", {"workload.max_requests=300", "workload.rate_scale=0.5",
                                 std::string("vllm.max_num_batched_tokens=") + budget});
-    Result r = harness::run_cluster(s, trace, cli::workload_options(s));
+    Result r = harness::run_on_example_trace(s);
     ASSERT_EQ(r.records.size(), 300u);
     ASSERT_EQ(r.summary.preemptions, 0u) << budget;
     ASSERT_EQ(r.summary.failed_load_tokens, 0u) << budget;
@@ -275,18 +266,16 @@ TEST(Cluster, TheStepsComputeExactlyTheTokensTheRequestsNeed) {
 // LMCache loads whole chunks, from the one holding vLLM's last hit token on: a request whose
 // LMCache hit h (beyond vLLM's hit g, of a p-token prompt) was loaded once loads g + h tokens,
 // plus the last one when the hit was the whole prompt (vLLM recomputes it, LMCache loads it),
-// less g rounded down to the 256-token chunk; a request without an LMCache hit loads nothing.
+// less g rounded down to the chunk (256 tokens); a request without an LMCache hit loads nothing.
 // The 70B scenario (CPU, disk and Redis tiers) on the example trace's first 600 requests; a
 // preempted request loads again when readmitted, so its rows are left out.
 TEST(Cluster, EachRequestLoadsWholeChunksFromVllmsLastHitOn) {
   const scenario::Scenario s = cli::load_scenario(
       kvtwin::testing::source_path("scenarios/llama31_70b_tp4_cpu_disk_redis.toml"),
       {"workload.max_requests=600"});
-  Result r = harness::run_cluster(s,
-                                  kvtwin::testing::slurp(kvtwin::testing::source_path(
-                                      "traces/examples/mooncake_conversation_10min.jsonl")),
-                                  cli::workload_options(s));
+  Result r = harness::run_on_example_trace(s);
   ASSERT_EQ(r.summary.failed_load_tokens, 0u);
+  const int64_t chunk = s.lmcache.chunk_size;
   std::array<int, report::kNumTiers> loading{};
   for (const auto& [index, rec] : r.records) {
     if (rec.preemptions > 0 || rec.rejected) continue;
@@ -298,8 +287,8 @@ TEST(Cluster, EachRequestLoadsWholeChunksFromVllmsLastHitOn) {
     }
     // LMCache holds full chunks only (save_unfull_chunk off, the default), so a hit that ends
     // at p - 1 was the whole prompt exactly when p is a multiple of the chunk.
-    const bool whole = h > 0 && g + h == p - 1 && p % 256 == 0;
-    const int64_t want = h == 0 ? 0 : g + h + (whole ? 1 : 0) - g / 256 * 256;
+    const bool whole = h > 0 && g + h == p - 1 && p % chunk == 0;
+    const int64_t want = h == 0 ? 0 : g + h + (whole ? 1 : 0) - g / chunk * chunk;
     EXPECT_EQ(loaded, want) << index << ": g " << g << ", h " << h << ", p " << p;
   }
   // Loads from every tier took part.

@@ -2,8 +2,10 @@
 
 #include <fstream>
 
+#include "sim/cli/common.h"
 #include "sim/engine/cluster.h"
 #include "sim/scenario/scenario_loader.h"
+#include "tests/support/command.h"
 #include "tests/support/paths.h"
 
 namespace kvtwin::sim::engine::harness {
@@ -49,6 +51,13 @@ RunResult run_cluster(const scenario::Scenario& s, const std::string& trace,
   c.run(nullptr);
   r.summary = rec.finish(c.now());
   return r;
+}
+
+RunResult run_on_example_trace(const scenario::Scenario& s) {
+  return run_cluster(s,
+                     kvtwin::testing::slurp(kvtwin::testing::source_path(
+                         "traces/examples/mooncake_conversation_10min.jsonl")),
+                     cli::workload_options(s));
 }
 
 }  // namespace kvtwin::sim::engine::harness

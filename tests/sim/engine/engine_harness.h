@@ -40,4 +40,8 @@ scenario::Scenario lmcache_cpu_scenario(const std::string& name,
 RunResult run_cluster(const scenario::Scenario& s, const std::string& trace,
                       const workload::WorkloadOptions& options = {});
 
+// Runs the scenario on traces/examples/mooncake_conversation_10min.jsonl through the workload
+// options `kvtwin run` takes from it (rate scale, request cap, window, synthetic prefixes).
+RunResult run_on_example_trace(const scenario::Scenario& s);
+
 }  // namespace kvtwin::sim::engine::harness

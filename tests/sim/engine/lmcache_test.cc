@@ -1,14 +1,12 @@
 // LMCache inside the simulated engine: hits, loads, stores and failed loads, computed by hand.
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <map>
 
 #include "sim/cli/common.h"
 #include "sim/engine/cluster.h"
 #include "sim/scenario/scenario_loader.h"
 #include "tests/sim/engine/engine_harness.h"
-#include "tests/support/command.h"
 #include "tests/support/paths.h"
 
 namespace kvtwin::sim::engine {
@@ -630,10 +628,7 @@ Result layerwise_70b(const char* cpu_gb, int instances, int requests) {
        "workload.max_requests=" + std::to_string(requests), "workload.rate_scale=0.2",
        "lmcache.use_layerwise=true", "lmcache.remote=false", "lmcache.max_local_disk_size_gb=20",
        "lmcache.chunk_size=64", "vllm.num_gpu_blocks=3000"});
-  return harness::run_cluster(s,
-                              kvtwin::testing::slurp(kvtwin::testing::source_path(
-                                  "traces/examples/mooncake_conversation_10min.jsonl")),
-                              cli::workload_options(s));
+  return harness::run_on_example_trace(s);
 }
 
 // Every layer written to disk was first copied from the GPU: disk_write is one GPU's pcie_d2h
@@ -658,10 +653,12 @@ TEST(LmcacheEngine, ALayerwiseLoadThatRaisesLeavesTheStepsStoresWhole) {
 }
 
 // A layerwise store that raised (an eviction meeting a chunk without all its layers, an upstream
-// defect reproduced by default) drops the step's stores, not its loads, and the layers already
-// put, which reached the CPU tier and are written to disk, count as copied. Before, it counted a
-// stalled load and recomputed the step's loads, and its put layers went to disk uncharged.
-TEST(LmcacheEngine, ALayerwiseStoreThatRaisesChargesTheLayersItPut) {
+// defect reproduced by default) drops the step's stores, not its loads: no stalled load, and no
+// layer reaches the disk without its copy. Before, it counted a stalled load and recomputed the
+// step's loads, and end_step put another layer of the other stores, to disk, uncharged. (Here
+// every store raises in its first step, before any layer is put; what abandon_stores reports of
+// layers already put is VllmAdapter.AbandonedLayerwiseStoresReportTheLayersTheyPut's.)
+TEST(LmcacheEngine, ALayerwiseStoreThatRaisesDropsTheStepsStoresNotItsLoads) {
   Result r = layerwise_70b("0.5", 2, 150);
   EXPECT_GE(r.summary.failed_stores, 1u);
   EXPECT_EQ(r.summary.stalled_loads, 0u);
