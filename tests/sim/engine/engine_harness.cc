@@ -1,5 +1,6 @@
 #include "tests/sim/engine/engine_harness.h"
 
+#include <algorithm>
 #include <fstream>
 
 #include "sim/cli/common.h"
@@ -40,10 +41,11 @@ scenario::Scenario lmcache_cpu_scenario(const std::string& name,
       name, sets);
 }
 
-RunResult run_cluster(const scenario::Scenario& s, const std::string& trace,
-                      const workload::WorkloadOptions& options) {
-  workload::Workload w(workload::open_trace_bytes("<t>", trace, workload::TraceFormat::kAuto),
-                       options);
+namespace {
+
+RunResult run_reader(const scenario::Scenario& s, std::unique_ptr<workload::TraceReader> reader,
+                     const workload::WorkloadOptions& options) {
+  workload::Workload w(std::move(reader), options);
   report::RunRecorder rec(s, "<t>", "");
   Cluster c(s, &w, &rec);
   RunResult r;
@@ -53,11 +55,39 @@ RunResult run_cluster(const scenario::Scenario& s, const std::string& trace,
   return r;
 }
 
+}  // namespace
+
+RunResult run_cluster(const scenario::Scenario& s, const std::string& trace,
+                      const workload::WorkloadOptions& options) {
+  return run_reader(s, workload::open_trace_bytes("<t>", trace, workload::TraceFormat::kAuto),
+                    options);
+}
+
 RunResult run_on_example_trace(const scenario::Scenario& s) {
   return run_cluster(s,
                      kvtwin::testing::slurp(kvtwin::testing::source_path(
                          "traces/examples/mooncake_conversation_10min.jsonl")),
                      cli::workload_options(s));
+}
+
+RunResult run_on_scenario_trace(const scenario::Scenario& s) {
+  return run_reader(s, cli::open_scenario_trace(s, ""), cli::workload_options(s));
+}
+
+int64_t tokens_the_requests_need(const RunResult& r) {
+  int64_t needed = 0;
+  for (const auto& [index, rec] : r.records)
+    if (!rec.rejected)
+      needed += rec.prompt_tokens - rec.gpu_hit_tokens - rec.lmcache_hit_tokens +
+                std::max<int64_t>(rec.output_tokens - 1, 0);
+  return needed;
+}
+
+int64_t whole_chunk_load(const report::RequestRecord& rec, int64_t chunk) {
+  const int64_t g = rec.gpu_hit_tokens, h = rec.lmcache_hit_tokens, p = rec.prompt_tokens;
+  if (h == 0) return 0;
+  const bool whole = g + h == p - 1 && p % chunk == 0;
+  return g + h + (whole ? 1 : 0) - g / chunk * chunk;
 }
 
 }  // namespace kvtwin::sim::engine::harness

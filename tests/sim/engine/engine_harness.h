@@ -44,4 +44,21 @@ RunResult run_cluster(const scenario::Scenario& s, const std::string& trace,
 // options `kvtwin run` takes from it (rate scale, request cap, window, synthetic prefixes).
 RunResult run_on_example_trace(const scenario::Scenario& s);
 
+// Runs the scenario on its own workload.trace (relative to its file; the embedded default trace
+// when none) through the same workload options, as `kvtwin run --scenario` does.
+RunResult run_on_scenario_trace(const scenario::Scenario& s);
+
+// What the engine must compute for r's requests when none was preempted and no load failed:
+// each served prompt's tokens that neither vLLM's prefix cache nor LMCache held, then one decode
+// token per output token after the first (the prefill's last position samples the first).
+int64_t tokens_the_requests_need(const RunResult& r);
+
+// The tokens a request admitted once loads from LMCache's tiers: whole `chunk`-token chunks from
+// the one holding vLLM's last hit token on. With vLLM's hit g and LMCache's hit h beyond it (of a
+// p-token prompt): g + h, plus the last token when the hit was the whole prompt (vLLM recomputes
+// it, LMCache loads it), less g rounded down to the chunk; nothing without an LMCache hit.
+// LMCache holds full chunks only (save_unfull_chunk off), so a hit ending at p - 1 was the whole
+// prompt exactly when p is a multiple of the chunk.
+int64_t whole_chunk_load(const report::RequestRecord& rec, int64_t chunk);
+
 }  // namespace kvtwin::sim::engine::harness

@@ -114,5 +114,30 @@ TEST(KvCacheLayout, HybridModelsAreCheckedByTheirFirstGroupOnlyAsUpstream) {
   EXPECT_EQ(refusal(s).field(), "vllm.max_model_len");
 }
 
+// Whisper large-v3 (encoder-decoder): each of the 32 decoder layers has a self-attention layer
+// and a cross-attention layer over the encoder's output. Their pages are equal (16 tokens · 20 KV
+// heads · 64 · K and V · 2 bytes = 81,920 bytes) but their specs differ, so upstream makes one
+// group of each kind, 32 layers apiece: a block id is 32 pages. A request's cross-attention needs
+// cdiv(1,500 encoder tokens, 16) = 94 blocks.
+TEST(KvCacheLayout, WhisperHasASelfAndACrossAttentionGroupOfThirtyTwoLayers) {
+  const scenario::Scenario s = shipped("whisper_large_v3_encdec.toml", {});
+  const KvCacheLayout l = layout_of(s);
+  ASSERT_EQ(l.config.kv_cache_groups.size(), 2u);
+  const auto& self = l.config.kv_cache_groups[0];
+  const auto& cross = l.config.kv_cache_groups[1];
+  EXPECT_EQ(self.kv_cache_spec.kind, model::vllm::KVCacheSpecKind::kFullAttention);
+  EXPECT_EQ(cross.kv_cache_spec.kind, model::vllm::KVCacheSpecKind::kCrossAttention);
+  ASSERT_EQ(self.layer_names.size(), 32u);
+  ASSERT_EQ(cross.layer_names.size(), 32u);
+  EXPECT_EQ(self.layer_names[5], "layers.5");
+  EXPECT_EQ(cross.layer_names[5], "layers.5.cross");
+  EXPECT_EQ(l.page_bytes, 16 * 20 * 64 * 2 * 2);
+  EXPECT_EQ(l.layers_per_group, 32);
+  EXPECT_EQ(l.block_bytes, 32 * l.page_bytes);
+  EXPECT_EQ(l.num_blocks(),
+            static_cast<int64_t>(kv_memory(s) / static_cast<double>(l.block_bytes)));
+  EXPECT_FALSE(l.enable_caching);  // the scenario turns prefix caching off, as vLLM requires
+}
+
 }  // namespace
 }  // namespace kvtwin::sim::engine
