@@ -152,7 +152,6 @@ void write_plots(const std::string& dir, const std::vector<Axis>& axes,
   // series r % series: series s takes every `series`-th row from row s.
   const Axis& x = axes[0];
   const size_t series = points.size() / x.values.size();
-  const int nkeys = static_cast<int>(axes.size());
   std::string data;  // sweep.csv without its header
   for (const Point& p : points) data += csv_line(axes, &p);
   std::filesystem::create_directories(dir + "/plots");
@@ -168,12 +167,13 @@ void write_plots(const std::string& dir, const std::vector<Axis>& axes,
       report::gnuplot_text(x.key) + "'\n";
   const std::string xspec = numeric(x) ? "1" : "0";
   const std::string xtic = numeric(x) ? "" : ":xtic(1)";
+  const std::string header = csv_line(axes, nullptr);  // the columns, by name
   struct Metric {
     const char* label;
     int col;
-  } metrics[] = {{"hit rate (GPU + LMCache)", nkeys + 5},
-                 {"TTFT p50 (ms)", nkeys + 6},
-                 {"output tokens/s", nkeys + 10}};
+  } metrics[] = {{"hit rate (GPU + LMCache)", report::csv_column(header, "total_hit_rate")},
+                 {"TTFT p50 (ms)", report::csv_column(header, "ttft_p50_ms")},
+                 {"output tokens/s", report::csv_column(header, "output_tokens_per_s")}};
   for (const Metric& m : metrics) {
     gp += "set ylabel '" + std::string(m.label) + "'\nplot ";
     for (size_t s = 0; s < series; ++s) {

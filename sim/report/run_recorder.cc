@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "model/check.h"
 #include "sim/io/input_error.h"
 #include "sim/io/output_file.h"
 #include "sim/report/json_writer.h"
@@ -19,6 +20,11 @@ namespace kvtwin::sim::report {
 namespace {
 
 using scenario::kGiB;
+
+// timeseries.csv's header; the occupancy plot finds its columns by these names.
+constexpr char kTimeseriesHeader[] =
+    "t_s,running,waiting,gpu_kv_usage_mean,gpu_kv_usage_max,cpu_gib,disk_gib,remote_gib,"
+    "tokens_per_s,finished_per_s\n";
 
 double ms(SimDuration ns) {
   return static_cast<double>(ns) * 1e-6;
@@ -87,10 +93,7 @@ RunRecorder::RunRecorder(const scenario::Scenario& s, std::string trace_name, st
       "load_error,priority\n",
       requests_csv_);
   timeseries_csv_ = create(out_dir_ + "/timeseries.csv");
-  std::fputs(
-      "t_s,running,waiting,gpu_kv_usage_mean,gpu_kv_usage_max,cpu_gib,disk_gib,remote_gib,"
-      "tokens_per_s,finished_per_s\n",
-      timeseries_csv_);
+  std::fputs(kTimeseriesHeader, timeseries_csv_);
   if (s.output.chrome_trace) {
     trace_ =
         std::make_unique<ChromeTrace>(out_dir_ + "/trace.json", s.output.chrome_trace_max_events);
@@ -571,7 +574,6 @@ std::string RunRecorder::screen(const Summary& s) {
   return out;
 }
 
-// Runs `gnuplot script` in `dir` without a shell; returns its exit status (127: not installed).
 std::string gnuplot_text(const std::string& text) {
   std::string out;
   for (char c : text) {
@@ -585,6 +587,21 @@ std::string gnuplot_text(const std::string& text) {
   return out;
 }
 
+int csv_column(std::string_view header, std::string_view name) {
+  if (header.ends_with('\n')) header.remove_suffix(1);
+  int column = 1;
+  size_t start = 0;
+  for (;;) {
+    size_t end = header.find(',', start);
+    if (header.substr(start, end == std::string_view::npos ? end : end - start) == name)
+      return column;
+    KVTWIN_CHECK(end != std::string_view::npos) << "no column " << name << " in " << header;
+    start = end + 1;
+    ++column;
+  }
+}
+
+// Runs `gnuplot script` in `dir` without a shell; returns its exit status (127: not installed).
 int run_gnuplot(const std::string& dir, const std::string& script) {
   pid_t pid = fork();
   if (pid < 0) return -1;
@@ -652,18 +669,33 @@ void RunRecorder::write_plots() {
       gnuplot_text(s.scenario_name) +
       ": occupancy over time'\n"
       "set ylabel 'GPU KV pool used'\n"
-      "set yrange [0:1]\n"
-      "plot 'timeseries.csv' every ::1 using 1:4 with lines lw 2 title 'mean over instances', "
-      "'' every ::1 using 1:5 with lines title 'max'\n"
-      "set yrange [0:*]\n"
-      "set ylabel 'GiB'\n"
-      "plot 'timeseries.csv' every ::1 using 1:6 with lines lw 2 title 'cpu', "
-      "'' every ::1 using 1:7 with lines lw 2 title 'disk', "
-      "'' every ::1 using 1:8 with lines lw 2 title 'remote'\n"
-      "set ylabel 'requests'\n"
-      "plot 'timeseries.csv' every ::1 using 1:2 with lines lw 2 title 'running', "
-      "'' every ::1 using 1:3 with lines lw 2 title 'waiting'\n"
-      "unset multiplot\n";
+      "set yrange [0:1]\n";
+  // One panel: each curve is a timeseries.csv column against t_s, named by its header; `lw` is
+  // the line's width option ("" for gnuplot's thin default).
+  struct Curve {
+    const char* column;
+    const char* title;
+    const char* lw;
+  };
+  auto panel = [&](std::initializer_list<Curve> curves) {
+    const char* sep = "plot 'timeseries.csv'";
+    for (const Curve& c : curves) {
+      gp += std::string(sep) + " every ::1 using " +
+            std::to_string(csv_column(kTimeseriesHeader, "t_s")) + ":" +
+            std::to_string(csv_column(kTimeseriesHeader, c.column)) + " with lines" + c.lw +
+            " title '" + c.title + "'";
+      sep = ", ''";
+    }
+    gp += "\n";
+  };
+  panel({{"gpu_kv_usage_mean", "mean over instances", " lw 2"}, {"gpu_kv_usage_max", "max", ""}});
+  gp += "set yrange [0:*]\nset ylabel 'GiB'\n";
+  panel({{"cpu_gib", "cpu", " lw 2"},
+         {"disk_gib", "disk", " lw 2"},
+         {"remote_gib", "remote", " lw 2"}});
+  gp += "set ylabel 'requests'\n";
+  panel({{"running", "running", " lw 2"}, {"waiting", "waiting", " lw 2"}});
+  gp += "unset multiplot\n";
   write_text(out_dir_ + "/plots/plots.gp", gp);
   int rc = run_gnuplot(out_dir_, "plots/plots.gp");
   if (rc != 0 && rc != 127)  // 127: gnuplot is not installed; plots are optional

@@ -26,6 +26,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sim/mover.h"
@@ -252,5 +253,10 @@ int run_gnuplot(const std::string& dir, const std::string& script);
 // `text` for the inside of a single-quoted gnuplot string: quotes doubled, control characters
 // (which end a gnuplot line) as spaces.
 std::string gnuplot_text(const std::string& text);
+
+// The 1-based position of the column `name` in a comma-separated CSV header line (gnuplot's
+// `using` numbering), so that a plot names its columns instead of counting them.
+// REQUIRES: `name` is one of the header's columns.
+int csv_column(std::string_view header, std::string_view name);
 
 }  // namespace kvtwin::sim::report

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <map>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -166,6 +167,59 @@ TEST(Sweep, TheTableGivesWhatEachPointNeeded) {
   EXPECT_LE(std::stod(rows[0].at("cpu_peak_gib")), 4.0);
   EXPECT_GT(std::stod(rows[1].at("cpu_peak_gib")), 4.0);
   EXPECT_LT(std::stod(rows[1].at("cpu_peak_gib")), 800.0);
+}
+
+// The sweep's plots: hit rate, TTFT p50 and output throughput against the first varied key, one
+// curve per value of the other keys. Each panel plots the sweep.csv column its label names, from
+// plots/sweep.dat (sweep.csv without its header): series s takes every `series`-th row from row
+// s, as the grid's order puts the first key outermost. gnuplot draws plots/sweep.svg.
+TEST(Sweep, ThePlotsDrawEachMetricAgainstTheFirstKeyWithOneCurvePerOtherValue) {
+  const std::string dir = kvtwin::testing::scratch_dir();
+  SweepOptions o;
+  o.sets = {"workload.max_requests=60"};
+  o.vary = {"lmcache.max_local_cpu_size_gb=1,4", "cluster.router=round_robin,least_loaded"};
+  o.quiet = true;
+  o.out = dir;
+  ASSERT_EQ(run_sweep(o), 0);
+  const std::string csv = slurp(dir + "/sweep.csv");
+  const std::string header_line = csv.substr(0, csv.find('\n'));
+  EXPECT_EQ(slurp(dir + "/plots/sweep.dat"), csv.substr(header_line.size() + 1));
+  std::vector<std::string> header;
+  std::istringstream cells(header_line);
+  for (std::string c; std::getline(cells, c, ',');) header.push_back(c);
+
+  const std::string gp = slurp(dir + "/plots/sweep.gp");
+  static const std::regex re(
+      R"(set ylabel '([^']*)'\nplot ((?:,? ?'plots/sweep\.dat' every \d+::\d+ using \d+:\d+ with linespoints lw 2 title '[^']*')+))");
+  static const std::regex curve_re(
+      R"('plots/sweep\.dat' every (\d+)::(\d+) using (\d+):(\d+) with linespoints lw 2 title '([^']*)')");
+  const std::vector<std::pair<std::string, std::string>> panels = {
+      {"hit rate (GPU + LMCache)", "total_hit_rate"},
+      {"TTFT p50 (ms)", "ttft_p50_ms"},
+      {"output tokens/s", "output_tokens_per_s"}};
+  size_t panel = 0;
+  for (auto it = std::sregex_iterator(gp.begin(), gp.end(), re); it != std::sregex_iterator();
+       ++it, ++panel) {
+    ASSERT_LT(panel, panels.size()) << gp;
+    EXPECT_EQ((*it)[1], panels[panel].first);
+    const std::string plot = (*it)[2];
+    int series = 0;
+    for (auto c = std::sregex_iterator(plot.begin(), plot.end(), curve_re);
+         c != std::sregex_iterator(); ++c, ++series) {
+      EXPECT_EQ(std::stoi((*c)[1]), 2);       // two values of the second key
+      EXPECT_EQ(std::stoi((*c)[2]), series);  // from its own row
+      EXPECT_EQ(header.at(std::stoul((*c)[3]) - 1), "lmcache.max_local_cpu_size_gb");
+      EXPECT_EQ(header.at(std::stoul((*c)[4]) - 1), panels[panel].second) << (*it)[1];
+      EXPECT_EQ((*c)[5],
+                series == 0 ? "cluster.router=round_robin" : "cluster.router=least_loaded");
+    }
+    EXPECT_EQ(series, 2) << plot;
+  }
+  EXPECT_EQ(panel, panels.size()) << gp;
+  const std::string svg = slurp(dir + "/plots/sweep.svg");
+  ASSERT_FALSE(svg.empty()) << "plots/sweep.svg is missing: is gnuplot-nox installed?";
+  for (const char* text : {"<svg", "</svg>", "TTFT p50 (ms)", "cluster.router=least_loaded"})
+    EXPECT_NE(svg.find(text), std::string::npos) << text;
 }
 
 }  // namespace
