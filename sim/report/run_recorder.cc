@@ -78,6 +78,8 @@ RunRecorder::RunRecorder(const scenario::Scenario& s, std::string trace_name, st
   summary_.instances = s.cluster.instances;
   summary_.scheduling = s.vllm.async_scheduling ? "async" : "sync";
   summary_.has_warmup = s.workload.warmup_s > 0;
+  summary_.prefix_caching = s.vllm.enable_prefix_caching;
+  summary_.lmcache_enabled = s.lmcache.enabled;
   summary_.blocking_get_timeouts.timeout_s = s.lmcache.blocking_timeout_secs;
   if (summary_.has_warmup) measure_from_ = kSimTimeMax;
   if (out_dir_.empty()) return;
@@ -386,6 +388,7 @@ std::string RunRecorder::summary_json(const Summary& s) {
   }
   j.key("gpu_prefix_cache");
   j.begin_object();
+  j.field("enabled", s.prefix_caching);
   j.field("prompt_tokens", s.prompt_tokens);
   j.field("hit_tokens", s.gpu_hit_tokens);
   j.field("hit_rate", s.gpu_hit_rate);
@@ -399,6 +402,7 @@ std::string RunRecorder::summary_json(const Summary& s) {
   j.end_object();
   j.key("lmcache");
   j.begin_object();
+  j.field("enabled", s.lmcache_enabled);
   j.field("hit_tokens", s.lmcache_hit_tokens);
   j.field("hit_rate", s.lmcache_hit_rate);
   j.field("failed_load_tokens", s.failed_load_tokens);
@@ -510,12 +514,19 @@ std::string RunRecorder::screen(const Summary& s) {
          k.ttft.mean, k.ttft.p50, k.ttft.p90, k.ttft.p99,
          static_cast<unsigned long long>(k.finished), 100 * k.slo_attainment);
   }
-  line("GPU cache   %.1f%% prefix hit rate, KV usage peak %.0f%% mean %.0f%%, %llu preemptions\n",
-       100 * s.gpu_hit_rate, 100 * s.gpu_kv_usage_peak, 100 * s.gpu_kv_usage_mean,
-       static_cast<unsigned long long>(s.preemptions));
-  line("LMCache     %.1f%% hit rate beyond the GPU (cpu %.1f%%, disk %.1f%%, remote %.1f%%)\n",
-       100 * s.lmcache_hit_rate, 100 * s.tier_hit_rate[0], 100 * s.tier_hit_rate[1],
-       100 * s.tier_hit_rate[2]);
+  // A cache that is off says so, rather than showing a hit rate of 0.
+  if (s.prefix_caching)
+    line("GPU cache   %.1f%% prefix hit rate, ", 100 * s.gpu_hit_rate);
+  else
+    line("GPU cache   prefix caching off, ");
+  line("KV usage peak %.0f%% mean %.0f%%, %llu preemptions\n", 100 * s.gpu_kv_usage_peak,
+       100 * s.gpu_kv_usage_mean, static_cast<unsigned long long>(s.preemptions));
+  if (s.lmcache_enabled)
+    line("LMCache     %.1f%% hit rate beyond the GPU (cpu %.1f%%, disk %.1f%%, remote %.1f%%)\n",
+         100 * s.lmcache_hit_rate, 100 * s.tier_hit_rate[0], 100 * s.tier_hit_rate[1],
+         100 * s.tier_hit_rate[2]);
+  else
+    line("LMCache     off\n");
   if (s.failed_load_tokens > 0 || s.stalled_loads > 0)
     line(
         "  failures  %llu tokens recomputed after failed loads, %llu loads upstream would block "

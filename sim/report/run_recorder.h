@@ -100,7 +100,10 @@ struct Summary {
   double goodput = 0;                  // requests/s meeting both SLOs
   double slo_attainment = 0;
   LatencyStats ttft, tpot, itl, e2e, queue;
-  // Caches.
+  // Caches. prefix_caching: vLLM's prefix cache is on (vllm.enable_prefix_caching, and not a
+  // Mamba hybrid with mamba_cache_mode "none"); lmcache_enabled: lmcache.enabled.
+  bool prefix_caching = true;
+  bool lmcache_enabled = false;
   uint64_t prompt_tokens = 0;
   uint64_t gpu_hit_tokens = 0;
   double gpu_hit_rate = 0;
@@ -192,6 +195,7 @@ class RunRecorder {
                int64_t num_reqs);
   void on_transfer(const Transfer& t, const TransferResult& r);
   void set_gpu_evictions(int64_t n) { summary_.gpu_evictions = n; }
+  void set_prefix_caching(bool on) { summary_.prefix_caching = on; }
   void set_tier_evictions(int tier, uint64_t n) { summary_.tier_evictions[tier] = n; }
   void set_tier_capacity(int tier, double bytes) { summary_.tier_capacity_bytes[tier] = bytes; }
   void set_lmcache_failures(uint64_t stalled_loads, uint64_t failed_stores,

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -160,6 +161,36 @@ TEST(Cli, QuietRunPrintsNothingAndWritesTheRunDirectory) {
   EXPECT_EQ(o.out, "");
   for (const char* f : {"summary.json", "requests.csv", "timeseries.csv", "scenario.toml"})
     EXPECT_TRUE(std::ifstream(dir + "/run/" + f).good()) << f;
+}
+
+// Without -q, `kvtwin run` (the README's main command) prints the one-screen summary on stdout,
+// and nothing on stderr when it is not a terminal (no progress bar): at most 24 lines, the
+// run's figures as summary.json gives them, its wall time and where its outputs went.
+TEST(Cli, ARunPrintsItsSummaryOnOneScreen) {
+  const std::string dir = kvtwin::testing::scratch_dir();
+  const auto r =
+      kvtwin::testing::run_kvtwin("run --set workload.max_requests=40 --out " + dir + "/run");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  std::vector<std::string> lines;
+  std::istringstream in(r.out);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  ASSERT_GE(lines.size(), 12u) << r.out;
+  EXPECT_LE(lines.size(), 24u) << r.out;
+  EXPECT_EQ(lines[0], "kvtwin run: default  (4 instances, async scheduling)");
+  EXPECT_EQ(lines[1], "trace       <embedded traces/examples/mooncake_conversation_10min.jsonl>");
+  const std::string summary = kvtwin::testing::slurp(dir + "/run/summary.json");
+  char want[160];
+  std::snprintf(want, sizeof want,
+                "requests    40 finished, 0 rejected, 0 failed (KV load errors), over %.1f s "
+                "simulated",
+                kvtwin::testing::number_after(summary, "\"duration_s\": "));
+  EXPECT_EQ(lines[2], want);
+  std::snprintf(want, sizeof want, "GPU cache   %.1f%% prefix hit rate,",
+                100 * kvtwin::testing::number_after(summary, "\"hit_rate\": "));
+  EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
+  EXPECT_EQ(lines[lines.size() - 2].rfind("wall time   ", 0), 0u) << r.out;
+  EXPECT_EQ(lines.back(), "outputs     " + dir + "/run/");
 }
 
 // `trace convert --scenario` writes the requests the scenario replays (scaled arrivals, the

@@ -80,6 +80,8 @@ TEST_P(ShippedScenario, ItsFirstRequestsEndAsVllmEndsThem) {
   EXPECT_EQ(r.summary.loaded_tokens, loaded);
   EXPECT_EQ(gpu_hits > 0, layout.enable_caching) << gpu_hits;
   EXPECT_EQ(lmcache_hits > 0, s.lmcache.enabled) << lmcache_hits;
+  EXPECT_EQ(r.summary.prefix_caching, layout.enable_caching);
+  EXPECT_EQ(r.summary.lmcache_enabled, s.lmcache.enabled);
 }
 
 // At a quarter of the shipped rate no request is preempted, and the engine computes exactly

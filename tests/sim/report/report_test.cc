@@ -61,6 +61,62 @@ TEST(RunRecorder, TheScreenSaysHowBusyEachLinkWas) {
       << screen;
 }
 
+// A cache that is off says so instead of a hit rate of 0; the LMCache lines of failures, health,
+// timeouts, async loading, bounded tiers and the page cache appear only when there is something
+// to say, each with its figures.
+TEST(RunRecorder, TheScreenSaysWhichCacheIsOffAndGivesOnlyTheFiguresThatHappened) {
+  Summary s;
+  s.prefix_caching = false;
+  std::string screen = RunRecorder::screen(s);
+  EXPECT_NE(
+      screen.find("\nGPU cache   prefix caching off, KV usage peak 0% mean 0%, 0 preemptions\n"
+                  "LMCache     off\n"),
+      std::string::npos)
+      << screen;
+  s.prefix_caching = true;
+  s.lmcache_enabled = true;
+  s.gpu_hit_rate = 0.25;
+  s.lmcache_hit_rate = 0.125;
+  s.tier_hit_rate = {0.1, 0.025, 0};
+  screen = RunRecorder::screen(s);
+  const std::string caches =
+      "GPU cache   25.0% prefix hit rate, KV usage peak 0% mean 0%, 0 preemptions\n"
+      "LMCache     12.5% hit rate beyond the GPU (cpu 10.0%, disk 2.5%, remote 0.0%)\n";
+  EXPECT_TRUE(screen.ends_with(caches)) << screen;  // nothing happened: no further line
+  s.failed_load_tokens = 512;
+  s.stalled_loads = 3;
+  s.failed_remote_writes = 7;
+  s.health = {.failed_remote_gets = 10, .unhealthy_periods = 2, .unhealthy_s = 600.5};
+  s.blocking_get_timeouts = {.timeout_s = 10, .fetches = 4, .chunks = 9};
+  s.async_loading.lookups = 100;
+  s.async_loading.timeouts = 1;
+  s.async_loading.prefetch_bytes = 3ull << 30;
+  s.async_loading.busy_waits = 5;
+  s.tier_capacity_bytes = {80.0 * (1 << 30), 0, 0};
+  s.tier_bytes_peak = {40.0 * (1 << 30), 0, 0};
+  s.tier_bytes_mean = {20.0 * (1 << 30), 0, 0};
+  s.tier_evictions = {11, 0, 0};
+  s.page_cache.capacity_bytes = 64.0 * (1 << 30);
+  s.page_cache.peak_bytes = 32.0 * (1 << 30);
+  s.page_cache.hit_bytes = 2ull << 30;
+  s.page_cache.miss_bytes = 1ull << 30;
+  screen = RunRecorder::screen(s);
+  EXPECT_TRUE(screen.ends_with(
+      caches +
+      "  failures  512 tokens recomputed after failed loads, 3 loads upstream would block on\n"
+      "  failures  7 layerwise objects never reached the remote tier (LMCache f4261ef6 cannot "
+      "serialize them; lmcache.upstream_fixes = true applies the fix)\n"
+      "  health    10 failed Redis reads; the health check failed 2 times, for 600.5 s in all "
+      "(summed over instances)\n"
+      "  timeouts  4 remote fetches waited over 10 s for a GET: upstream fails their last 9 "
+      "chunks, kvtwin loads them\n"
+      "  async     100 lookups, 1 timed out, 3.0 GiB prefetched per rank, 5 busy waits\n"
+      "  cpu       peak 40.0 GiB of 80.0 GiB, mean 20.0 GiB, 11 evictions\n"
+      "  page cache 2.0 GiB of disk reads from memory, 1.0 GiB from the device; peak 32.0 GiB of "
+      "64.0 GiB\n"))
+      << screen;
+}
+
 TEST(LogHistogram, QuantilesAreWithinOnePercentOfASample) {
   LogHistogram h;
   for (int i = 1; i <= 1000; ++i) h.add(SimDuration{i} * 1'000'000);  // 1..1000 ms
