@@ -8,6 +8,8 @@
 #include "sim/hw/model_geometry.h"
 #include "sim/io/input_error.h"
 #include "sim/io/output_file.h"
+#include "sim/report/json_writer.h"
+#include "sim/time.h"
 #include "sim/workload/trace_stats.h"
 #include "sim/workload/trace_writer.h"
 
@@ -28,6 +30,60 @@ workload::WorkloadOptions window_options(const scenario::Scenario& s) {
   return o;
 }
 
+// `kvtwin trace stats --json`: the figures of the text report as one JSON object (fields in
+// traces/README.md); counts and bytes whole, ratios as fractions. Without prefix information
+// the block fields are absent.
+std::string trace_stats_json(const workload::TraceStats& s, const std::string& name,
+                             double kv_bytes_per_token, const std::string& model) {
+  report::JsonWriter j;
+  j.begin_object();
+  j.field("trace", name);
+  j.field("requests", s.requests);
+  const double span = to_seconds(s.last_arrival - s.first_arrival);
+  j.field("span_s", span);
+  j.field("mean_rate_per_s", span > 0 ? static_cast<double>(s.requests) / span : 0.0);
+  auto dist = [&](const char* key, const workload::Percentiles& p) {
+    j.key(key);
+    j.begin_object();
+    j.field("mean", p.mean);
+    j.field("p50", p.p50);
+    j.field("p90", p.p90);
+    j.field("p99", p.p99);
+    j.field("max", p.max);
+    j.end_object();
+  };
+  dist("prompt_tokens", s.prompt_tokens);
+  dist("output_tokens", s.output_tokens);
+  j.field("sessions", s.sessions);
+  j.field("requests_with_ids", s.requests_with_ids);
+  auto ratio = [](uint64_t a, uint64_t b) {
+    return b == 0 ? 0.0 : static_cast<double>(a) / static_cast<double>(b);
+  };
+  if (s.requests_with_ids > 0) {
+    j.field("block_size", s.block_size);
+    j.field("block_refs", s.block_refs);
+    j.field("unique_blocks", s.unique_blocks);
+    j.field("prefix_reuse_blocks", ratio(s.prefix_hit_blocks, s.block_refs));
+    j.field("prefix_reuse_tokens", ratio(s.prefix_hit_tokens, s.tokens_with_ids));
+    j.field("working_set_tokens", s.unique_block_tokens);
+    j.field("working_set_bytes", static_cast<double>(s.unique_block_tokens) * kv_bytes_per_token);
+    if (s.window_s > 0) {
+      j.key("busiest_window");
+      j.begin_object();
+      j.field("window_s", s.window_s);
+      j.field("start_s", s.max_window_start_s);
+      j.field("unique_blocks", s.max_window_unique_blocks);
+      j.field("tokens", s.max_window_tokens);
+      j.field("bytes", static_cast<double>(s.max_window_tokens) * kv_bytes_per_token);
+      j.end_object();
+    }
+  }
+  j.field("kv_bytes_per_token", kv_bytes_per_token);
+  j.field("model", model);
+  j.end_object();
+  return j.str();
+}
+
 }  // namespace
 
 int run_trace_stats(const TraceStatsOptions& o) {
@@ -37,7 +93,7 @@ int run_trace_stats(const TraceStatsOptions& o) {
   workload::TraceStats stats = workload::compute_trace_stats(&w, o.window_s);
   double kv =
       static_cast<double>(hw::derive_geometry(s).kv_bytes_per_token) * s.gpu.tensor_parallel;
-  std::string text = o.json ? workload::trace_stats_json(stats, o.file, kv)
+  std::string text = o.json ? trace_stats_json(stats, o.file, kv, s.model.name)
                             : workload::format_trace_stats(stats, o.file, kv);
   if (!o.json)
     text += "KV bytes per token    " + std::to_string(static_cast<int64_t>(kv)) + " (" +

@@ -152,42 +152,4 @@ std::string format_trace_stats(const TraceStats& s, const std::string& name,
   return out;
 }
 
-std::string trace_stats_json(const TraceStats& s, const std::string& name,
-                             double kv_bytes_per_token) {
-  std::string out = "{";
-  char buf[256];
-  auto num = [&](const char* key, double v, bool last = false) {
-    std::snprintf(buf, sizeof buf, "\"%s\": %.10g%s", key, v, last ? "" : ", ");
-    out += buf;
-  };
-  out += "\"trace\": \"";
-  for (char c : name) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  out += "\", ";
-  num("requests", static_cast<double>(s.requests));
-  num("span_s", span_s(s));
-  num("prompt_tokens_mean", s.prompt_tokens.mean);
-  num("prompt_tokens_p50", s.prompt_tokens.p50);
-  num("prompt_tokens_p99", s.prompt_tokens.p99);
-  num("prompt_tokens_max", s.prompt_tokens.max);
-  num("output_tokens_mean", s.output_tokens.mean);
-  num("output_tokens_max", s.output_tokens.max);
-  num("sessions", static_cast<double>(s.sessions));
-  num("block_size", s.block_size);
-  num("block_refs", static_cast<double>(s.block_refs));
-  num("unique_blocks", static_cast<double>(s.unique_blocks));
-  num("prefix_reuse_blocks", ratio(s.prefix_hit_blocks, s.block_refs));
-  num("prefix_reuse_tokens", ratio(s.prefix_hit_tokens, s.tokens_with_ids));
-  double ws_tokens = static_cast<double>(s.unique_block_tokens);
-  num("working_set_tokens", ws_tokens);
-  num("working_set_bytes", ws_tokens * kv_bytes_per_token);
-  num("window_s", s.window_s);
-  num("max_window_unique_blocks", static_cast<double>(s.max_window_unique_blocks));
-  num("max_window_tokens", static_cast<double>(s.max_window_tokens));
-  num("max_window_start_s", s.max_window_start_s, true);
-  return out + "}\n";
-}
-
 }  // namespace kvtwin::sim::workload

@@ -52,9 +52,6 @@ TraceStats compute_trace_stats(Workload* workload, double window_s);
 // Human-readable report; `kv_bytes_per_token` > 0 adds the working set in bytes.
 std::string format_trace_stats(const TraceStats& s, const std::string& name,
                                double kv_bytes_per_token);
-// The same as one JSON object.
-std::string trace_stats_json(const TraceStats& s, const std::string& name,
-                             double kv_bytes_per_token);
 
 // Percentiles of a sample. Nearest rank: the ceil(q·n)-th smallest value. Linear:
 // numpy.percentile's default (as vllm bench serve reports): the virtual index q·(n − 1) blended

@@ -193,6 +193,44 @@ TEST(Cli, ARunPrintsItsSummaryOnOneScreen) {
   EXPECT_EQ(lines.back(), "outputs     " + dir + "/run/");
 }
 
+// `trace stats --json` gives the text report's figures: every count as printed, the reuse ratios
+// as the fractions the text rounds to percent, and the working set's bytes whole (tokens times
+// the scenario's KV bytes per token). A trace without block ids has no block fields.
+TEST(Cli, TraceStatsJsonGivesTheReportsFigures) {
+  using kvtwin::testing::number_after;
+  const std::string trace =
+      kvtwin::testing::source_path("traces/examples/mooncake_conversation_10min.jsonl");
+  const auto text = kvtwin::testing::run_kvtwin("trace stats --window-s 60 " + trace);
+  const auto json = kvtwin::testing::run_kvtwin("trace stats --json --window-s 60 " + trace);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const std::string& t = text.out;
+  const std::string& j = json.out;
+  EXPECT_EQ(number_after(j, "\"requests\": "), number_after(t, "requests "));
+  EXPECT_EQ(number_after(j, "\"block_refs\": "), number_after(t, "block references "));
+  EXPECT_EQ(number_after(j, "\"unique_blocks\": "), number_after(t, "unique blocks "));
+  EXPECT_EQ(number_after(j, "\"p90\": "), number_after(t, "p90 "));  // the prompts' first
+  EXPECT_NEAR(100 * number_after(j, "\"prefix_reuse_blocks\": "),
+              number_after(t, "prefix reuse ratio "), 0.005);
+  EXPECT_NEAR(100 * number_after(j, "\"prefix_reuse_tokens\": "), number_after(t, "of blocks, "),
+              0.005);
+  const double tokens = number_after(j, "\"working_set_tokens\": ");
+  EXPECT_EQ(tokens, number_after(t, "working set "));
+  const double per_token = number_after(j, "\"kv_bytes_per_token\": ");
+  EXPECT_EQ(per_token, number_after(t, "KV bytes per token "));
+  EXPECT_EQ(number_after(j, "\"working_set_bytes\": "), tokens * per_token);
+  EXPECT_NE(j.find("\"working_set_bytes\": 2282418339840,"), std::string::npos) << j;
+  EXPECT_EQ(number_after(j, "\"start_s\": "), number_after(t, " s from "));
+  EXPECT_EQ(number_after(j, "\"tokens\": "), number_after(t, " s = "));
+
+  const auto azure = kvtwin::testing::run_kvtwin(
+      "trace stats --json " +
+      kvtwin::testing::source_path("traces/azure_llm_2023/AzureLLMInferenceTrace_code.csv"));
+  ASSERT_EQ(azure.exit_code, 0) << azure.err;
+  EXPECT_EQ(number_after(azure.out, "\"requests_with_ids\": "), 0);
+  EXPECT_EQ(azure.out.find("block_size"), std::string::npos) << azure.out;
+}
+
 // `trace convert --scenario` writes the requests the scenario replays (scaled arrivals, the
 // window from time 0, synthetic prefix ids): replayed at rate scale 1 without those keys, the
 // file gives the run the scenario gives on the original trace, but for requests.csv's index
