@@ -5,10 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "model/vllm/request_block_hasher.h"
+#include "sim/engine/kv_connector.h"
 
 namespace kvtwin::sim::engine {
 namespace {
@@ -466,6 +469,104 @@ TEST(Scheduler, AsyncSchedulingAPreemptedRequestStopsFromTheWaitingQueue) {
   EXPECT_TRUE(x.waiting().empty());
   EXPECT_EQ(x.scheduler.num_running(), 1u);
   EXPECT_EQ(a->req->num_output_tokens(), 1);
+}
+
+// A connector that loads asynchronously (vLLM's WAITING_FOR_REMOTE_KVS, as a disaggregated-prefill
+// connector does; LMCache's loads are synchronous): it answers `external` tokens beyond the local
+// hits for the request named `async_id`, to be loaded while that request waits, and no tokens for
+// any other.
+struct AsyncLoadConnector : KvConnector {
+  std::string async_id;
+  int64_t external = 0;
+  std::vector<std::string> asked;  // requests looked up, in order
+  std::optional<Match> get_num_new_matched_tokens(EngineRequest& r, int64_t) override {
+    asked.push_back(r.id());
+    if (r.id() != async_id) return Match{};
+    return Match{external, /*load_async=*/true};
+  }
+  void update_state_after_alloc(EngineRequest&, const vllm::KVCacheBlocks&, int64_t) override {}
+  void build_connector_meta(const SchedulerOutput&) override {}
+  void request_finished(EngineRequest&) override {}
+};
+
+struct AsyncLoadRig : SchedulerRig {
+  static SchedulerConfig config() {
+    SchedulerConfig c;
+    c.max_num_batched_tokens = 64;
+    c.max_model_len = 1024;
+    c.block_size = 4;
+    c.recompute_kv_load_failures = true;
+    return c;
+  }
+  explicit AsyncLoadRig(AsyncLoadConnector* c)
+      : SchedulerRig(options(32, 4, /*caching=*/true), config()) {
+    scheduler = Scheduler(config(), &kv, c);
+  }
+  size_t blocks_of(const EngineRequest* r) { return kv.get_block_ids(r->id()).at(0).size(); }
+};
+
+// vLLM's scheduler with an asynchronous load: the request gets blocks for its external tokens
+// and waits, unscheduled and looked up only once, until the connector reports them received;
+// then it computes the rest, and a request behind it in the same step hits its loaded blocks.
+// a: 10 prompt tokens, 8 of them loaded (2 blocks of 4); b: the same prompt.
+TEST(Scheduler, AnAsynchronousLoadWaitsForItsBlocksThenCachesThemAndComputesTheRest) {
+  AsyncLoadConnector c;
+  c.async_id = "a";
+  c.external = 8;
+  AsyncLoadRig x(&c);
+  EngineRequest* a = x.add("a", 10, 4, 0);
+  const SchedulerOutput& s1 = x.step();
+  EXPECT_TRUE(s1.scheduled.empty());
+  EXPECT_EQ(a->status, RequestStatus::kWaitingForRemoteKvs);
+  EXPECT_EQ(x.blocks_of(a), 2u);            // the external tokens' blocks, allocated before loading
+  EXPECT_TRUE(x.step().scheduled.empty());  // not received yet: skipped again
+  EXPECT_EQ(c.asked, (Ids{"a"}));           // looked up once
+  x.scheduler.finish_recving(a);
+  EngineRequest* b = x.add("b", 10, 4, 0);
+  const SchedulerOutput& s3 = x.step();
+  ASSERT_EQ(SchedulerRig::ids(s3), (Ids{"a", "b"}));
+  EXPECT_EQ(s3.scheduled[0].num_computed_before, 8);
+  EXPECT_EQ(s3.scheduled[0].num_new_tokens, 2);
+  EXPECT_EQ(s3.scheduled[1].num_computed_before, 8);  // a's loaded blocks, cached
+  EXPECT_EQ(s3.scheduled[1].num_new_tokens, 2);
+  EXPECT_EQ(c.asked, (Ids{"a", "b"}));  // a is not looked up again
+}
+
+// A load that brings the whole prompt still leaves its last token to compute (its logits are
+// needed); a failed asynchronous load (policy "recompute") restarts at the first failed block.
+TEST(Scheduler, AnAsynchronousLoadLeavesTheLastTokenAndAFailedOneRestartsAtItsFirstBadBlock) {
+  {
+    AsyncLoadConnector c;
+    c.async_id = "a";
+    c.external = 8;
+    AsyncLoadRig x(&c);
+    EngineRequest* a = x.add("a", 8, 4, 0);
+    x.step();
+    x.scheduler.finish_recving(a);
+    const SchedulerOutput& s = x.step();
+    ASSERT_EQ(SchedulerRig::ids(s), (Ids{"a"}));
+    EXPECT_EQ(s.scheduled[0].num_computed_before, 7);
+    EXPECT_EQ(s.scheduled[0].num_new_tokens, 1);
+  }
+  {
+    AsyncLoadConnector c;
+    c.async_id = "a";
+    c.external = 12;
+    AsyncLoadRig x(&c);
+    EngineRequest* a = x.add("a", 14, 4, 0);
+    x.step();
+    const auto blocks = x.kv.get_block_ids("a").at(0);
+    ASSERT_EQ(blocks.size(), 3u);
+    const std::set<vllm::BlockId> bad = {blocks[1]};
+    EXPECT_TRUE(x.scheduler.handle_invalid_blocks(bad).empty());  // no running request failed
+    EXPECT_EQ(a->req->num_computed_tokens, 4);
+    EXPECT_EQ(a->record.failed_load_tokens, 8);
+    x.scheduler.finish_recving(a);
+    const SchedulerOutput& s = x.step();
+    ASSERT_EQ(SchedulerRig::ids(s), (Ids{"a"}));
+    EXPECT_EQ(s.scheduled[0].num_computed_before, 4);
+    EXPECT_EQ(s.scheduled[0].num_new_tokens, 10);
+  }
 }
 
 }  // namespace
