@@ -91,10 +91,11 @@ Cluster::Cluster(const scenario::Scenario& s, workload::Workload* workload,
       instances_.back()->set_hooks(connector);
     }
   }
-  if (recorder_) recorder_->set_prefix_caching(layout_.enable_caching);
-  if (recorder_)
+  if (recorder_) {
+    recorder_->set_prefix_caching(layout_.enable_caching);
     mover_.set_observer(
         [this](const Transfer& t, const TransferResult& r) { recorder_->on_transfer(t, r); });
+  }
 }
 
 Cluster::~Cluster() = default;
