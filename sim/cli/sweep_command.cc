@@ -43,12 +43,6 @@ struct Point {
 constexpr const char* kBusyLinks[] = {"pcie_h2d", "pcie_d2h", "disk_read", "disk_write",
                                       "nic_rx",   "nic_tx",   "remote_rx", "remote_tx"};
 
-// The share of the window the busiest instance's link of kind `link` moved bytes (0 without one).
-double busy_share(const report::Summary& s, const char* link) {
-  auto it = s.link_busy_fraction.find(link);
-  return it == s.link_busy_fraction.end() ? 0.0 : it->second;
-}
-
 // What the point needed: the fullest instance's KV usage, each LMCache tier's peak (GiB, every
 // rank and instance) and how busy the busiest instance's links were.
 std::string resources(const report::Summary& s) {
@@ -60,7 +54,7 @@ std::string resources(const report::Summary& s) {
                 s.tier_bytes_peak[report::kTierRemote] / kGiB);
   std::string out = buf;
   for (const char* link : kBusyLinks) {
-    std::snprintf(buf, sizeof buf, ",%.6f", busy_share(s, link));
+    std::snprintf(buf, sizeof buf, ",%.6f", s.busy_fraction(link));
     out += buf;
   }
   return out;
@@ -72,8 +66,9 @@ std::string busiest_link(const report::Summary& s) {
   const char* name = nullptr;
   double busiest = 0;
   for (const char* link : kBusyLinks) {
-    if (busy_share(s, link) > busiest) {
-      busiest = busy_share(s, link);
+    const double share = s.busy_fraction(link);
+    if (share > busiest) {
+      busiest = share;
       name = link;
     }
   }

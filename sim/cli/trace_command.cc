@@ -45,11 +45,7 @@ std::string trace_stats_json(const workload::TraceStats& s, const std::string& n
   auto dist = [&](const char* key, const workload::Percentiles& p) {
     j.key(key);
     j.begin_object();
-    j.field("mean", p.mean);
-    j.field("p50", p.p50);
-    j.field("p90", p.p90);
-    j.field("p99", p.p99);
-    j.field("max", p.max);
+    j.distribution_fields(p);
     j.end_object();
   };
   dist("prompt_tokens", s.prompt_tokens);

@@ -36,6 +36,16 @@ class JsonWriter {
     key(k);
     value(v);
   }
+  // The five fields of a distribution, in this order: "mean", "p50", "p90", "p99", "max" (from
+  // any struct with those members), inside the object being written.
+  template <class D>
+  void distribution_fields(const D& d) {
+    field("mean", d.mean);
+    field("p50", d.p50);
+    field("p90", d.p90);
+    field("p99", d.p99);
+    field("max", d.max);
+  }
   const std::string& str() const { return out_; }
 
   static std::string escape(std::string_view s);

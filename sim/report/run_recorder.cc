@@ -78,7 +78,6 @@ RunRecorder::RunRecorder(const scenario::Scenario& s, std::string trace_name, st
   summary_.instances = s.cluster.instances;
   summary_.scheduling = s.vllm.async_scheduling ? "async" : "sync";
   summary_.has_warmup = s.workload.warmup_s > 0;
-  summary_.prefix_caching = s.vllm.enable_prefix_caching;
   summary_.lmcache_enabled = s.lmcache.enabled;
   summary_.blocking_get_timeouts.timeout_s = s.lmcache.blocking_timeout_secs;
   if (summary_.has_warmup) measure_from_ = kSimTimeMax;
@@ -356,11 +355,7 @@ std::string RunRecorder::summary_json(const Summary& s) {
   auto lat = [&](const char* name, const LatencyStats& l) {
     j.key(name);
     j.begin_object();
-    j.field("mean", l.mean);
-    j.field("p50", l.p50);
-    j.field("p90", l.p90);
-    j.field("p99", l.p99);
-    j.field("max", l.max);
+    j.distribution_fields(l);
     j.field("count", l.count);
     j.end_object();
   };
@@ -576,9 +571,8 @@ std::string RunRecorder::screen(const Summary& s) {
   std::string links;
   for (const auto& [kind, bytes] : s.link_bytes)
     if (bytes > 0) {
-      auto busy = s.link_busy_fraction.find(kind);
       std::snprintf(buf, sizeof buf, "  %-17s %12.1f %13.1f%%\n", kind.c_str(), bytes / kGiB,
-                    busy == s.link_busy_fraction.end() ? 0.0 : 100 * busy->second);
+                    100 * s.busy_fraction(kind));
       links += buf;
     }
   if (!links.empty()) out += "links                  GiB moved   busiest busy\n" + links;

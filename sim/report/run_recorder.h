@@ -100,8 +100,9 @@ struct Summary {
   double goodput = 0;                  // requests/s meeting both SLOs
   double slo_attainment = 0;
   LatencyStats ttft, tpot, itl, e2e, queue;
-  // Caches. prefix_caching: vLLM's prefix cache is on (vllm.enable_prefix_caching, and not a
-  // Mamba hybrid with mamba_cache_mode "none"); lmcache_enabled: lmcache.enabled.
+  // Caches. prefix_caching: vLLM's prefix cache is on (the KV layout's enable_caching, which the
+  // cluster sets: vllm.enable_prefix_caching, and not a Mamba hybrid with mamba_cache_mode
+  // "none"); lmcache_enabled: lmcache.enabled.
   bool prefix_caching = true;
   bool lmcache_enabled = false;
   uint64_t prompt_tokens = 0;
@@ -152,6 +153,11 @@ struct Summary {
   // Links: kind → bytes moved (summed over instances), busiest instance's busy fraction.
   std::map<std::string, double> link_bytes;
   std::map<std::string, double> link_busy_fraction;
+  // The busiest instance's busy fraction of link kind `kind` (0 when no link of that kind).
+  double busy_fraction(const std::string& kind) const {
+    auto it = link_busy_fraction.find(kind);
+    return it == link_busy_fraction.end() ? 0.0 : it->second;
+  }
   // Engine.
   uint64_t steps = 0;
   double mean_batch_tokens = 0;

@@ -11,7 +11,7 @@
 namespace kvtwin::sim::engine {
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+using scenario::kGiB;
 
 scenario::Scenario shipped(const std::string& name, std::initializer_list<const char*> sets) {
   scenario::Scenario s = scenario::load_scenario_file(testing::source_path("scenarios/" + name));

@@ -571,7 +571,7 @@ TEST(LmcacheEngine, FetchesMoveEveryRanksShareOfTheChunks) {
 // remote_enable_mla_worker_id_as0: the other ranks read rank 0's keys).
 TEST(LmcacheEngine, MlaTiersAndTrafficCountTheRanksThatHoldThem) {
   constexpr double kChunk = 256.0 * 32 * 576 * 2;
-  constexpr double kGiB = 1024.0 * 1024 * 1024;
+  using scenario::kGiB;
   std::vector<std::string> base = {"cluster.instances=2",      "cluster.router=round_robin",
                                    "lmcache.remote=true",      "gpu.tensor_parallel=2",
                                    "model.attention=mla",      "model.kv_lora_rank=512",

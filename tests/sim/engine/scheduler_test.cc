@@ -22,12 +22,23 @@ using Ids = std::vector<std::string>;
 struct SchedulerRig {
   SchedulerRig(int num_blocks, int block_size, const SchedulerConfig& config, bool caching)
       : SchedulerRig(options(num_blocks, block_size, caching), config) {}
-  SchedulerRig(const vllm::KVCacheManagerOptions& kv_options, const SchedulerConfig& config)
+  SchedulerRig(const vllm::KVCacheManagerOptions& kv_options, const SchedulerConfig& config,
+               KvConnector* connector = nullptr)
       : hasher(kv_options.hash_block_size,
                vllm::BlockHasher(vllm::HashFn::kSha256Cbor,
                                  vllm::none_hash(vllm::HashFn::kSha256Cbor, "0"))),
         kv(kv_options),
-        scheduler(config, &kv, nullptr) {}
+        scheduler(config, &kv, connector) {}
+
+  // The rigs' common scheduler: a 64-token budget, max_model_len 1024, `block_size`-token blocks
+  // (each rig sets what it tests on top).
+  static SchedulerConfig base_config(int block_size) {
+    SchedulerConfig c;
+    c.max_num_batched_tokens = 64;
+    c.max_model_len = 1024;
+    c.block_size = block_size;
+    return c;
+  }
 
   static vllm::KVCacheManagerOptions options(int num_blocks, int block_size, bool caching) {
     vllm::KVCacheSpec spec;
@@ -95,11 +106,8 @@ struct SchedulerRig {
 // only when a request is first admitted: a 64-token prompt with threshold 16 and a budget of 64
 // prefills in four chunks of 16 (one admitted, three running), then decodes.
 TEST(Scheduler, LongPrefillThresholdCapsEveryChunkOfARunningPrefill) {
-  SchedulerConfig c;
-  c.max_num_batched_tokens = 64;
+  SchedulerConfig c = SchedulerRig::base_config(16);
   c.long_prefill_token_threshold = 16;
-  c.max_model_len = 1024;
-  c.block_size = 16;
   SchedulerRig x(/*num_blocks=*/10, /*block_size=*/16, c, /*caching=*/true);
   EngineRequest* r = x.add("r", 64, /*max_tokens=*/2, 0);
   std::vector<int64_t> chunks;
@@ -122,12 +130,9 @@ TEST(Scheduler, LongPrefillThresholdCapsEveryChunkOfARunningPrefill) {
 //   step 4: A decodes; B is re-admitted (4 tokens, 1 block); C still waits (two running).
 struct PreemptionRig : SchedulerRig {
   static SchedulerConfig config() {
-    SchedulerConfig c;
-    c.max_num_batched_tokens = 64;
+    SchedulerConfig c = base_config(4);
     c.max_num_seqs = 2;
     c.long_prefill_token_threshold = 4;
-    c.max_model_len = 1024;
-    c.block_size = 4;
     return c;
   }
   PreemptionRig() : SchedulerRig(/*num_blocks=*/5, /*block_size=*/4, config(), false) {
@@ -352,10 +357,7 @@ TEST(Scheduler, APreemptedEncoderDecoderRequestRunsItsEncoderAgain) {
 // update() processes one (sampling token 7 for each request that samples in it).
 struct AsyncRig : SchedulerRig {
   static SchedulerConfig config(int block_size) {
-    SchedulerConfig c;
-    c.max_num_batched_tokens = 64;
-    c.max_model_len = 1024;
-    c.block_size = block_size;
+    SchedulerConfig c = base_config(block_size);
     c.async_scheduling = true;
     return c;
   }
@@ -491,17 +493,12 @@ struct AsyncLoadConnector : KvConnector {
 
 struct AsyncLoadRig : SchedulerRig {
   static SchedulerConfig config() {
-    SchedulerConfig c;
-    c.max_num_batched_tokens = 64;
-    c.max_model_len = 1024;
-    c.block_size = 4;
+    SchedulerConfig c = base_config(4);
     c.recompute_kv_load_failures = true;
     return c;
   }
   explicit AsyncLoadRig(AsyncLoadConnector* c)
-      : SchedulerRig(options(32, 4, /*caching=*/true), config()) {
-    scheduler = Scheduler(config(), &kv, c);
-  }
+      : SchedulerRig(options(32, 4, /*caching=*/true), config(), c) {}
   size_t blocks_of(const EngineRequest* r) { return kv.get_block_ids(r->id()).at(0).size(); }
 };
 
@@ -522,7 +519,7 @@ TEST(Scheduler, AnAsynchronousLoadWaitsForItsBlocksThenCachesThemAndComputesTheR
   EXPECT_TRUE(x.step().scheduled.empty());  // not received yet: skipped again
   EXPECT_EQ(c.asked, (Ids{"a"}));           // looked up once
   x.scheduler.finish_recving(a);
-  EngineRequest* b = x.add("b", 10, 4, 0);
+  x.add("b", 10, 4, 0);
   const SchedulerOutput& s3 = x.step();
   ASSERT_EQ(SchedulerRig::ids(s3), (Ids{"a", "b"}));
   EXPECT_EQ(s3.scheduled[0].num_computed_before, 8);

@@ -92,14 +92,14 @@ TEST(RunRecorder, TheScreenSaysWhichCacheIsOffAndGivesOnlyTheFiguresThatHappened
   s.async_loading.timeouts = 1;
   s.async_loading.prefetch_bytes = 3ull << 30;
   s.async_loading.busy_waits = 5;
-  s.tier_capacity_bytes = {80.0 * (1 << 30), 0, 0};
-  s.tier_bytes_peak = {40.0 * (1 << 30), 0, 0};
-  s.tier_bytes_mean = {20.0 * (1 << 30), 0, 0};
+  s.tier_capacity_bytes = {80.0 * scenario::kGiB, 0, 0};
+  s.tier_bytes_peak = {40.0 * scenario::kGiB, 0, 0};
+  s.tier_bytes_mean = {20.0 * scenario::kGiB, 0, 0};
   s.tier_evictions = {11, 0, 0};
-  s.page_cache.capacity_bytes = 64.0 * (1 << 30);
-  s.page_cache.peak_bytes = 32.0 * (1 << 30);
-  s.page_cache.hit_bytes = 2ull << 30;
-  s.page_cache.miss_bytes = 1ull << 30;
+  s.page_cache.capacity_bytes = 64.0 * scenario::kGiB;
+  s.page_cache.peak_bytes = 32.0 * scenario::kGiB;
+  s.page_cache.hit_bytes = static_cast<uint64_t>(2 * scenario::kGiB);
+  s.page_cache.miss_bytes = static_cast<uint64_t>(scenario::kGiB);
   screen = RunRecorder::screen(s);
   EXPECT_TRUE(screen.ends_with(
       caches +
