@@ -11,6 +11,7 @@
 
 #include "sim/embedded/embedded.h"
 #include "sim/io/input_error.h"
+#include "sim/scenario/key_suggestion.h"
 #include "sim/scenario/scenario_fields.h"
 
 namespace kvtwin::sim::scenario {
@@ -96,15 +97,18 @@ void apply_table(Scenario* s, const toml::table& table, const std::string& prefi
     if (node.is_table()) {
       if (find_field(key)) throw InputError(file, line, key, "expected a value, got a table");
       if (!is_section(key))
-        throw InputError(file, line, key, prefix.empty() ? "unknown section" : "unknown key");
+        throw InputError(file, line, key,
+                         prefix.empty() ? "unknown section" + did_you_mean(suggest_sections(key))
+                                        : "unknown key" + did_you_mean(suggest_keys(key)));
       apply_table(s, *node.as_table(), key, file);
       continue;
     }
     const FieldSpec* f = find_field(key);
     if (!f) {
-      std::string msg = "unknown key";
-      if (prefix.empty()) msg = "unknown key (fields belong to sections such as [model], [vllm])";
-      throw InputError(file, line, key, msg);
+      std::string hint = did_you_mean(suggest_keys(key));
+      if (hint.empty() && prefix.empty())
+        hint = " (fields belong to sections such as [model], [vllm])";
+      throw InputError(file, line, key, "unknown key" + hint);
     }
     f->set(s, convert(*f, node, file, node.source().begin.line));
     s->origins[key] = FieldOrigin{file, node.source().begin.line};
@@ -267,7 +271,7 @@ void apply_override(Scenario* s, std::string_view assignment, const std::string&
   std::string key(assignment.substr(0, eq));
   std::string value(assignment.substr(eq + 1));
   const FieldSpec* f = find_field(key);
-  if (!f) throw InputError(origin, 0, key, "unknown key");
+  if (!f) throw InputError(origin, 0, key, "unknown key" + did_you_mean(suggest_keys(key)));
   toml::table parsed;
   bool ok = true;
   try {
@@ -318,7 +322,9 @@ void apply_hardware_profile(Scenario* s) {
   for (const auto& [k, node] : *links) {
     const std::string key = "links." + std::string(k.str());
     const FieldSpec* f = find_field(key);
-    if (f == nullptr) throw InputError(path, k.source().begin.line, key, "unknown key");
+    if (f == nullptr)
+      throw InputError(path, k.source().begin.line, key,
+                       "unknown key" + did_you_mean(suggest_keys(key, "links")));
     f->set(s, convert(*f, node, path, node.source().begin.line));
     s->origins[key] = FieldOrigin{path, node.source().begin.line};
   }

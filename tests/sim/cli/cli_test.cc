@@ -47,7 +47,8 @@ void expect_bad_input(const Outcome& o, const std::string& line) {
 TEST(Cli, BadScenarioFilesNameFileLineAndKey) {
   std::string dir = kvtwin::testing::scratch_dir();
   std::string f = write(dir, "s.toml", "[vllm]\nblock_size = 16\nblok_size = 1\n");
-  expect_bad_input(kvtwin("run --scenario " + f), f + ":3: vllm.blok_size: unknown key");
+  expect_bad_input(kvtwin("run --scenario " + f),
+                   f + ":3: vllm.blok_size: unknown key; did you mean vllm.block_size?");
   std::string g = write(dir, "g.toml", "[gpu]\n\ntensor_parallel = 0\n");
   expect_bad_input(kvtwin("run --scenario " + g),
                    g + ":3: gpu.tensor_parallel: value 0 out of range [1, 1024]");
@@ -72,6 +73,9 @@ TEST(Cli, BadFlagsAreOneLineAndExitTwo) {
   EXPECT_EQ(std::count(o.out.begin(), o.out.end(), '\n'), 1) << o.out;
   expect_bad_input(kvtwin("sweep --vary lmcache.chunk_size"),
                    "--vary: lmcache.chunk_size: expected key=v1,v2,...");
+  expect_bad_input(kvtwin("sweep -q --vary lmcache.max_local_cpu_size=4,16"),
+                   "--vary: lmcache.max_local_cpu_size: unknown key; did you mean "
+                   "lmcache.max_local_cpu_size_gb?");
   expect_bad_input(kvtwin("cache-replay --tier l3"), "--tier: l3: expected gpu, cpu or disk");
 }
 

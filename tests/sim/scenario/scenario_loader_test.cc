@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "sim/io/input_error.h"
+#include "sim/scenario/key_suggestion.h"
 #include "sim/scenario/scenario_fields.h"
 #include "tests/support/paths.h"
 
@@ -40,13 +41,65 @@ TEST(ScenarioLoader, FieldsAbsentFromTheFileKeepTheirDefaults) {
 
 TEST(ScenarioLoader, UnknownKeysNameFileLineAndKey) {
   EXPECT_EQ(input_error([] { load("[vllm]\nblock_size = 16\nblok_size = 16\n"); }),
-            "s.toml:3: vllm.blok_size: unknown key");
+            "s.toml:3: vllm.blok_size: unknown key; did you mean vllm.block_size?");
   // An unknown section is named at its header, empty or not.
   EXPECT_EQ(input_error([] { load("\n[gpus]\nname = \"x\"\n"); }),
-            "s.toml:2: gpus: unknown section");
-  EXPECT_EQ(input_error([] { load("[gpus]\n"); }), "s.toml:1: gpus: unknown section");
+            "s.toml:2: gpus: unknown section; did you mean gpu?");
+  EXPECT_EQ(input_error([] { load("[gpus]\n"); }),
+            "s.toml:1: gpus: unknown section; did you mean gpu?");
+  EXPECT_EQ(input_error([] { load("[accelerator]\n"); }), "s.toml:1: accelerator: unknown section");
   EXPECT_EQ(input_error([] { load("seed = 3\n"); }),
-            "s.toml:1: seed: unknown key (fields belong to sections such as [model], [vllm])");
+            "s.toml:1: seed: unknown key; did you mean run.seed?");
+  EXPECT_EQ(input_error([] { load("speed = 3\n"); }),
+            "s.toml:1: speed: unknown key (fields belong to sections such as [model], [vllm])");
+}
+
+TEST(ScenarioLoader, AnUnknownKeySuggestsTheKeyMeant) {
+  // Rule 1: the name in another section; of several, the sections spelt nearest.
+  EXPECT_EQ(suggest_keys("vllm.chunk_size"), std::vector<std::string>{"lmcache.chunk_size"});
+  EXPECT_EQ(suggest_keys("gpus.name"), std::vector<std::string>{"gpu.name"});
+  EXPECT_EQ(suggest_keys("max_local_cpu_size_gb"),
+            std::vector<std::string>{"lmcache.max_local_cpu_size_gb"});
+  // Rule 2: the unit left off, every field that extends the key, in documentation order.
+  EXPECT_EQ(suggest_keys("lmcache.max_local_cpu_size"),
+            std::vector<std::string>{"lmcache.max_local_cpu_size_gb"});
+  EXPECT_EQ(suggest_keys("links.disk_read"), std::vector<std::string>{"links.disk_read_gbps"});
+  EXPECT_EQ(suggest_keys("lmcache.max_local"),
+            (std::vector<std::string>{"lmcache.max_local_cpu_size_gb",
+                                      "lmcache.max_local_disk_size_gb"}));
+  // Rule 3: typos within max(1, min(3, length / 4)) edits; a swap of neighbours is one edit.
+  EXPECT_EQ(suggest_keys("vllm.blcok_size"), std::vector<std::string>{"vllm.block_size"});
+  EXPECT_EQ(suggest_keys("lmcach.chunk_size"), std::vector<std::string>{"lmcache.chunk_size"});
+  EXPECT_EQ(suggest_keys("vllm.max_num_seq"), std::vector<std::string>{"vllm.max_num_seqs"});
+  EXPECT_EQ(suggest_keys("vllm.blk_size"), std::vector<std::string>{"vllm.block_size"});  // 2
+  EXPECT_TRUE(suggest_keys("run.sd").empty());  // 2 edits from run.seed, but 6 letters allow 1
+  EXPECT_TRUE(suggest_keys("vllm.nope").empty());
+  EXPECT_TRUE(suggest_keys("x").empty());
+  // A hardware profile's keys are [links] keys only.
+  EXPECT_EQ(suggest_keys("links.name", "links"), std::vector<std::string>{});
+  // "run" is 4 edits from "links", "model" and "gpu" 5.
+  EXPECT_EQ(suggest_keys("links.name"), std::vector<std::string>{"run.name"});
+  EXPECT_EQ(suggest_sections("lmcach"), std::vector<std::string>{"lmcache"});
+  EXPECT_TRUE(suggest_sections("zzzz").empty());
+  // Every suggestion is a key the loader accepts.
+  for (const char* typed : {"vllm.chunk_size", "gpus.name", "lmcache.max_local", "vllm.blcok_size"})
+    for (const std::string& k : suggest_keys(typed)) EXPECT_NE(find_field(k), nullptr) << k;
+  EXPECT_EQ(did_you_mean({}), "");
+  EXPECT_EQ(did_you_mean({"a"}), "; did you mean a?");
+  EXPECT_EQ(did_you_mean({"a", "b", "c"}), "; did you mean a, b or c?");
+}
+
+TEST(ScenarioLoader, EditDistanceCountsInsertionsDeletionsSubstitutionsAndSwaps) {
+  EXPECT_EQ(edit_distance("", ""), 0u);
+  EXPECT_EQ(edit_distance("", "abc"), 3u);
+  EXPECT_EQ(edit_distance("abc", ""), 3u);
+  EXPECT_EQ(edit_distance("kitten", "sitting"), 3u);
+  EXPECT_EQ(edit_distance("block", "blcok"), 1u);  // one swap, not two substitutions
+  EXPECT_EQ(edit_distance("ca", "abc"), 3u);       // OSA, not unrestricted Damerau (2)
+  EXPECT_EQ(edit_distance("flaw", "lawn"), 2u);
+  for (const char* a : {"", "gpu", "lmcache", "links"})
+    for (const char* b : {"", "gpus", "lmcach", "link"})
+      EXPECT_EQ(edit_distance(a, b), edit_distance(b, a)) << a << " " << b;
 }
 
 TEST(ScenarioLoader, OutOfRangeAndWrongTypesNameFileLineAndKey) {
@@ -130,6 +183,8 @@ TEST(ScenarioOverride, SetsTypedValuesAndBareWords) {
             "--set: vllm.block_size: expected an integer");
   EXPECT_EQ(input_error([&] { apply_override(&s, "vllm.nope=1"); }),
             "--set: vllm.nope: unknown key");
+  EXPECT_EQ(input_error([&] { apply_override(&s, "vllm.max_num_seq=3"); }),
+            "--set: vllm.max_num_seq: unknown key; did you mean vllm.max_num_seqs?");
   EXPECT_EQ(input_error([&] { apply_override(&s, "novalue"); }),
             "--set: novalue: expected key=value");
 }
@@ -225,6 +280,9 @@ TEST(HardwareProfile, ABadEntryNamesTheProfileFileLineAndKey) {
   const std::string p = write_profile(dir, "disk_read_gbps = 1.0\ndisk_speed = 2.0");
   EXPECT_EQ(input_error([&] { load("[hardware]\nprofile = \"" + p + "\"\n"); }),
             p + ":4: links.disk_speed: unknown key");
+  write_profile(dir, "disk_read = 2.0");
+  EXPECT_EQ(input_error([&] { load("[hardware]\nprofile = \"" + p + "\"\n"); }),
+            p + ":3: links.disk_read: unknown key; did you mean links.disk_read_gbps?");
   write_profile(dir, "disk_write_gbps = -1.0");
   EXPECT_NE(input_error([&] {
               load("[hardware]\nprofile = \"" + p + "\"\n");
