@@ -110,6 +110,7 @@ void LMCacheEngine::store_impl(const StoreRequest& req, StoreResult& out) {
   }
   if (objs.empty()) return;
   for (size_t i = 0; i < objs.size(); ++i) objs[i]->content = expected_content(keys[i]);
+  out.copied = true;
   storage_manager_->batched_put(keys, objs);
 }
 

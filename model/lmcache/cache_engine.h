@@ -92,6 +92,10 @@ struct StoreRequest {
 struct StoreResult {
   std::vector<TokenRange> stored;  // chunks allocated and put, in order
   std::optional<PyError> error;
+  // The GPU -> CPU copy of every chunk in `stored` ran (upstream's batched_from_gpu, between the
+  // allocations and the puts). With an error, true means the raise came from the puts: the
+  // chunks left the GPU, and some of them may be in the tiers.
+  bool copied = false;
 };
 
 struct RetrieveRequest {

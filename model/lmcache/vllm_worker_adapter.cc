@@ -140,7 +140,12 @@ void LMCacheWorkerAdapter::wait_for_save(ConnectorMetadata& meta, WorkerLog* log
     StoreRequest req{TokenInput::of_tokens(tokens, r.chunk_hashes), num_masked,
                      r.request_configs ? &*r.request_configs : nullptr};
     StoreResult res = engine_->store(req);
-    if (res.error) raise(*res.error, "store");
+    if (res.error) {
+      // Not upstream (its engine stops here): chunks copied off the GPU before the raise are
+      // logged, so that the caller charges the copy.
+      if (res.copied) log->stored.insert(log->stored.end(), res.stored.begin(), res.stored.end());
+      raise(*res.error, "store");
+    }
     AdapterCall call = make_call(AdapterCall::Kind::kStore, r.req_id, len, num_masked);
     call.stored = res.stored;
     log->calls.push_back(std::move(call));

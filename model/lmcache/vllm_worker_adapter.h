@@ -17,7 +17,8 @@
 //
 // An UpstreamError from the engine propagates (the caller ends the rank's step, as upstream's
 // exception would). `log` receives every engine call the adapter makes, for the golden replay and
-// the simulator's accounting.
+// the simulator's accounting; a bulk store that raises after its GPU -> CPU copy still adds the
+// copied chunks to `log->stored` (no call is logged for it).
 #pragma once
 
 #include <memory>

@@ -745,8 +745,9 @@ void LmcacheConnector::store_from(size_t i, bool after_copy) {
     try {
       worker_adapter_->wait_for_save(one, &log);
     } catch (const lm::UpstreamError&) {
+      // log.stored keeps the chunks copied off the GPU before the raise (the puts raised): the
+      // copy is charged, and nothing after it runs.
       ++stats_.failed_stores;
-      log.stored.clear();
       failed = true;
     }
     engine_->end_of_operation();
@@ -755,7 +756,7 @@ void LmcacheConnector::store_from(size_t i, bool after_copy) {
     for (const lm::TokenRange& r : log.stored) stored += object_bytes(r.end - r.start);
     stats_.stored_chunks += log.stored.size();
     drain_storage_events();
-    if (failed) break;
+    if (failed) i = meta_.requests.size();  // the step's later stores are dropped
     if (stored == 0) continue;
     Transfer t{Location::kGpu, Location::kCpu, ctx_.instance, "store", {}};
     t.objects.push_back(KvObject{"stored chunks", stored, -1, {}});

@@ -483,11 +483,9 @@ std::string RunRecorder::screen(const Summary& s) {
   line("kvtwin run: %s  (%d instance%s, %s scheduling)\n", s.scenario_name.c_str(), s.instances,
        s.instances == 1 ? "" : "s", s.scheduling.c_str());
   line("trace       %s\n", s.trace.c_str());
-  line(
-      "requests    %llu finished, %llu rejected, %llu failed (KV load errors), over %.1f s "
-      "simulated\n",
-      static_cast<unsigned long long>(s.finished), static_cast<unsigned long long>(s.rejected),
-      static_cast<unsigned long long>(s.failed), s.duration_s);
+  line("requests    %llu finished, %llu rejected, %llu failed on KV loads, %.1f s simulated\n",
+       static_cast<unsigned long long>(s.finished), static_cast<unsigned long long>(s.rejected),
+       static_cast<unsigned long long>(s.failed), s.duration_s);
   if (s.has_warmup)
     line("warm-up     %llu requests replayed first; figures from %.1f s on\n",
          static_cast<unsigned long long>(s.warmup_requests), s.measured_from_s);
@@ -528,21 +526,29 @@ std::string RunRecorder::screen(const Summary& s) {
         "on\n",
         static_cast<unsigned long long>(s.failed_load_tokens),
         static_cast<unsigned long long>(s.stalled_loads));
+  // A continuation line starts under its first line's figures, so that no line is wider than
+  // 100 columns.
+  if (s.failed_stores > 0)
+    line(
+        "  failures  LMCache stores raised in %llu step%s, where upstream's engine stops; kvtwin\n"
+        "            dropped the rest of %s stores and went on\n",
+        static_cast<unsigned long long>(s.failed_stores), s.failed_stores == 1 ? "" : "s",
+        s.failed_stores == 1 ? "that step's" : "those steps'");
   if (s.failed_remote_writes > 0)
     line(
-        "  failures  %llu layerwise objects never reached the remote tier (LMCache f4261ef6 "
-        "cannot serialize them; lmcache.upstream_fixes = true applies the fix)\n",
+        "  failures  %llu layerwise objects never reached the remote tier: LMCache f4261ef6\n"
+        "            cannot serialize them (lmcache.upstream_fixes = true applies the fix)\n",
         static_cast<unsigned long long>(s.failed_remote_writes));
   if (s.health.failed_remote_gets > 0 || s.health.unhealthy_periods > 0)
     line(
-        "  health    %llu failed Redis reads; the health check failed %llu times, for %.1f s in "
-        "all (summed over instances)\n",
+        "  health    %llu failed Redis reads; the health check failed %llu times, for %.1f s\n"
+        "            in all (summed over instances)\n",
         static_cast<unsigned long long>(s.health.failed_remote_gets),
         static_cast<unsigned long long>(s.health.unhealthy_periods), s.health.unhealthy_s);
   if (s.blocking_get_timeouts.fetches > 0)
     line(
-        "  timeouts  %llu remote fetches waited over %lld s for a GET: upstream fails their "
-        "last %llu chunks, kvtwin loads them\n",
+        "  timeouts  %llu remote fetches waited over %lld s for a GET: upstream fails their\n"
+        "            last %llu chunks, kvtwin loads them\n",
         static_cast<unsigned long long>(s.blocking_get_timeouts.fetches),
         static_cast<long long>(s.blocking_get_timeouts.timeout_s),
         static_cast<unsigned long long>(s.blocking_get_timeouts.chunks));
@@ -560,8 +566,8 @@ std::string RunRecorder::screen(const Summary& s) {
            s.tier_bytes_mean[t] / kGiB, static_cast<unsigned long long>(s.tier_evictions[t]));
   if (s.page_cache.capacity_bytes > 0)
     line(
-        "  page cache %.1f GiB of disk reads from memory, %.1f GiB from the device; peak %.1f GiB "
-        "of %.1f GiB\n",
+        "  page cache %.1f GiB of disk reads from memory, %.1f GiB from the device\n"
+        "             peak %.1f GiB of %.1f GiB\n",
         static_cast<double>(s.page_cache.hit_bytes) / kGiB,
         static_cast<double>(s.page_cache.miss_bytes) / kGiB, s.page_cache.peak_bytes / kGiB,
         s.page_cache.capacity_bytes / kGiB);

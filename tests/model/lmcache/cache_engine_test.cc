@@ -120,6 +120,37 @@ TEST(LMCacheEngine, StoreAllocatesAgainForChunksAlreadyCached) {
   EXPECT_EQ(e.storage_manager().allocator().total_allocated_size(), 2 * kChunkBytes);
 }
 
+TEST(LMCacheEngine, AStoreThatRaisesInItsPutsReportsItsChunksAsCopied) {
+  // LFU with the stale-entry quirk: the disk tier's policy holds keys whose writes are still
+  // pending, and the next disk eviction's scan raises KeyError on the first of them, inside
+  // batched_put: after the GPU -> CPU copy.
+  LMCacheEngineConfig cfg = toy_config(8, 4);
+  cfg.cache_policy = CachePolicyKind::kLfu;
+  LMCacheEngine e(cfg, toy_metadata());
+  StoreResult first = store(e, seq(64, 1));
+  ASSERT_FALSE(first.error);
+  EXPECT_TRUE(first.copied);
+  StoreResult second = store(e, seq(32, 5000));
+  ASSERT_TRUE(second.error);
+  EXPECT_EQ(*second.error, PyError::kKeyError);
+  EXPECT_TRUE(second.copied);
+  EXPECT_EQ(second.stored, (std::vector<TokenRange>{{0, 16}, {16, 32}}));
+}
+
+TEST(LMCacheEngine, AStoreThatRaisesInItsAllocationsCopiedNothing) {
+  // force_store_wait: the allocation busy-waits while nothing is evictable, and the CPU copies
+  // that pending disk writes hold are not. The raise comes before the GPU -> CPU copy.
+  LMCacheEngineConfig cfg = toy_config(5, 8);
+  cfg.force_store_wait = true;
+  LMCacheEngine e(cfg, toy_metadata());
+  ASSERT_FALSE(store(e, seq(64, 1)).error);  // 4 chunks, their disk writes pending
+  StoreResult r = store(e, seq(32, 5000));
+  ASSERT_TRUE(r.error);
+  EXPECT_EQ(*r.error, PyError::kWouldBusyWait);
+  EXPECT_FALSE(r.copied);
+  EXPECT_EQ(r.stored, (std::vector<TokenRange>{{0, 16}}));  // allocated, never copied
+}
+
 TEST(LMCacheEngine, FreezeSkipsStoresAndReadsOnlyTheCpuTier) {
   LMCacheEngine e(toy_config(4, 8), toy_metadata());
   std::vector<TokenId> a = seq(64, 1);

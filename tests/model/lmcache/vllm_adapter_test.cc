@@ -244,6 +244,36 @@ TEST(VllmAdapter, WorkerStepLoadsThenUnpinsThenStoresTheNewChunks) {
     EXPECT_EQ(f.engine->storage_manager().allocator().obj(id).pin_count, 0);
 }
 
+// Not upstream (its engine stops at the raise): a bulk store that raises after its GPU -> CPU copy
+// leaves the copied chunks in the log, for the simulator to charge; one that raises before it
+// leaves nothing. Either way no store call is logged and the request keeps its skip.
+TEST(VllmAdapter, ABulkStoreThatRaisesLogsOnlyTheChunksItCopied) {
+  for (bool in_puts : {true, false}) {
+    Fixture f;
+    f.cfg = toy_config(in_puts ? 16 : 5, in_puts ? 4 : 8);
+    if (in_puts) f.cfg.cache_policy = CachePolicyKind::kLfu;  // the scan raises on pending keys
+    f.cfg.force_store_wait = !in_puts;                        // the allocation would spin
+    f.engine = std::make_unique<LMCacheEngine>(f.cfg, toy_metadata());
+    f.worker = std::make_unique<LMCacheWorkerAdapter>(f.engine.get(), f.adapter);
+    store(*f.engine, seq(64, 1));  // four chunks whose disk writes are pending
+    VllmRequest r = f.request("r", seq(32, 5000));
+    ConnectorMetadata meta = f.schedule_new(r, 0, {1, 2}, 32);
+    ASSERT_EQ(meta.requests.size(), 1u);
+    WorkerLog log;
+    try {
+      f.worker->wait_for_save(meta, &log);
+      ADD_FAILURE() << "no raise";
+    } catch (const UpstreamError& e) {
+      EXPECT_EQ(e.kind(), in_puts ? PyError::kKeyError : PyError::kWouldBusyWait);
+    }
+    EXPECT_EQ(log.stored,
+              in_puts ? (std::vector<TokenRange>{{0, 16}, {16, 32}}) : std::vector<TokenRange>{})
+        << in_puts;
+    for (const AdapterCall& c : log.calls) EXPECT_NE(c.kind, AdapterCall::Kind::kStore);
+    EXPECT_EQ(meta.requests[0].save_spec->skip_leading_tokens, 0);
+  }
+}
+
 // Not upstream: the simulator drops a step's layerwise stores when one raises. abandon_stores
 // returns each chunk a store had allocated with the layers it had put (those reached the CPU
 // tier), and afterwards save_kv_layer and wait_for_save neither advance nor raise over the dropped

@@ -665,5 +665,24 @@ TEST(LmcacheEngine, ALayerwiseStoreThatRaisesDropsTheStepsStoresNotItsLoads) {
   expect_every_disk_write_copied(r);
 }
 
+// A bulk store that raises in its puts (LFU's stale-entry KeyError: the disk tier's eviction scan
+// meets a key whose write is still pending, an upstream defect reproduced by default) has already
+// copied its chunks off the GPU, and some of them are in the tiers. The copy is charged: every byte
+// written to disk was copied first, and the failed store's chunks that never reached the disk make
+// pcie_d2h the larger. Before, the failed store's copy was not charged, and disk_write exceeded
+// pcie_d2h by eight chunks here.
+TEST(LmcacheEngine, ABulkStoreThatRaisesInItsPutsChargesItsCopy) {
+  const scenario::Scenario s = cli::load_scenario(
+      kvtwin::testing::source_path("scenarios/llama31_8b_h100_cpu.toml"),
+      {"lmcache.cache_policy=LFU", "lmcache.max_local_cpu_size_gb=0.5",
+       "lmcache.max_local_disk_size_gb=2", "workload.rate_scale=1", "workload.max_requests=150"});
+  Result r = harness::run_on_example_trace(s);
+  EXPECT_EQ(r.summary.failed_stores, 1u);
+  const double copied = r.summary.link_bytes.at("pcie_d2h");
+  const double written = r.summary.link_bytes.at("disk_write");
+  EXPECT_GT(written, 0);
+  EXPECT_LT(written, copied);
+}
+
 }  // namespace
 }  // namespace kvtwin::sim::engine

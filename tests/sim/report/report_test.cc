@@ -86,6 +86,7 @@ TEST(RunRecorder, TheScreenSaysWhichCacheIsOffAndGivesOnlyTheFiguresThatHappened
   s.failed_load_tokens = 512;
   s.stalled_loads = 3;
   s.failed_remote_writes = 7;
+  s.failed_stores = 2;
   s.health = {.failed_remote_gets = 10, .unhealthy_periods = 2, .unhealthy_s = 600.5};
   s.blocking_get_timeouts = {.timeout_s = 10, .fetches = 4, .chunks = 9};
   s.async_loading.lookups = 100;
@@ -104,17 +105,87 @@ TEST(RunRecorder, TheScreenSaysWhichCacheIsOffAndGivesOnlyTheFiguresThatHappened
   EXPECT_TRUE(screen.ends_with(
       caches +
       "  failures  512 tokens recomputed after failed loads, 3 loads upstream would block on\n"
-      "  failures  7 layerwise objects never reached the remote tier (LMCache f4261ef6 cannot "
-      "serialize them; lmcache.upstream_fixes = true applies the fix)\n"
-      "  health    10 failed Redis reads; the health check failed 2 times, for 600.5 s in all "
-      "(summed over instances)\n"
-      "  timeouts  4 remote fetches waited over 10 s for a GET: upstream fails their last 9 "
-      "chunks, kvtwin loads them\n"
+      "  failures  LMCache stores raised in 2 steps, where upstream's engine stops; kvtwin\n"
+      "            dropped the rest of those steps' stores and went on\n"
+      "  failures  7 layerwise objects never reached the remote tier: LMCache f4261ef6\n"
+      "            cannot serialize them (lmcache.upstream_fixes = true applies the fix)\n"
+      "  health    10 failed Redis reads; the health check failed 2 times, for 600.5 s\n"
+      "            in all (summed over instances)\n"
+      "  timeouts  4 remote fetches waited over 10 s for a GET: upstream fails their\n"
+      "            last 9 chunks, kvtwin loads them\n"
       "  async     100 lookups, 1 timed out, 3.0 GiB prefetched per rank, 5 busy waits\n"
       "  cpu       peak 40.0 GiB of 80.0 GiB, mean 20.0 GiB, 11 evictions\n"
-      "  page cache 2.0 GiB of disk reads from memory, 1.0 GiB from the device; peak 32.0 GiB of "
-      "64.0 GiB\n"))
+      "  page cache 2.0 GiB of disk reads from memory, 1.0 GiB from the device\n"
+      "             peak 32.0 GiB of 64.0 GiB\n"))
       << screen;
+  s.failed_stores = 1;
+  screen = RunRecorder::screen(s);
+  EXPECT_NE(screen.find("  failures  LMCache stores raised in 1 step, where upstream's engine "
+                        "stops; kvtwin\n            dropped the rest of that step's stores and "
+                        "went on\n"),
+            std::string::npos)
+      << screen;
+}
+
+// With every conditional line and figures a long run can reach (a trace of ten million
+// requests, ten-digit token counts, seven-digit event counts, 116 days, terabytes), no line of the
+// screen is wider than 100 columns.
+TEST(RunRecorder, NoLineOfTheScreenIsWiderThan100Columns) {
+  Summary s;
+  s.scenario_name = "llama31-70b-tp4-cpu-disk-redis";
+  s.instances = 1024;
+  s.scheduling = "async";
+  s.trace = "traces/mooncake_fast25/conversation_trace.jsonl";
+  const uint64_t count = 9'999'999;
+  const uint64_t tokens = 9'999'999'999;
+  const double seconds = 9'999'999.9;
+  const double tib = static_cast<double>(1ull << 40);
+  s.finished = s.rejected = s.failed = count;
+  s.duration_s = seconds;
+  s.has_warmup = true;
+  s.warmup_requests = count;
+  s.measured_from_s = seconds;
+  s.request_throughput = s.goodput = 99'999.99;
+  s.input_token_throughput = s.output_token_throughput = static_cast<double>(tokens);
+  s.slo_attainment = 1;
+  s.ttft = s.tpot = s.itl = s.e2e = {.mean = seconds * 1e3,
+                                     .p50 = seconds * 1e3,
+                                     .p90 = seconds * 1e3,
+                                     .p99 = seconds * 1e3,
+                                     .max = 0,
+                                     .count = 1};
+  s.prefix_caching = s.lmcache_enabled = true;
+  s.gpu_kv_usage_peak = s.gpu_kv_usage_mean = 1;
+  s.preemptions = count;
+  s.failed_load_tokens = tokens;
+  s.stalled_loads = s.failed_stores = s.failed_remote_writes = count;
+  s.health = {.failed_remote_gets = count, .unhealthy_periods = count, .unhealthy_s = seconds};
+  s.blocking_get_timeouts = {.timeout_s = 1'000'000, .fetches = count, .chunks = count};
+  s.async_loading = {.lookups = count,
+                     .timeouts = count,
+                     .prefetch_bytes = 99ull << 40,
+                     .busy_waits = count,
+                     .wrong_kv_chunks = 0};
+  s.tier_capacity_bytes = {999 * tib, 999 * tib, 999 * tib};
+  s.tier_bytes_peak = s.tier_bytes_mean = s.tier_capacity_bytes;
+  s.tier_evictions = {tokens, tokens, tokens};
+  s.page_cache = {.capacity_bytes = 999 * tib,
+                  .peak_bytes = 999 * tib,
+                  .hit_bytes = 999ull << 40,
+                  .miss_bytes = 999ull << 40,
+                  .buffered_write_bytes = 0};
+  for (const char* link : {"disk_read", "disk_write", "nic_rx", "nic_tx", "pcie_d2h", "pcie_h2d",
+                           "remote_rx", "remote_tx"})
+    s.link_bytes[link] = 999 * tib;
+  const std::string screen = RunRecorder::screen(s);
+  size_t lines = 0;
+  for (size_t start = 0; start < screen.size(); ++lines) {
+    const size_t end = screen.find('\n', start);
+    ASSERT_NE(end, std::string::npos);
+    EXPECT_LE(end - start, 100u) << screen.substr(start, end - start);
+    start = end + 1;
+  }
+  EXPECT_GE(lines, 30u);  // every conditional line is there
 }
 
 TEST(LogHistogram, QuantilesAreWithinOnePercentOfASample) {
