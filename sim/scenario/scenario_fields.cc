@@ -266,8 +266,13 @@ std::vector<FieldSpec> make_fields() {
                       "local disk tier per rank (0 = off)"));
   f.push_back(boolean("lmcache.remote", &S::lmcache, &LmcacheConfig::remote,
                       "shared remote tier (Redis-like, unbounded) on"));
-  f.push_back(text("lmcache.cache_policy", &S::lmcache, &LmcacheConfig::cache_policy,
-                   {"LRU", "LFU", "FIFO", "MRU", "S3FIFO"}, "eviction policy of CPU and disk"));
+  f.push_back(
+      text("lmcache.cache_policy", &S::lmcache, &LmcacheConfig::cache_policy,
+           {"LRU", "LFU", "FIFO", "MRU", "S3FIFO"},
+           "eviction policy of CPU and disk. LMCache f4261ef6's LFU over a disk tier raises "
+           "KeyError when a disk eviction meets a chunk whose write is still pending: that store "
+           "fails, where upstream's engine stops (lmcache.failed_stores, and a failures line on "
+           "the screen; upstream_fixes = true applies the fix)"));
   f.push_back(boolean("lmcache.use_layerwise", &S::lmcache, &LmcacheConfig::use_layerwise,
                       "per-layer store/retrieve overlapped with layer compute"));
   f.push_back(boolean("lmcache.save_only_first_rank", &S::lmcache,
