@@ -76,6 +76,7 @@ RunRecorder::RunRecorder(const scenario::Scenario& s, std::string trace_name, st
   summary_.scenario_name = s.run.name;
   summary_.trace = std::move(trace_name);
   summary_.instances = s.cluster.instances;
+  summary_.tensor_parallel = s.gpu.tensor_parallel;
   summary_.scheduling = s.vllm.async_scheduling ? "async" : "sync";
   summary_.has_warmup = s.workload.warmup_s > 0;
   summary_.lmcache_enabled = s.lmcache.enabled;
@@ -574,10 +575,14 @@ std::string RunRecorder::screen(const Summary& s) {
   // One row per link kind that moved bytes: how much, and how busy the busiest instance's link
   // of that kind was (the remote store's links are one, shared), so that a planner sees which
   // link is near saturation.
+  // With tensor parallelism the PCIe rows are one GPU's bytes (README: "PCIe bytes are one
+  // GPU's"), and say so.
   std::string links;
   for (const auto& [kind, bytes] : s.link_bytes)
     if (bytes > 0) {
-      std::snprintf(buf, sizeof buf, "  %-17s %12.1f %13.1f%%\n", kind.c_str(), bytes / kGiB,
+      const bool one_gpu = s.tensor_parallel > 1 && kind.starts_with("pcie_");
+      const std::string label = one_gpu ? kind + " per GPU" : kind;
+      std::snprintf(buf, sizeof buf, "  %-17s %12.1f %13.1f%%\n", label.c_str(), bytes / kGiB,
                     100 * s.busy_fraction(kind));
       links += buf;
     }

@@ -83,6 +83,7 @@ struct Summary {
   std::string scenario_name;
   std::string trace;
   int instances = 1;
+  int tensor_parallel = 1;  // GPUs per instance; pcie_* bytes are one GPU's (not in summary.json)
   std::string scheduling = "async";  // vLLM's engine loop: "async" or "sync"
   uint64_t requests = 0;
   uint64_t finished = 0;

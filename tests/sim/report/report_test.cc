@@ -59,6 +59,14 @@ TEST(RunRecorder, TheScreenSaysHowBusyEachLinkWas) {
             "  disk_write                 5.0          41.6%\n"
             "  pcie_d2h                   0.9           1.0%\n")
       << screen;
+  // Tensor parallelism: the PCIe rows are one GPU's bytes, and say so; the others are not.
+  s.tensor_parallel = 4;
+  const std::string tp = RunRecorder::screen(s);
+  EXPECT_EQ(tp.substr(tp.find("links ")),
+            "links                  GiB moved   busiest busy\n"
+            "  disk_write                 5.0          41.6%\n"
+            "  pcie_d2h per GPU           0.9           1.0%\n")
+      << tp;
 }
 
 // A cache that is off says so instead of a hit rate of 0; the LMCache lines of failures, health,
@@ -134,6 +142,7 @@ TEST(RunRecorder, NoLineOfTheScreenIsWiderThan100Columns) {
   Summary s;
   s.scenario_name = "llama31-70b-tp4-cpu-disk-redis";
   s.instances = 1024;
+  s.tensor_parallel = 8;
   s.scheduling = "async";
   s.trace = "traces/mooncake_fast25/conversation_trace.jsonl";
   const uint64_t count = 9'999'999;
