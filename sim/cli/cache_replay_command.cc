@@ -1,6 +1,8 @@
 #include "sim/cli/cache_replay_command.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <optional>
 
 #include "sim/cli/common.h"
@@ -41,8 +43,9 @@ scenario::Scenario point_scenario(const scenario::Scenario& base, const std::str
   return s;
 }
 
+// `on_fraction`, when given, is told now and then what share of the trace's requests is done.
 Point replay(const scenario::Scenario& base, const std::string& trace, const std::string& tier,
-             double gb) {
+             double gb, const std::function<void(double)>& on_fraction) {
   Point p;
   p.capacity_gb = gb;
   scenario::Scenario s = point_scenario(base, tier, gb);
@@ -58,7 +61,13 @@ Point replay(const scenario::Scenario& base, const std::string& trace, const std
   workload::Workload w(open_scenario_trace(s, trace), o);
   report::RunRecorder rec(s, scenario_trace_name(s, trace), "");
   engine::Cluster cluster(s, &w, &rec);
-  cluster.run(nullptr);
+  if (on_fraction) {
+    const double expected = static_cast<double>(estimate_requests(s, trace));
+    cluster.run(
+        [&](uint64_t done) { on_fraction(std::min(1.0, static_cast<double>(done) / expected)); });
+  } else {
+    cluster.run(nullptr);
+  }
   p.summary = rec.finish(cluster.now());
   return p;
 }
@@ -138,8 +147,14 @@ std::vector<CacheReplayPoint> cache_replay(const CacheReplayOptions& o) {
                            std::to_string(engine::kMaxGpuBlocksPerInstance) + ")");
   }
   std::vector<Point> points(caps.size());
-  parallel_for(caps.size(), o.jobs,
-               [&](size_t i) { points[i] = replay(base, o.trace, o.tier, caps[i]); });
+  PointsProgress progress("kvtwin cache-replay", o.quiet, caps.size());
+  parallel_for(caps.size(), o.jobs, [&](size_t i) {
+    std::function<void(double)> on_fraction;
+    if (progress.enabled()) on_fraction = [&progress, i](double f) { progress.point(i, f); };
+    points[i] = replay(base, o.trace, o.tier, caps[i], on_fraction);
+    progress.point(i, 1.0);
+  });
+  progress.finish();
   return points;
 }
 

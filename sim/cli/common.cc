@@ -6,12 +6,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <thread>
 
 #include "sim/embedded/embedded.h"
 #include "sim/io/input_error.h"
 #include "sim/io/line_reader.h"
+#include "sim/io/parse.h"
 #include "sim/scenario/scenario_loader.h"
 
 namespace kvtwin::sim::cli {
@@ -101,7 +103,13 @@ uint64_t estimate_requests(const scenario::Scenario& s, const std::string& trace
 }
 
 Progress::Progress(std::string label, bool quiet)
-    : label_(std::move(label)), enabled_(!quiet && isatty(STDERR_FILENO)), start_s_(wall_s()) {}
+    : label_(std::move(label)), enabled_(!quiet && isatty(STDERR_FILENO)), start_s_(wall_s()) {
+  if (const char* env = std::getenv("KVTWIN_PROGRESS_AFTER_S")) {
+    std::optional<double> v = io::parse_double(env);
+    if (!v || *v < 0) throw InputError("KVTWIN_PROGRESS_AFTER_S", 0, env, "expected seconds >= 0");
+    delay_s_ = *v;
+  }
+}
 
 Progress::~Progress() {
   finish();
@@ -110,7 +118,7 @@ Progress::~Progress() {
 void Progress::update(double fraction, const std::string& detail) {
   if (!enabled_) return;
   double now = wall_s();
-  if (now - start_s_ < 1.0 || now - last_draw_s_ < 0.1) return;
+  if (now - start_s_ < delay_s_ || now - last_draw_s_ < 0.1) return;
   last_draw_s_ = now;
   constexpr int kWidth = 30;
   int filled = static_cast<int>(std::min(1.0, std::max(0.0, fraction)) * kWidth);
@@ -128,6 +136,25 @@ void Progress::finish() {
     std::fflush(stderr);
     drawn_ = false;
   }
+}
+
+PointsProgress::PointsProgress(std::string label, bool quiet, size_t n)
+    : bar_(std::move(label), quiet), fraction_(n, 0.0) {}
+
+void PointsProgress::point(size_t i, double fraction) {
+  if (!bar_.enabled()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (fraction >= 1.0 && fraction_[i] < 1.0) ++finished_;
+  fraction_[i] = std::min(1.0, fraction);
+  double sum = 0;
+  for (double f : fraction_) sum += f;
+  bar_.update(sum / static_cast<double>(fraction_.size()),
+              std::to_string(finished_) + " of " + std::to_string(fraction_.size()) + " points");
+}
+
+void PointsProgress::finish() {
+  std::lock_guard<std::mutex> lock(mu_);
+  bar_.finish();
 }
 
 }  // namespace kvtwin::sim::cli

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,7 +38,9 @@ std::string scenario_trace_name(const scenario::Scenario& s, const std::string& 
 void parallel_for(size_t n, int jobs, const std::function<void(size_t)>& fn);
 
 // A progress bar on stderr: drawn only when stderr is a terminal, `quiet` is false and the work
-// has run for more than a second; redrawn at most 10 times a second.
+// has run for more than a second (the environment variable KVTWIN_PROGRESS_AFTER_S, seconds >= 0,
+// sets another delay; a malformed value is an InputError); redrawn at most 10 times a second.
+// finish() (or the destructor) erases it.
 class Progress {
  public:
   Progress(std::string label, bool quiet);
@@ -52,7 +55,26 @@ class Progress {
   bool enabled_;
   bool drawn_ = false;
   double start_s_;
+  double delay_s_ = 1.0;
   double last_draw_s_ = 0;
+};
+
+// One bar over `n` points simulated in parallel (sweep points, cache-replay capacities): each
+// point reports the share of its own work done, and the bar shows their mean and how many points
+// have finished. Thread-safe.
+class PointsProgress {
+ public:
+  PointsProgress(std::string label, bool quiet, size_t n);
+  bool enabled() const { return bar_.enabled(); }
+  // Point i has done `fraction` of its work (1: finished).
+  void point(size_t i, double fraction);
+  void finish();
+
+ private:
+  std::mutex mu_;
+  Progress bar_;
+  std::vector<double> fraction_;
+  size_t finished_ = 0;
 };
 
 }  // namespace kvtwin::sim::cli

@@ -10,7 +10,8 @@ namespace kvtwin::sim::cli {
 
 report::Summary simulate(const scenario::Scenario& s, const std::string& trace_override,
                          const std::string& out_dir, bool quiet, double* wall_s,
-                         const engine::Cluster::MoverFactory& movers) {
+                         const engine::Cluster::MoverFactory& movers,
+                         const std::function<void(double)>& on_fraction) {
   auto start = std::chrono::steady_clock::now();
   std::string trace_name = scenario_trace_name(s, trace_override);
   workload::Workload workload(open_scenario_trace(s, trace_override), workload_options(s));
@@ -18,12 +19,15 @@ report::Summary simulate(const scenario::Scenario& s, const std::string& trace_o
   engine::Cluster cluster(s, &workload, &recorder, movers);
   for (int t = 0; t < report::kNumTiers; ++t) recorder.set_tier_capacity(t, 0);
   Progress progress("kvtwin run", quiet);
-  const uint64_t expected = progress.enabled() ? estimate_requests(s, trace_override) : 1;
+  const uint64_t expected =
+      progress.enabled() || on_fraction ? estimate_requests(s, trace_override) : 1;
   cluster.run([&](uint64_t done) {
-    progress.update(std::min(1.0, static_cast<double>(done) / static_cast<double>(expected)),
-                    std::to_string(done) + " requests done, t = " +
-                        std::to_string(static_cast<int64_t>(to_seconds(cluster.now()))) +
-                        " s simulated");
+    const double fraction =
+        std::min(1.0, static_cast<double>(done) / static_cast<double>(expected));
+    if (on_fraction) on_fraction(fraction);
+    progress.update(fraction, std::to_string(done) + " requests done, t = " +
+                                  std::to_string(static_cast<int64_t>(to_seconds(cluster.now()))) +
+                                  " s simulated");
   });
   progress.finish();
   report::Summary summary = recorder.finish(cluster.now());

@@ -4,6 +4,7 @@
 // summary on stdout unless --quiet.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -25,10 +26,13 @@ struct RunOptions {
 int run_run(const RunOptions& options);
 
 // Simulates `s` and returns its summary; writes the run directory when `out_dir` is non-empty.
-// `progress_label` non-empty and !quiet: a progress bar on a terminal. `movers`, when given,
-// supplies the transfer implementation (engine::Cluster::MoverFactory; kvtwin validate).
+// !quiet: a progress bar ("kvtwin run") on a terminal. `movers`, when given, supplies the
+// transfer implementation (engine::Cluster::MoverFactory; kvtwin validate). `on_fraction`, when
+// given, is told now and then what share of the workload's requests is done (in [0, 1]), for a
+// caller's own bar (sweeps).
 report::Summary simulate(const scenario::Scenario& s, const std::string& trace_override,
                          const std::string& out_dir, bool quiet, double* wall_s,
-                         const engine::Cluster::MoverFactory& movers = {});
+                         const engine::Cluster::MoverFactory& movers = {},
+                         const std::function<void(double)>& on_fraction = {});
 
 }  // namespace kvtwin::sim::cli

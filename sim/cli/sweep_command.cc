@@ -2,7 +2,7 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <mutex>
+#include <functional>
 
 #include "sim/cli/common.h"
 #include "sim/cli/run_command.h"
@@ -221,9 +221,7 @@ int run_sweep(const SweepOptions& o) {
     scenario::validate(s);
     scenarios.push_back(std::move(s));
   }
-  Progress progress("kvtwin sweep", o.quiet);
-  std::mutex mu;
-  size_t done = 0;
+  PointsProgress progress("kvtwin sweep", o.quiet, points.size());
   parallel_for(points.size(), o.jobs, [&](size_t i) {
     std::string dir = o.out.empty() ? "" : o.out + "/points/" + std::to_string(i);
     scenario::Scenario s = scenarios[i];
@@ -231,11 +229,10 @@ int run_sweep(const SweepOptions& o) {
       s.output.chrome_trace = false;
       s.output.plots = false;
     }
-    points[i].summary = simulate(s, o.trace, dir, true, nullptr);
-    std::lock_guard<std::mutex> lock(mu);
-    ++done;
-    progress.update(static_cast<double>(done) / points.size(),
-                    std::to_string(done) + " of " + std::to_string(points.size()) + " points");
+    std::function<void(double)> on_fraction;
+    if (progress.enabled()) on_fraction = [&progress, i](double f) { progress.point(i, f); };
+    points[i].summary = simulate(s, o.trace, dir, true, nullptr, {}, on_fraction);
+    progress.point(i, 1.0);
   });
   progress.finish();
   if (!o.quiet) std::fputs(screen_table(axes, points).c_str(), stdout);
