@@ -187,6 +187,12 @@ TEST(ScenarioOverride, SetsTypedValuesAndBareWords) {
             "--set: vllm.max_num_seq: unknown key; did you mean vllm.max_num_seqs?");
   EXPECT_EQ(input_error([&] { apply_override(&s, "novalue"); }),
             "--set: novalue: expected key=value");
+  EXPECT_EQ(input_error([&] { apply_override(&s, " =3"); }), "--set:  =3: expected key=value");
+  // Spaces around the key and the value, as a TOML file writes them.
+  apply_override(&s, "vllm.block_size = 64");
+  apply_override(&s, "\tcluster.router =  round_robin");
+  EXPECT_EQ(s.vllm.block_size, 64);
+  EXPECT_EQ(s.cluster.router, "round_robin");
 }
 
 TEST(ScenarioDump, ReloadingTheDumpGivesTheSameScenario) {
