@@ -535,14 +535,22 @@ void LmcacheConnector::start_step_transfers() {
 
 // Every vLLM block that the request expected from LMCache becomes invalid (recomputed).
 void LmcacheConnector::fail_whole_load(const lm::ReqMeta& m) {
+  fail_load_from(m, 0);
+}
+
+void LmcacheConnector::fail_load_from(const lm::ReqMeta& m, int64_t token) {
   const lm::LoadSpec& ls = *m.load_spec;
-  const int64_t c = config_.chunk_size;
-  const int64_t first = ls.vllm_cached_tokens / c * c;
   const int64_t end =
       std::min<int64_t>(ls.lmcache_cached_tokens, static_cast<int64_t>(m.num_slots()));
   const int64_t bs = adapter_config_.vllm_block_size;
-  for (int64_t i = std::max(first, ls.vllm_cached_tokens); i < end; ++i)
+  for (int64_t i = std::max(token, ls.vllm_cached_tokens); i < end; ++i)
     invalid_.insert(static_cast<model::vllm::BlockId>(m.slot(static_cast<size_t>(i)) / bs));
+}
+
+void LmcacheConnector::fail_stage_read(const LoadStage& stage, size_t first_failed) {
+  if (stage.starts.empty()) return;
+  fail_load_from(meta_.requests[stage.request],
+                 stage.starts[std::min(first_failed, stage.starts.size() - 1)]);
 }
 
 void LmcacheConnector::load_bulk() {
@@ -550,7 +558,8 @@ void LmcacheConnector::load_bulk() {
   // request can be attributed to it, and its stages charged in upstream's order. Allocated only for
   // a step that loads (most steps do not).
   std::shared_ptr<std::vector<LoadStage>> stages;
-  for (const lm::ReqMeta& m : meta_.requests) {
+  for (size_t index = 0; index < meta_.requests.size(); ++index) {
+    const lm::ReqMeta& m = meta_.requests[index];
     if (!m.load_spec) continue;
     lm::ConnectorMetadata one;
     one.requests.push_back(m);
@@ -572,6 +581,7 @@ void LmcacheConnector::load_bulk() {
     uint64_t from_disk = 0, to_gpu = 0;
     std::vector<uint64_t> remote_chunks;  // one GET job each
     std::vector<KvObject> disk_objects;   // keyed_disk_io_ only
+    std::vector<int64_t> disk_starts, remote_starts;
     for (const lm::LoadedChunk& c : log.loaded) {
       int t = tier_of(c.location);
       int64_t tokens = c.end - c.start;
@@ -579,18 +589,32 @@ void LmcacheConnector::load_bulk() {
       if (live != nullptr) live->record.loaded_tokens[t] += tokens;
       if (t == report::kTierDisk && !c.prefetched) {
         from_disk += b;
+        disk_starts.push_back(c.start);
         if (keyed_disk_io_) disk_objects.push_back(disk_object(c.key, b));
       }
-      if (t == report::kTierRemote && !c.prefetched) remote_chunks.push_back(b);
+      if (t == report::kTierRemote && !c.prefetched) {
+        remote_chunks.push_back(b);
+        remote_starts.push_back(c.start);
+      }
       if (c.bad) ++stats_.wrong_kv_chunks;
       to_gpu += b;
     }
     if (to_gpu == 0) continue;
     if (!stages) stages = std::make_shared<std::vector<LoadStage>>();
     if (from_disk > 0)
-      stages->push_back({LoadStage::kFetchDisk, from_disk, {}, std::move(disk_objects)});
+      stages->push_back({LoadStage::kFetchDisk,
+                         from_disk,
+                         {},
+                         std::move(disk_objects),
+                         index,
+                         std::move(disk_starts)});
     if (!remote_chunks.empty())
-      stages->push_back({LoadStage::kFetchRemote, 0, std::move(remote_chunks)});
+      stages->push_back({LoadStage::kFetchRemote,
+                         0,
+                         std::move(remote_chunks),
+                         {},
+                         index,
+                         std::move(remote_starts)});
     if (broadcast_ns(to_gpu) > 0) stages->push_back({LoadStage::kBroadcast, to_gpu});
     stages->push_back({LoadStage::kToGpu, to_gpu});
   }
@@ -622,6 +646,8 @@ void LmcacheConnector::run_load_stages(std::shared_ptr<const std::vector<LoadSta
     gets_start_ = ctx_.sim->now();
     get_finish_.assign(st.chunks.size(), 0);
     gets_left_ = st.chunks.size();
+    gets_stage_ = &st;
+    first_failed_get_ = st.chunks.size();
     gets_done_ = then;
     dispatch_remote();
     return;
@@ -629,7 +655,13 @@ void LmcacheConnector::run_load_stages(std::shared_ptr<const std::vector<LoadSta
   Transfer t = st.kind == LoadStage::kToGpu ? to_gpu_transfer(st.bytes)
                                             : fetch_transfer(Location::kDisk, st.bytes);
   if (!st.objects.empty()) t.objects = st.objects;  // the same bytes, one keyed object per chunk
-  ctx_.mover->start(std::move(t), [then](const TransferResult&) { then(); });
+  ctx_.mover->start(std::move(t), [this, &st, then](const TransferResult& r) {
+    if (st.kind == LoadStage::kFetchDisk) {
+      const auto bad = std::find(r.ok.begin(), r.ok.end(), uint8_t{0});
+      if (bad != r.ok.end()) fail_stage_read(st, static_cast<size_t>(bad - r.ok.begin()));
+    }
+    then();
+  });
 }
 
 KvObject LmcacheConnector::disk_object(const lm::CacheEngineKey& key, uint64_t bytes) const {
@@ -846,7 +878,11 @@ void LmcacheConnector::dispatch_remote() {
       ctx_.sim->schedule_after(
           from_seconds(s_.links.network_latency_us * 1e-6), [this, bytes, key] {
             ctx_.mover->start(fetch_transfer(Location::kRemote, bytes),
-                              [this, key](const TransferResult&) { finish_get(key); });
+                              [this, key](const TransferResult& r) {
+                                if (!r.all_ok())
+                                  first_failed_get_ = std::min(first_failed_get_, key);
+                                finish_get(key);
+                              });
           });
       continue;
     }
@@ -875,6 +911,12 @@ void LmcacheConnector::finish_get(size_t key) {
   get_finish_[key] = ctx_.sim->now();
   if (--gets_left_ == 0) {
     count_blocking_get_timeout();
+    if (first_failed_get_ < get_finish_.size()) {
+      // batched_get_blocking found a value missing: one failed blocking read for the monitor.
+      if (health_remote_) health_remote_->add_failed_reads(1);
+      fail_stage_read(*std::exchange(gets_stage_, nullptr), first_failed_get_);
+    }
+    gets_stage_ = nullptr;
     std::exchange(gets_done_, nullptr)();
   }
   start_writes();

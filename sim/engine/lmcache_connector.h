@@ -178,12 +178,22 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   // retrieve reads its chunks tier after tier (disk, then remote: get_block_mapping's backend
   // order; the CPU tier needs no read), then rank 0 broadcasts them (MLA save_only_first_rank),
   // then they are copied to the GPU — each stage waiting for the one before.
+  //
+  // A read that the Mover reports failed (a real tier's fault under kvtwin validate
+  // --timing=measured; modelled movers never fail) is a miss, as upstream's retrieve stopping at
+  // a chunk it could not read: the request's blocks from that chunk on become load errors
+  // (fail_load_from), and a failed Redis GET counts one failed blocking read for the health
+  // monitor.
   struct LoadStage {
     enum Kind { kFetchDisk, kFetchRemote, kBroadcast, kToGpu } kind;
     uint64_t bytes;  // per rank that holds tiers (disk fetch), or per GPU; kFetchRemote: unused
     std::vector<uint64_t> chunks = {};  // kFetchRemote: each chunk's bytes (one GET job each)
     // kFetchDisk with a modelled page cache: one object per chunk, keyed (bytes of every rank).
     std::vector<KvObject> objects = {};
+    // kFetchDisk, kFetchRemote: the request (meta_.requests[request]) and each read chunk's
+    // first token, in read order (one per GET job, or per disk object when keyed).
+    size_t request = 0;
+    std::vector<int64_t> starts = {};
   };
   void run_load_stages(std::shared_ptr<const std::vector<LoadStage>> stages, size_t next);
   // A disk / Redis → CPU read of `bytes` per rank that holds tiers (node-wide links carry every
@@ -212,6 +222,10 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   uint64_t object_bytes(int64_t tokens) const;
   void inject_remote_faults();
   void fail_whole_load(const model::lmcache::ReqMeta& m);
+  // The vLLM blocks of m's LMCache-loaded tokens from `token` on become load errors.
+  void fail_load_from(const model::lmcache::ReqMeta& m, int64_t token);
+  // A failed read of `stage`: chunk `first_failed` (in stage.starts) on is a miss.
+  void fail_stage_read(const LoadStage& stage, size_t first_failed);
   void save(model::lmcache::WorkerLog* log);
   void inject_faults_into(const std::vector<model::lmcache::CacheEngineKey>& keys);
 
@@ -284,6 +298,8 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   // blocking-timeout count.
   SimTime gets_start_ = 0;
   std::vector<SimTime> get_finish_;
+  const LoadStage* gets_stage_ = nullptr;  // the current fetch's stage
+  size_t first_failed_get_ = 0;            // its first GET the Mover reported failed (or size)
   void finish_get(size_t key);
   void count_blocking_get_timeout();
 

@@ -44,10 +44,11 @@ scenario::Scenario lmcache_cpu_scenario(const std::string& name,
 namespace {
 
 RunResult run_reader(const scenario::Scenario& s, std::unique_ptr<workload::TraceReader> reader,
-                     const workload::WorkloadOptions& options) {
+                     const workload::WorkloadOptions& options,
+                     const Cluster::MoverFactory& movers = {}) {
   workload::Workload w(std::move(reader), options);
   report::RunRecorder rec(s, "<t>", "");
-  Cluster c(s, &w, &rec);
+  Cluster c(s, &w, &rec, movers);
   RunResult r;
   c.set_request_observer([&](const report::RequestRecord& x) { r.records[x.index] = x; });
   c.run(nullptr);
@@ -58,9 +59,10 @@ RunResult run_reader(const scenario::Scenario& s, std::unique_ptr<workload::Trac
 }  // namespace
 
 RunResult run_cluster(const scenario::Scenario& s, const std::string& trace,
-                      const workload::WorkloadOptions& options) {
+                      const workload::WorkloadOptions& options,
+                      const Cluster::MoverFactory& movers) {
   return run_reader(s, workload::open_trace_bytes("<t>", trace, workload::TraceFormat::kAuto),
-                    options);
+                    options, movers);
 }
 
 RunResult run_on_example_trace(const scenario::Scenario& s) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/engine/cluster.h"
 #include "sim/report/run_recorder.h"
 #include "sim/scenario/scenario.h"
 #include "sim/workload/workload.h"
@@ -36,9 +37,11 @@ scenario::Scenario lmcache_cpu_scenario(const std::string& name,
                                         const std::vector<std::string>& sets);
 
 // Runs the scenario on `trace` (any supported format, auto-detected) to completion, through the
-// workload transforms `options` (none by default).
+// workload transforms `options` (none by default); `movers`, when given, supplies each instance's
+// Mover (Cluster::MoverFactory).
 RunResult run_cluster(const scenario::Scenario& s, const std::string& trace,
-                      const workload::WorkloadOptions& options = {});
+                      const workload::WorkloadOptions& options = {},
+                      const Cluster::MoverFactory& movers = {});
 
 // Runs the scenario on traces/examples/mooncake_conversation_10min.jsonl through the workload
 // options `kvtwin run` takes from it (rate scale, request cap, window, synthetic prefixes).

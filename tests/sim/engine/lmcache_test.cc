@@ -665,6 +665,58 @@ TEST(LmcacheEngine, ALayerwiseStoreThatRaisesDropsTheStepsStoresNotItsLoads) {
   expect_every_disk_write_copied(r);
 }
 
+// A Mover that reports every disk -> CPU read failed (as a real tier with a corrupt or missing
+// file would under kvtwin validate --timing=measured), after the modelled one's time; it counts
+// them in *failed (which outlives the cluster that owns the mover).
+class FailingDiskReads final : public Mover {
+ public:
+  FailingDiskReads(Mover& modeled, int* failed) : modeled_(modeled), failed_(failed) {}
+  void start(Transfer t, Done done) override {
+    const bool fail = t.src == Location::kDisk && t.dst == Location::kCpu;
+    if (fail) ++*failed_;
+    modeled_.start(std::move(t), [fail, done = std::move(done)](const TransferResult& r) {
+      TransferResult out = r;
+      if (fail) out.ok.assign(out.ok.size(), 0);
+      done(out);
+    });
+  }
+  std::string_view name() const override { return "failing disk reads"; }
+
+ private:
+  Mover& modeled_;
+  int* failed_;
+};
+
+// A bulk load whose disk read failed is a miss: the request's blocks from the chunk the read was
+// for become load errors, recomputed under the recompute policy. With the modelled mover alone
+// the same run loads them.
+TEST(LmcacheEngine, AFailedDiskReadIsAMissFromItsChunkOn) {
+  // A CPU tier of three chunks: B's prompt pushes A's chunks out of it; C finds them on disk.
+  const scenario::Scenario s =
+      scenario_with({"lmcache.max_local_cpu_size_gb=0.1", "lmcache.max_local_disk_size_gb=1",
+                     "vllm.kv_load_failure_policy=recompute"});
+  const std::string trace =
+      "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n" + std::string(kEvictedPrefix);
+  const Result healthy = harness::run_cluster(s, trace);
+  const report::RequestRecord& c = healthy.records.at(2);
+  ASSERT_GT(c.lmcache_hit_tokens, 0);
+  ASSERT_EQ(c.loaded_tokens[report::kTierCpu], 0);  // LMCache's whole hit is in one disk chunk
+  ASSERT_EQ(c.loaded_tokens[report::kTierDisk], 256);
+  EXPECT_EQ(healthy.summary.failed_load_tokens, 0u);
+  int reads = 0;
+  const Result failed = harness::run_cluster(s, trace, {}, [&](Simulator&, Mover& modeled) {
+    return std::make_unique<FailingDiskReads>(modeled, &reads);
+  });
+  EXPECT_EQ(reads, 1);  // C's
+  const report::RequestRecord& c2 = failed.records.at(2);
+  EXPECT_EQ(c2.lmcache_hit_tokens, c.lmcache_hit_tokens);
+  // The chunk starts below vLLM's own hit: every token LMCache was to add is lost.
+  EXPECT_EQ(c2.failed_load_tokens, c.lmcache_hit_tokens);
+  EXPECT_EQ(failed.summary.failed_load_tokens, static_cast<uint64_t>(c.lmcache_hit_tokens));
+  EXPECT_FALSE(c2.load_error);  // recomputed
+  EXPECT_EQ(failed.summary.finished, 3u);
+}
+
 // A bulk store that raises in its puts (LFU's stale-entry KeyError: the disk tier's eviction scan
 // meets a key whose write is still pending, an upstream defect reproduced by default) has already
 // copied its chunks off the GPU, and some of them are in the tiers. The copy is charged: every byte

@@ -144,6 +144,45 @@ TEST(ValidateScenario, MeasuredTimingRunsTheSliceOnTheMeasuredClock) {
   EXPECT_TRUE(std::filesystem::exists(dir + "/m/run/summary.json"));
 }
 
+// A Redis server with 1 MiB of memory and no eviction refuses every 8-MiB chunk, so every GET of
+// the run misses. With measured timing each failed bulk read is a miss: the requests' blocks
+// from the failed chunk on are load errors, recomputed under the recompute policy, and each
+// failed fetch counts one failed blocking read for the health monitor. With predicted timing the
+// same faults are only recorded. (Before, the measured run loaded the missing chunks, with no
+// failed load.)
+TEST(ValidateScenario, MeasuredTimingTurnsARealTiersFailedReadsIntoMisses) {
+  kvtwin::testing::RedisServer server({"--maxmemory", "1mb", "--maxmemory-policy", "noeviction"});
+  const std::string dir = kvtwin::testing::scratch_dir();
+  const std::string scenario = write_scenario(dir);
+  auto validate = [&](const std::string& timing) {
+    const std::string out = dir + "/" + timing;
+    const CommandRun val = kvtwin(
+        "validate --scenario " + scenario + " --timing " + timing +
+        " --set vllm.kv_load_failure_policy=recompute --set lmcache.max_local_cpu_size_gb=0.02" +
+        " --disk-path " + dir + "/disk_" + timing + " --remote-url " + server.url() + " -q -o " +
+        out);
+    EXPECT_EQ(val.exit_code, 0) << val.err;
+    return slurp(out + "/run/summary.json");
+  };
+  auto after = [](const std::string& text, const std::string& key) {
+    return kvtwin::testing::number_after(text, key);
+  };
+  const std::string measured = validate("measured");
+  const std::string report = slurp(dir + "/measured/report.md");
+  EXPECT_NE(report.find("remote tier: puts"), std::string::npos) << report;
+  EXPECT_NE(report.find(" (ok 0, miss "), std::string::npos) << report;  // every GET missed
+  const double remote_loaded =
+      after(measured.substr(measured.find("\"remote\": {")), "\"loaded_tokens\": ");
+  EXPECT_GT(remote_loaded, 0);
+  EXPECT_GE(after(measured, "\"failed_load_tokens\": "), remote_loaded);
+  EXPECT_GT(after(measured, "\"failed_remote_gets\": "), 0);
+  EXPECT_EQ(after(measured, "\"failed\": "), 0);  // recomputed, not failed
+  server.command({"FLUSHALL"});
+  const std::string predicted = validate("predicted");
+  EXPECT_EQ(after(predicted, "\"failed_load_tokens\": "), 0);
+  EXPECT_EQ(predicted.find("\"failed_remote_gets\""), std::string::npos);  // no health section
+}
+
 TEST(ValidateScenario, AMissingHardwareProfileIsOneLineNamingFileAndKey) {
   const std::string dir = kvtwin::testing::scratch_dir();
   const std::string scenario = write_scenario(dir, "[hardware]\nprofile = \"no_such.toml\"\n");
