@@ -71,6 +71,7 @@ bool StoreLayerTask::next() {
         ++yields_;
         return true;
       case Phase::kKeys:
+        copied_ = layer_ + 1;
         engine_->storage_manager().batched_put(keys_[layer_], objs_[layer_]);
         ++layer_;
         if (layer_ >= L) phase_ = Phase::kFinal;

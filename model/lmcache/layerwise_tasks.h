@@ -44,6 +44,10 @@ class StoreLayerTask {
   const std::vector<TokenRange>& stored() const { return stored_; }
   // Layers of those chunks put into the storage manager so far (0 … num_layers).
   int layers_put() const { return layer_; }
+  // Layers copied off the GPU so far: upstream copies a layer (batched_from_gpu's next step) just
+  // before putting it, so after a put that raised this is layers_put() + 1 (that layer's objects
+  // were copied, and the put may have placed some of them in the tiers).
+  int layers_copied() const { return copied_; }
 
  private:
   enum class Phase { kStart, kKeys, kEmpty, kFrozen, kFinal, kDone };
@@ -56,6 +60,7 @@ class StoreLayerTask {
   Phase phase_ = Phase::kStart;
   int yields_ = 0;
   int layer_ = 0;
+  int copied_ = 0;
   std::vector<TokenRange> stored_;
   std::vector<std::vector<CacheEngineKey>> keys_;  // [layer][chunk]
   std::vector<std::vector<PyRef>> objs_;           // [layer][chunk]

@@ -112,8 +112,8 @@ void LMCacheWorkerAdapter::unpin(const std::string& req_id, WorkerLog* log) {
 std::vector<std::pair<TokenRange, int>> LMCacheWorkerAdapter::abandon_stores() {
   std::vector<std::pair<TokenRange, int>> put;
   for (const auto& task : storers_)
-    if (task->layers_put() > 0)
-      for (const TokenRange& r : task->stored()) put.emplace_back(r, task->layers_put());
+    if (task->layers_copied() > 0)
+      for (const TokenRange& r : task->stored()) put.emplace_back(r, task->layers_copied());
   storers_.clear();
   return put;
 }

@@ -61,8 +61,9 @@ class LMCacheWorkerAdapter {
   // Not upstream: a layerwise store of this step raised (upstream's engine would stop there), and
   // the simulator goes on without the step's stores. They are dropped, so that later
   // save_kv_layer calls and wait_for_save neither advance them nor raise (wait_for_save still
-  // unpins). Returns, per chunk a dropped store had allocated, the layers it had already put: what
-  // reached the CPU tier (and the disk and remote writes behind it).
+  // unpins). Returns, per chunk a dropped store had allocated, the layers it had copied off the
+  // GPU: the layers it had put, and the one whose put raised (its objects were copied first, and
+  // some may be in the CPU tier and behind it on disk or in Redis).
   std::vector<std::pair<TokenRange, int>> abandon_stores();
   // The vLLM block ids whose load failed since the last call (sorted).
   std::vector<int64_t> get_block_ids_with_load_errors();

@@ -428,7 +428,7 @@ void LmcacheConnector::start_step_transfers() {
   // tier, are still charged as copied. The other side runs to the end.
   lm::WorkerLog log;
   bool loads_failed = false, stores_failed = false;
-  std::vector<std::pair<lm::TokenRange, int>> dropped_stores;  // (chunk, layers it had put)
+  std::vector<std::pair<lm::TokenRange, int>> dropped_stores;  // (chunk, layers it had copied)
   try {
     worker_adapter_->start_load_kv(meta_, &log);
   } catch (const lm::UpstreamError&) {

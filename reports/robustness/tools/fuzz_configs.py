@@ -294,16 +294,20 @@ def run_kvtwin(kvtwin, repo, sc, sets, out, timeout):
 
 
 def case_loop(prefix, one_case):
-    """The driver of this script and causality.py: argv KVTWIN REPO {lmcache|vllm} CASES SEED LOG;
-    per case one drawn configuration, one_case(kvtwin, repo, rnd, sc, sets, work) -> (record,
-    bad), one JSON line per case in LOG (with i, scenario, wall_s, sets); prints the bad count."""
+    """The driver of this script and causality.py: argv KVTWIN REPO {lmcache|vllm} CASES SEED LOG
+    [KEY=VALUE ...]; per case one drawn configuration, with each KEY=VALUE forced on it after the
+    draw (so the other draws stay those of the seed; e.g. lmcache.cache_policy=LFU to reach LFU's
+    failing stores, stop 30), one_case(kvtwin, repo, rnd, sc, sets, work) -> (record, bad), one
+    JSON line per case in LOG (with i, scenario, wall_s, sets); prints the bad count."""
     kvtwin, repo, mode, cases, seed, log_path = sys.argv[1:7]
+    forced = dict(arg.split('=', 1) for arg in sys.argv[7:])
     rnd = random.Random(int(seed))
     work = tempfile.mkdtemp(prefix=prefix)
     bad = 0
     with open(log_path, 'w') as log:
         for i in range(int(cases)):
             sc, sets = draw(rnd, mode)
+            sets.update(forced)
             t0 = time.time()
             record, is_bad = one_case(kvtwin, repo, rnd, i, sc, sets, work)
             bad += is_bad
@@ -538,7 +542,8 @@ def check_link_bytes(out):
     bytes x R; the remote store sends what the NICs receive and receives what they send; the
     disk writes at most B x R x the stored tokens (pcie_d2h / B); with a remote tier and no
     Redis writes lost to the layerwise quirk or to the health monitor, the NICs send the stored
-    tokens of the ranks that write to Redis (rank 0 alone under MLA); in layerwise mode with
+    tokens of the ranks that write to Redis (rank 0 alone under MLA), at most those when a store
+    raised (bulk mode: its copy ran, its Redis put may not have); in layerwise mode with
     partial chunks saved, the writes carry each layer object's 4-KiB alignment, so there they
     are bounded below only. Not checked
     after a warm-up (the counters start mid-run). The first violation, or None."""
@@ -579,8 +584,12 @@ def check_link_bytes(out):
     else:
         want += [('disk_read', disk_read, per_gpu * ranks * loaded['disk']),
                  ('nic_rx', moved['nic_rx'], per_gpu * ranks * loaded['remote'])]
-    if moved['pcie_d2h'] % per_gpu:
-        return f'pcie_d2h {moved["pcie_d2h"]} is not whole tokens of {per_gpu} bytes'
+    # A layerwise store that raised counts the layers it had put (stop 28): whole tokens of one
+    # layer each (stop 30: reached by LFU over a disk tier).
+    unit = per_gpu // m['num_layers'] if sc['lmcache']['use_layerwise'] and lm['failed_stores'] \
+        else per_gpu
+    if moved['pcie_d2h'] % unit:
+        return f'pcie_d2h {moved["pcie_d2h"]} is not whole tokens of {unit} bytes'
     stored = moved['pcie_d2h'] * ranks
     # Layerwise objects come from one batched allocation per chunk: each layer's byte_array is
     # its 4-KiB aligned unit, so a partial chunk's disk and Redis writes carry padding the GPU
@@ -590,12 +599,18 @@ def check_link_bytes(out):
         return f'disk_write {moved["disk_write"]} > the stored tokens\' {stored} bytes'
     # Under MLA only rank 0 writes to Redis (LMCache's remote_enable_mla_worker_id_as0).
     writers = 1 if m['attention'] == 'mla' and tp > 1 else ranks
+    # Stop 30: a store that raised in its puts was copied (pcie_d2h) but may have stopped before
+    # its Redis put, so with failed stores the NICs send at most the stored tokens.
     if sc['lmcache']['remote'] and not lm['failed_remote_writes'] and \
             not lm.get('health', {}).get('unhealthy_periods'):
-        if not layerwise:
+        if not layerwise and not lm['failed_stores']:
             want.append(('nic_tx', moved['nic_tx'], moved['pcie_d2h'] * writers))
-        elif moved['nic_tx'] < moved['pcie_d2h'] * writers:
+        elif layerwise and not lm['failed_stores'] and \
+                moved['nic_tx'] < moved['pcie_d2h'] * writers:
             return f'nic_tx {moved["nic_tx"]} < the stored tokens\' ' \
+                f'{moved["pcie_d2h"] * writers} bytes'
+        elif not layerwise and moved['nic_tx'] > moved['pcie_d2h'] * writers:
+            return f'nic_tx {moved["nic_tx"]} > the stored tokens\' ' \
                 f'{moved["pcie_d2h"] * writers} bytes'
     for name, got, expected in want:
         if got != expected:

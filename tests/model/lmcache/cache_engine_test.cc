@@ -204,6 +204,32 @@ TEST(LMCacheEngine, LayerwiseStoreAndRetrieveFollowTheGeneratorProtocol) {
   for (const LoadedChunk& c : rt->loaded()) EXPECT_FALSE(c.bad);
 }
 
+TEST(LMCacheEngine, ALayerwisePutThatRaisesCountsItsLayerAsCopied) {
+  // LFU over a disk of two chunks: A's layer objects fill it with pending writes, and the disk
+  // eviction that B's first layer needs meets one of them: KeyError, in the put of B's layer 0,
+  // which upstream had copied off the GPU just before.
+  LMCacheEngineConfig cfg = toy_config(16, 2);
+  cfg.use_layerwise = true;
+  cfg.cache_policy = CachePolicyKind::kLfu;
+  LMCacheEngine e(cfg, toy_metadata());
+  auto a = e.store_layer({TokenInput::of_tokens(seq(32, 1)), 0, nullptr});
+  while (a->next()) {
+  }
+  EXPECT_EQ(a->layers_put(), e.num_layers());
+  EXPECT_EQ(a->layers_copied(), e.num_layers());
+  auto b = e.store_layer({TokenInput::of_tokens(seq(32, 5000)), 0, nullptr});
+  ASSERT_TRUE(b->next());  // allocation
+  EXPECT_EQ(b->layers_copied(), 0);
+  try {
+    b->next();
+    ADD_FAILURE() << "no raise";
+  } catch (const UpstreamError& err) {
+    EXPECT_EQ(err.kind(), PyError::kKeyError);
+  }
+  EXPECT_EQ(b->layers_put(), 0);
+  EXPECT_EQ(b->layers_copied(), 1);
+}
+
 TEST(LMCacheEngine, LayerwiseRetrieveWithZeroHitsFailsInItsLastStepWithTheQuirk) {
   for (bool quirk : {true, false}) {
     LMCacheEngineConfig cfg = toy_config(8);

@@ -275,10 +275,11 @@ TEST(VllmAdapter, ABulkStoreThatRaisesLogsOnlyTheChunksItCopied) {
 }
 
 // Not upstream: the simulator drops a step's layerwise stores when one raises. abandon_stores
-// returns each chunk a store had allocated with the layers it had put (those reached the CPU
-// tier), and afterwards save_kv_layer and wait_for_save neither advance nor raise over the dropped
+// returns each chunk a store had allocated with the layers it had copied (here: put, and so in the
+// CPU tier; a put that raised adds its layer, LMCacheEngine.ALayerwisePutThatRaisesCounts...),
+// and afterwards save_kv_layer and wait_for_save neither advance nor raise over the dropped
 // stores; wait_for_save still unpins.
-TEST(VllmAdapter, AbandonedLayerwiseStoresReportTheLayersTheyPut) {
+TEST(VllmAdapter, AbandonedLayerwiseStoresReportTheLayersTheyCopied) {
   Fixture f;
   f.cfg.use_layerwise = true;
   f.engine = std::make_unique<LMCacheEngine>(f.cfg, toy_metadata());

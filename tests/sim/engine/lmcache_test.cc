@@ -665,6 +665,25 @@ TEST(LmcacheEngine, ALayerwiseStoreThatRaisesDropsTheStepsStoresNotItsLoads) {
   expect_every_disk_write_copied(r);
 }
 
+// A layerwise put that raises (LFU's stale-entry KeyError again, with a slow disk keeping writes
+// pending) comes after that layer's GPU -> CPU copy, and may have put some of its objects in the
+// tiers: the dropped store charges the layers it copied, that one included. Every byte written to
+// disk was copied first (disk_write <= the 4 ranks' copies). Before, only the layers fully put
+// were charged, and disk_write exceeded the copies by 280 MiB here.
+TEST(LmcacheEngine, ALayerwisePutThatRaisesChargesTheLayerItCopied) {
+  const scenario::Scenario s = cli::load_scenario(
+      kvtwin::testing::source_path("scenarios/llama31_70b_tp4_cpu_disk_redis.toml"),
+      {"lmcache.use_layerwise=true", "lmcache.remote=false", "lmcache.cache_policy=LFU",
+       "lmcache.max_local_disk_size_gb=2", "lmcache.chunk_size=512", "vllm.num_gpu_blocks=1500",
+       "cluster.instances=2", "cluster.router=round_robin", "workload.max_requests=50",
+       "workload.rate_scale=5", "links.disk_write_gbps=0.5"});
+  Result r = harness::run_on_example_trace(s);
+  EXPECT_GE(r.summary.failed_stores, 1u);
+  const double copied = r.summary.link_bytes.at("pcie_d2h");
+  EXPECT_GT(copied, 0);
+  EXPECT_LE(r.summary.link_bytes.at("disk_write"), 4 * copied);
+}
+
 // A Mover that reports every disk -> CPU read failed (as a real tier with a corrupt or missing
 // file would under kvtwin validate --timing=measured), after the modelled one's time; it counts
 // them in *failed (which outlives the cluster that owns the mover).
