@@ -468,28 +468,39 @@ void LmcacheConnector::start_step_transfers() {
   const int num_layers = engine_->num_layers();
   // Which request each loaded chunk is for: retrieve_layer calls run in metadata order, one per
   // request with a LoadSpec, each appending its chunks.
+  // owner_meta: its index in meta_.requests (meta_.requests.size() when unknown).
   std::vector<EngineRequest*> owner;
+  std::vector<size_t> owner_meta;
   owner.reserve(log.loaded.size());
   {
-    auto m = meta_.requests.begin();
+    size_t m = 0;
     for (const lm::AdapterCall& call : log.calls) {
       if (call.kind != lm::AdapterCall::Kind::kRetrieveLayer) continue;
-      while (m != meta_.requests.end() && !m->load_spec) ++m;
+      while (m < meta_.requests.size() && !meta_.requests[m].load_spec) ++m;
       EngineRequest* live = nullptr;
-      if (m != meta_.requests.end()) {
-        auto it = requests_.find(m->req_id);
+      const size_t index = m;
+      if (m < meta_.requests.size()) {
+        auto it = requests_.find(meta_.requests[m].req_id);
         if (it != requests_.end()) live = it->second.live;
         ++m;
       }
       owner.insert(owner.end(), call.num_loaded, live);
+      owner_meta.insert(owner_meta.end(), call.num_loaded, index);
     }
   }
+  // Per tier read, each request's first chunk from it (request index, first token): where a
+  // failed read of that tier makes the request's load fail from (fail_load_from).
+  auto first_read = std::make_shared<std::map<int, std::map<size_t, int64_t>>>();
   for (size_t i = 0; i < log.loaded.size(); ++i) {
     const lm::LoadedChunk& c = log.loaded[i];
     int t = tier_of(c.location);
     uint64_t b = object_bytes(c.end - c.start);
     if (i < owner.size() && owner[i] != nullptr)
       owner[i]->record.loaded_tokens[t] += c.end - c.start;
+    if (t != report::kTierCpu && i < owner_meta.size() && owner_meta[i] < meta_.requests.size()) {
+      auto [at, fresh] = (*first_read)[t].emplace(owner_meta[i], c.start);
+      if (!fresh) at->second = std::min(at->second, c.start);
+    }
     if (t != report::kTierCpu) by_tier[t] += b;
     if (t == report::kTierDisk && keyed_disk_io_) {
       // Each layer's file holds an equal share of the chunk's bytes.
@@ -513,10 +524,17 @@ void LmcacheConnector::start_step_transfers() {
   pending_ = 0;
   if (to_gpu > 0) {
     ++pending_;
-    start_fetches(by_tier, std::move(disk_objects), to_gpu, [this] {
-      loads_done_ = ctx_.sim->now();
-      if (--pending_ == 0 && on_idle_) on_idle_();
-    });
+    start_fetches(
+        by_tier, std::move(disk_objects), to_gpu,
+        [this] {
+          loads_done_ = ctx_.sim->now();
+          if (--pending_ == 0 && on_idle_) on_idle_();
+        },
+        [this, first_read](int tier) {
+          // Layerwise reads are non-blocking gets: the health monitor does not count them.
+          for (const auto& [index, token] : (*first_read)[tier])
+            fail_load_from(meta_.requests[index], token);
+        });
   } else {
     loads_done_ = ctx_.sim->now();
   }
@@ -700,7 +718,8 @@ void LmcacheConnector::fire_done() {
 // everything (the per-layer pipeline overlaps them with the layers).
 void LmcacheConnector::start_fetches(const std::map<int, uint64_t>& bytes_by_tier,
                                      std::vector<KvObject> disk_objects, uint64_t to_gpu_bytes,
-                                     std::function<void()> done) {
+                                     std::function<void()> done,
+                                     std::function<void(int)> failed_tier) {
   auto h2d = [this, to_gpu_bytes, done = std::move(done)] {
     ctx_.mover->start(to_gpu_transfer(to_gpu_bytes), [done](const TransferResult&) { done(); });
   };
@@ -714,7 +733,8 @@ void LmcacheConnector::start_fetches(const std::map<int, uint64_t>& bytes_by_tie
     Location src = tier == report::kTierDisk ? Location::kDisk : Location::kRemote;
     Transfer t = fetch_transfer(src, bytes);
     if (src == Location::kDisk && !disk_objects.empty()) t.objects = std::move(disk_objects);
-    ctx_.mover->start(std::move(t), [remaining, after](const TransferResult&) {
+    ctx_.mover->start(std::move(t), [remaining, after, failed_tier, tier](const TransferResult& r) {
+      if (!r.all_ok() && failed_tier) failed_tier(tier);
       if (--*remaining == 0) (*after)();
     });
   }

@@ -204,10 +204,11 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   KvObject disk_object(const model::lmcache::CacheEngineKey& key, uint64_t bytes) const;
   Transfer to_gpu_transfer(uint64_t bytes) const;
   // Layerwise loads' reads; disk_objects (keyed_disk_io_): the disk read's objects, one per layer
-  // file, replacing the aggregate.
+  // file, replacing the aggregate. A tier's read that the Mover reports failed calls
+  // failed_tier(tier) before the copy to the GPU.
   void start_fetches(const std::map<int, uint64_t>& bytes_by_tier,
                      std::vector<KvObject> disk_objects, uint64_t to_gpu_bytes,
-                     std::function<void()> done);
+                     std::function<void()> done, std::function<void(int)> failed_tier);
   // Starts queued writes while fewer than kWriteWorkers per tier are in flight; only writes below
   // the release mark (whose bytes reached CPU memory) start.
   void start_writes();

@@ -8,8 +8,8 @@
 //                                 so in the report)
 // With --timing=predicted the run directory is byte-identical to `kvtwin run`'s (the measured
 // times and real faults are only recorded); --timing=measured completes each validated transfer
-// after its measured time, and a bulk load's read that the real tier failed is a miss
-// (LmcacheConnector's LoadStage: a load error from that chunk on).
+// after its measured time, and a load's read that the real tier failed is a miss
+// (LmcacheConnector: a load error from that chunk on).
 //
 // The simulator names its objects for bookkeeping ("write", "fetched chunks": one object per
 // disk write, per batched remote put, per fetch of several chunks), so RealObjects gives the

@@ -736,6 +736,32 @@ TEST(LmcacheEngine, AFailedDiskReadIsAMissFromItsChunkOn) {
   EXPECT_EQ(failed.summary.finished, 3u);
 }
 
+// The same in layerwise mode: the step's disk read (one for all its requests) failed, so every
+// request that read the disk loses its load from its first disk chunk on.
+TEST(LmcacheEngine, AFailedLayerwiseDiskReadIsAMissFromItsChunkOn) {
+  const scenario::Scenario s =
+      scenario_with({"lmcache.max_local_cpu_size_gb=0.1", "lmcache.max_local_disk_size_gb=1",
+                     "vllm.kv_load_failure_policy=recompute", "lmcache.use_layerwise=true"});
+  const std::string trace =
+      "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n" + std::string(kEvictedPrefix);
+  const Result healthy = harness::run_cluster(s, trace);
+  const report::RequestRecord& c = healthy.records.at(2);
+  ASSERT_GT(c.lmcache_hit_tokens, 0);
+  ASSERT_EQ(c.loaded_tokens[report::kTierCpu], 0);
+  ASSERT_GT(c.loaded_tokens[report::kTierDisk], 0);
+  EXPECT_EQ(healthy.summary.failed_load_tokens, 0u);
+  int reads = 0;
+  const Result failed = harness::run_cluster(s, trace, {}, [&](Simulator&, Mover& modeled) {
+    return std::make_unique<FailingDiskReads>(modeled, &reads);
+  });
+  EXPECT_EQ(reads, 1);
+  const report::RequestRecord& c2 = failed.records.at(2);
+  EXPECT_EQ(c2.failed_load_tokens, c.lmcache_hit_tokens);
+  EXPECT_EQ(failed.summary.failed_load_tokens, static_cast<uint64_t>(c.lmcache_hit_tokens));
+  EXPECT_FALSE(c2.load_error);
+  EXPECT_EQ(failed.summary.finished, 3u);
+}
+
 // A bulk store that raises in its puts (LFU's stale-entry KeyError: the disk tier's eviction scan
 // meets a key whose write is still pending, an upstream defect reproduced by default) has already
 // copied its chunks off the GPU, and some of them are in the tiers. The copy is charged: every byte
