@@ -30,6 +30,11 @@ void S3FIFOCachePolicy::update_on_force_evict(const CacheEngineKey& key) {
   main_.pop(key);
 }
 
+void S3FIFOCachePolicy::on_tier_erase(const CacheEngineKey& key) {
+  small_.pop(key);
+  main_.pop(key);
+}
+
 void S3FIFOCachePolicy::add_ghost(const CacheEngineKey& key) {
   ghost_.set(key, 0);
   size_t cap = std::max<size_t>(1, small_.size() + main_.size());
@@ -46,11 +51,7 @@ std::optional<CacheEngineKey> S3FIFOCachePolicy::evict_one(const KeyOrderedDict&
     CacheEngineKey key = q.key_at(q.first());
     uint32_t freq = q.value_at(q.first());
     const uint32_t* value = dict.find(key);
-    if (value == nullptr) {  // dropped by the tier behind our back
-      q.pop(key);
-      continue;
-    }
-    if (!can_evict(*value)) {
+    if (value == nullptr || !can_evict(*value)) {  // not in the tier yet, or held
       q.move_to_end(key);
       continue;
     }

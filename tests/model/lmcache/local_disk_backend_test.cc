@@ -155,6 +155,28 @@ TEST(LocalDiskBackend, MissingFileRaisesKeyErrorOrIsAMissWhenFixed) {
   }
 }
 
+// S3-FIFO (an extension) over the disk tier: a key whose write is pending is in the policy but
+// not yet in the tier. A scan that meets it skips it and keeps it, so that once written it can
+// be evicted. Before, the scan forgot it: the disk kept A's chunks for good and refused C.
+TEST(LocalDiskBackend, S3FifoKeepsKeysWhoseWritesArePending) {
+  LMCacheEngineConfig cfg = toy_config(16, 4);
+  cfg.quirks = Quirks::all_fixed();
+  cfg.cache_policy = CachePolicyKind::kS3Fifo;
+  LMCacheEngine e(cfg, toy_metadata());
+  LocalDiskBackend& disk = *e.storage_manager().local_disk();
+  store(e, seq(64, 1));     // A: four chunks, the disk's capacity, their writes pending
+  store(e, seq(16, 5000));  // B: the scan meets only pending keys; no victim, B is refused
+  EXPECT_EQ(e.storage_manager().pending_writes().size(), 4u);
+  e.storage_manager().complete_all_writes();
+  EXPECT_EQ(disk.size(), 4u);
+  store(e, seq(16, 6000));  // C: one of A's chunks is evicted for it
+  EXPECT_EQ(e.storage_manager().pending_writes().size(), 1u);
+  e.storage_manager().complete_all_writes();
+  EXPECT_EQ(disk.size(), 4u);
+  EXPECT_TRUE(disk.contains(e.chunk_infos(seq(16, 6000), nullptr)[0].key, false));
+  EXPECT_FALSE(disk.contains(e.chunk_infos(seq(16, 5000), nullptr)[0].key, false));
+}
+
 TEST(LocalDiskBackend, LookupsServedFromCpuDoNotTouchDiskRecency) {
   // Disk of 6 chunks: A (4) then B (2); CPU-served lookups of A leave A oldest on disk.
   LMCacheEngine e(toy_config(8, 6), toy_metadata());
