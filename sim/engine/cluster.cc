@@ -285,6 +285,9 @@ void Cluster::report_links() {
     recorder_->set_tier_capacity(report::kTierCpu, s_.lmcache.max_local_cpu_size_gb * kGiB * ranks);
     recorder_->set_tier_capacity(report::kTierDisk,
                                  s_.lmcache.max_local_disk_size_gb * kGiB * ranks);
+    double leaked = 0;
+    for (const auto& conn : connectors_) leaked += conn->disk_leaked_bytes() * conn->tier_ranks();
+    recorder_->set_disk_leaked_bytes(leaked);
     recorder_->set_lmcache_failures(now.stalled - base.stalled,
                                     now.failed_stores - base.failed_stores,
                                     now.failed_remote_writes - base.failed_remote_writes);

@@ -1012,6 +1012,13 @@ double LmcacheConnector::disk_bytes() const {
   return d ? static_cast<double>(d->current_cache_size()) : 0;
 }
 
+double LmcacheConnector::disk_leaked_bytes() const {
+  const lm::LocalDiskBackend* d = engine_->storage_manager().local_disk();
+  if (d == nullptr) return 0;
+  const int64_t leaked = d->current_cache_size() - static_cast<int64_t>(d->held_bytes());
+  return leaked > 0 ? static_cast<double>(leaked) : 0;
+}
+
 double LmcacheConnector::remote_bytes() const {
   if (!config_.remote) return 0;
   return static_cast<double>(ctx_.shared.remote->kv_bytes_total());

@@ -134,6 +134,9 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   // Redis by remote_writer_ranks()), and counters.
   double cpu_bytes() const;
   double disk_bytes() const;
+  // The disk tier's reservation that neither an entry nor an in-flight write holds (LMCache's
+  // disk accounting quirks; 0 with them fixed), per rank that holds tiers.
+  double disk_leaked_bytes() const;
   double remote_bytes() const;
   // Ranks of the instance that hold CPU / disk tiers and read from disk and Redis: every rank, or
   // rank 0 alone under MLA's save_only_first_rank (bulk mode; layerwise stores on every rank).

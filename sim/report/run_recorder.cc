@@ -423,6 +423,8 @@ std::string RunRecorder::summary_json(const Summary& s) {
     j.field("unhealthy_s", s.health.unhealthy_s);
     j.end_object();
   }
+  if (s.disk_leaked_bytes > 0)  // absent while none, so that such runs keep their bytes
+    j.field("disk_leaked_bytes", s.disk_leaked_bytes);
   if (s.blocking_get_timeouts.fetches > 0) {
     j.key("blocking_get_timeouts");  // absent while none, so that such runs keep their bytes
     j.begin_object();
@@ -560,11 +562,19 @@ std::string RunRecorder::screen(const Summary& s) {
         static_cast<unsigned long long>(s.async_loading.timeouts),
         static_cast<double>(s.async_loading.prefetch_bytes) / kGiB,
         static_cast<unsigned long long>(s.async_loading.busy_waits));
-  for (int t = 0; t < kNumTiers; ++t)
+  for (int t = 0; t < kNumTiers; ++t) {
     if (s.tier_capacity_bytes[t] > 0)
       line("  %-6s    peak %.1f GiB of %.1f GiB, mean %.1f GiB, %llu evictions\n", tier_name(t),
            s.tier_bytes_peak[t] / kGiB, s.tier_capacity_bytes[t] / kGiB,
            s.tier_bytes_mean[t] / kGiB, static_cast<unsigned long long>(s.tier_evictions[t]));
+    // The disk's size counts reservations that no chunk holds (upstream's accounting): say how
+    // much of it was such at the end, since the figures above count it as used.
+    if (t == kTierDisk && s.disk_leaked_bytes > 0)
+      line(
+          "            %.1f GiB of it held no chunk at the end (LMCache f4261ef6's accounting;\n"
+          "            lmcache.upstream_fixes = true applies the fixes)\n",
+          s.disk_leaked_bytes / kGiB);
+  }
   if (s.page_cache.capacity_bytes > 0)
     line(
         "  page cache %.1f GiB of disk reads from memory, %.1f GiB from the device\n"

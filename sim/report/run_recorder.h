@@ -118,6 +118,9 @@ struct Summary {
   uint64_t stalled_loads = 0;   // loads upstream would block on forever (recomputed here)
   uint64_t failed_stores = 0;
   uint64_t failed_remote_writes = 0;  // objects the Redis writer could not serialize (not sent)
+  // At the end of the run, the disk tiers' reservations (what their size counts) that no chunk
+  // or in-flight write holds: LMCache f4261ef6's disk accounting quirks. Summed over ranks.
+  double disk_leaked_bytes = 0;
   // LMCache async loading (lmcache.enable_async_loading); all 0 when off.
   struct AsyncLoading {
     uint64_t lookups = 0, timeouts = 0, prefetch_bytes = 0, busy_waits = 0, wrong_kv_chunks = 0;
@@ -212,6 +215,7 @@ class RunRecorder {
     summary_.failed_remote_writes = failed_remote_writes;
   }
   void set_lmcache_async(const Summary::AsyncLoading& a) { summary_.async_loading = a; }
+  void set_disk_leaked_bytes(double bytes) { summary_.disk_leaked_bytes = bytes; }
   void set_lmcache_health(const Summary::Health& h) { summary_.health = h; }
   void set_lmcache_blocking_get_timeouts(uint64_t fetches, uint64_t chunks) {
     summary_.blocking_get_timeouts.fetches = fetches;

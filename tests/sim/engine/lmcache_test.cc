@@ -684,6 +684,25 @@ TEST(LmcacheEngine, ALayerwisePutThatRaisesChargesTheLayerItCopied) {
   EXPECT_LE(r.summary.link_bytes.at("disk_write"), 4 * copied);
 }
 
+// LMCache f4261ef6's disk accounting quirks keep reservations that no chunk holds (e.g. a re-put
+// of a resident key reserves twice). On a small disk under churn the leak reaches most of the
+// disk: the summary gives it at the end of the run, and with lmcache.upstream_fixes there is
+// none.
+TEST(LmcacheEngine, TheDisksLeakedReservationIsReportedAndGoneWithTheFixes) {
+  const std::vector<std::string> sets = {"lmcache.max_local_cpu_size_gb=0.5",
+                                         "lmcache.max_local_disk_size_gb=2",
+                                         "workload.rate_scale=1", "workload.max_requests=150"};
+  const std::string file = kvtwin::testing::source_path("scenarios/llama31_8b_h100_cpu.toml");
+  const Result quirks = harness::run_on_example_trace(cli::load_scenario(file, sets));
+  EXPECT_GT(quirks.summary.disk_leaked_bytes, 0.5 * scenario::kGiB);
+  EXPECT_LE(quirks.summary.disk_leaked_bytes, 2 * scenario::kGiB);
+  std::vector<std::string> fixed_sets = sets;
+  fixed_sets.push_back("lmcache.upstream_fixes=true");
+  const Result fixed = harness::run_on_example_trace(cli::load_scenario(file, fixed_sets));
+  EXPECT_GT(fixed.summary.tier_evictions[report::kTierDisk], 0u);  // the same churn
+  EXPECT_EQ(fixed.summary.disk_leaked_bytes, 0.0);
+}
+
 // A Mover that reports every disk -> CPU read failed (as a real tier with a corrupt or missing
 // file would under kvtwin validate --timing=measured), after the modelled one's time; it counts
 // them in *failed (which outlives the cluster that owns the mover).

@@ -101,10 +101,11 @@ TEST(RunRecorder, TheScreenSaysWhichCacheIsOffAndGivesOnlyTheFiguresThatHappened
   s.async_loading.timeouts = 1;
   s.async_loading.prefetch_bytes = 3ull << 30;
   s.async_loading.busy_waits = 5;
-  s.tier_capacity_bytes = {80.0 * scenario::kGiB, 0, 0};
-  s.tier_bytes_peak = {40.0 * scenario::kGiB, 0, 0};
-  s.tier_bytes_mean = {20.0 * scenario::kGiB, 0, 0};
-  s.tier_evictions = {11, 0, 0};
+  s.tier_capacity_bytes = {80.0 * scenario::kGiB, 8.0 * scenario::kGiB, 0};
+  s.tier_bytes_peak = {40.0 * scenario::kGiB, 8.0 * scenario::kGiB, 0};
+  s.tier_bytes_mean = {20.0 * scenario::kGiB, 6.0 * scenario::kGiB, 0};
+  s.tier_evictions = {11, 12, 0};
+  s.disk_leaked_bytes = 1.5 * scenario::kGiB;
   s.page_cache.capacity_bytes = 64.0 * scenario::kGiB;
   s.page_cache.peak_bytes = 32.0 * scenario::kGiB;
   s.page_cache.hit_bytes = static_cast<uint64_t>(2 * scenario::kGiB);
@@ -123,6 +124,9 @@ TEST(RunRecorder, TheScreenSaysWhichCacheIsOffAndGivesOnlyTheFiguresThatHappened
       "            last 9 chunks, kvtwin loads them\n"
       "  async     100 lookups, 1 timed out, 3.0 GiB prefetched per rank, 5 busy waits\n"
       "  cpu       peak 40.0 GiB of 80.0 GiB, mean 20.0 GiB, 11 evictions\n"
+      "  disk      peak 8.0 GiB of 8.0 GiB, mean 6.0 GiB, 12 evictions\n"
+      "            1.5 GiB of it held no chunk at the end (LMCache f4261ef6's accounting;\n"
+      "            lmcache.upstream_fixes = true applies the fixes)\n"
       "  page cache 2.0 GiB of disk reads from memory, 1.0 GiB from the device\n"
       "             peak 32.0 GiB of 64.0 GiB\n"))
       << screen;
@@ -178,6 +182,7 @@ TEST(RunRecorder, NoLineOfTheScreenIsWiderThan100Columns) {
   s.tier_capacity_bytes = {999 * tib, 999 * tib, 999 * tib};
   s.tier_bytes_peak = s.tier_bytes_mean = s.tier_capacity_bytes;
   s.tier_evictions = {tokens, tokens, tokens};
+  s.disk_leaked_bytes = 999 * tib;
   s.page_cache = {.capacity_bytes = 999 * tib,
                   .peak_bytes = 999 * tib,
                   .hit_bytes = 999ull << 40,
