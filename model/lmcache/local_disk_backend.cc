@@ -278,12 +278,6 @@ uint64_t LocalDiskBackend::resident_bytes() const {
   return total;
 }
 
-uint64_t LocalDiskBackend::held_bytes() const {
-  uint64_t total = in_flight_bytes();
-  for (const auto& [key, meta] : entries()) total += meta.size;
-  return total;
-}
-
 uint64_t LocalDiskBackend::in_flight_bytes() const {
   uint64_t total = 0;
   for (const WriteJob& j : pending_) total += j.obj->phy_size;

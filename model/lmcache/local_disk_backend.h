@@ -107,13 +107,11 @@ class LocalDiskBackend final : public StorageBackendInterface {
   const CachePolicy& cache_policy() const { return *policy_; }
   const DiskDirectory& directory() const { return *directory_; }
   size_t size() const { return dict_.size(); }
-  // Sum of the entries' sizes / of the in-flight writes' physical sizes.
+  // Sum of the entries' sizes / of the in-flight writes' physical sizes. With every disk quirk
+  // fixed their sum is current_cache_size(); with them, current_cache_size() can only exceed it
+  // (reservations that no entry or write holds any more).
   uint64_t resident_bytes() const;
   uint64_t in_flight_bytes() const;
-  // What the reservation should be: the index entries' sizes and the in-flight writes. With every
-  // disk quirk fixed it is current_cache_size(); with them, current_cache_size() can only exceed
-  // it (reservations that no entry or write holds any more). O(entries).
-  uint64_t held_bytes() const;
 
  private:
   struct WriteJob {

@@ -149,9 +149,7 @@ std::vector<CacheReplayPoint> cache_replay(const CacheReplayOptions& o) {
   std::vector<Point> points(caps.size());
   PointsProgress progress("kvtwin cache-replay", o.quiet, caps.size());
   parallel_for(caps.size(), o.jobs, [&](size_t i) {
-    std::function<void(double)> on_fraction;
-    if (progress.enabled()) on_fraction = [&progress, i](double f) { progress.point(i, f); };
-    points[i] = replay(base, o.trace, o.tier, caps[i], on_fraction);
+    points[i] = replay(base, o.trace, o.tier, caps[i], progress.reporter(i));
     progress.point(i, 1.0);
   });
   progress.finish();

@@ -68,6 +68,11 @@ class PointsProgress {
   bool enabled() const { return bar_.enabled(); }
   // Point i has done `fraction` of its work (1: finished).
   void point(size_t i, double fraction);
+  // point(i, ·) as a callback for the point's own loop; empty when no bar is drawn.
+  std::function<void(double)> reporter(size_t i) {
+    if (!enabled()) return {};
+    return [this, i](double fraction) { point(i, fraction); };
+  }
   void finish();
 
  private:

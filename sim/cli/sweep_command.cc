@@ -229,9 +229,7 @@ int run_sweep(const SweepOptions& o) {
       s.output.chrome_trace = false;
       s.output.plots = false;
     }
-    std::function<void(double)> on_fraction;
-    if (progress.enabled()) on_fraction = [&progress, i](double f) { progress.point(i, f); };
-    points[i].summary = simulate(s, o.trace, dir, true, nullptr, {}, on_fraction);
+    points[i].summary = simulate(s, o.trace, dir, true, nullptr, {}, progress.reporter(i));
     progress.point(i, 1.0);
   });
   progress.finish();

@@ -467,38 +467,41 @@ void LmcacheConnector::start_step_transfers() {
   uint64_t to_gpu = 0;
   const int num_layers = engine_->num_layers();
   // Which request each loaded chunk is for: retrieve_layer calls run in metadata order, one per
-  // request with a LoadSpec, each appending its chunks.
-  // owner_meta: its index in meta_.requests (meta_.requests.size() when unknown).
-  std::vector<EngineRequest*> owner;
-  std::vector<size_t> owner_meta;
+  // request with a LoadSpec, each appending its chunks. `request` is its index in meta_.requests
+  // (meta_.requests.size() when unknown), `live` the request itself (null once gone).
+  struct Owner {
+    EngineRequest* live;
+    size_t request;
+  };
+  std::vector<Owner> owner;
   owner.reserve(log.loaded.size());
   {
     size_t m = 0;
     for (const lm::AdapterCall& call : log.calls) {
       if (call.kind != lm::AdapterCall::Kind::kRetrieveLayer) continue;
       while (m < meta_.requests.size() && !meta_.requests[m].load_spec) ++m;
-      EngineRequest* live = nullptr;
-      const size_t index = m;
+      Owner o{nullptr, m};
       if (m < meta_.requests.size()) {
         auto it = requests_.find(meta_.requests[m].req_id);
-        if (it != requests_.end()) live = it->second.live;
+        if (it != requests_.end()) o.live = it->second.live;
         ++m;
       }
-      owner.insert(owner.end(), call.num_loaded, live);
-      owner_meta.insert(owner_meta.end(), call.num_loaded, index);
+      owner.insert(owner.end(), call.num_loaded, o);
     }
   }
   // Per tier read, each request's first chunk from it (request index, first token): where a
-  // failed read of that tier makes the request's load fail from (fail_load_from).
-  auto first_read = std::make_shared<std::map<int, std::map<size_t, int64_t>>>();
+  // failed read of that tier makes the request's load fail from (fail_load_from). Made only for
+  // a step that reads a tier.
+  std::shared_ptr<std::map<int, std::map<size_t, int64_t>>> first_read;
   for (size_t i = 0; i < log.loaded.size(); ++i) {
     const lm::LoadedChunk& c = log.loaded[i];
     int t = tier_of(c.location);
     uint64_t b = object_bytes(c.end - c.start);
-    if (i < owner.size() && owner[i] != nullptr)
-      owner[i]->record.loaded_tokens[t] += c.end - c.start;
-    if (t != report::kTierCpu && i < owner_meta.size() && owner_meta[i] < meta_.requests.size()) {
-      auto [at, fresh] = (*first_read)[t].emplace(owner_meta[i], c.start);
+    if (i < owner.size() && owner[i].live != nullptr)
+      owner[i].live->record.loaded_tokens[t] += c.end - c.start;
+    if (t != report::kTierCpu && i < owner.size() && owner[i].request < meta_.requests.size()) {
+      if (!first_read) first_read = std::make_shared<std::map<int, std::map<size_t, int64_t>>>();
+      auto [at, fresh] = (*first_read)[t].emplace(owner[i].request, c.start);
       if (!fresh) at->second = std::min(at->second, c.start);
     }
     if (t != report::kTierCpu) by_tier[t] += b;
@@ -532,7 +535,10 @@ void LmcacheConnector::start_step_transfers() {
         },
         [this, first_read](int tier) {
           // Layerwise reads are non-blocking gets: the health monitor does not count them.
-          for (const auto& [index, token] : (*first_read)[tier])
+          if (!first_read) return;
+          auto read = first_read->find(tier);
+          if (read == first_read->end()) return;
+          for (const auto& [index, token] : read->second)
             fail_load_from(meta_.requests[index], token);
         });
   } else {
@@ -934,7 +940,7 @@ void LmcacheConnector::finish_get(size_t key) {
     if (first_failed_get_ < get_finish_.size()) {
       // batched_get_blocking found a value missing: one failed blocking read for the monitor.
       if (health_remote_) health_remote_->add_failed_reads(1);
-      fail_stage_read(*std::exchange(gets_stage_, nullptr), first_failed_get_);
+      fail_stage_read(*gets_stage_, first_failed_get_);
     }
     gets_stage_ = nullptr;
     std::exchange(gets_done_, nullptr)();
@@ -1015,7 +1021,8 @@ double LmcacheConnector::disk_bytes() const {
 double LmcacheConnector::disk_leaked_bytes() const {
   const lm::LocalDiskBackend* d = engine_->storage_manager().local_disk();
   if (d == nullptr) return 0;
-  const int64_t leaked = d->current_cache_size() - static_cast<int64_t>(d->held_bytes());
+  const int64_t leaked =
+      d->current_cache_size() - static_cast<int64_t>(d->resident_bytes() + d->in_flight_bytes());
   return leaked > 0 ? static_cast<double>(leaked) : 0;
 }
 

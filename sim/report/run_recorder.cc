@@ -12,6 +12,7 @@
 #include "model/check.h"
 #include "sim/io/input_error.h"
 #include "sim/io/output_file.h"
+#include "sim/io/parse.h"
 #include "sim/report/json_writer.h"
 #include "sim/scenario/scenario_loader.h"
 #include "sim/workload/trace_stats.h"
@@ -615,16 +616,10 @@ std::string gnuplot_text(const std::string& text) {
 
 int csv_column(std::string_view header, std::string_view name) {
   if (header.ends_with('\n')) header.remove_suffix(1);
-  int column = 1;
-  size_t start = 0;
-  for (;;) {
-    size_t end = header.find(',', start);
-    if (header.substr(start, end == std::string_view::npos ? end : end - start) == name)
-      return column;
-    KVTWIN_CHECK(end != std::string_view::npos) << "no column " << name << " in " << header;
-    start = end + 1;
-    ++column;
-  }
+  const std::vector<std::string_view> columns = io::split(header, ',');
+  const auto at = std::find(columns.begin(), columns.end(), name);
+  KVTWIN_CHECK(at != columns.end()) << "no column " << name << " in " << header;
+  return static_cast<int>(at - columns.begin()) + 1;
 }
 
 // Runs `gnuplot script` in `dir` without a shell; returns its exit status (127: not installed).

@@ -11,6 +11,7 @@
 
 #include "sim/embedded/embedded.h"
 #include "sim/io/input_error.h"
+#include "sim/io/parse.h"
 #include "sim/scenario/key_suggestion.h"
 #include "sim/scenario/scenario_fields.h"
 
@@ -269,14 +270,9 @@ void apply_override(Scenario* s, std::string_view assignment, const std::string&
   if (eq == std::string_view::npos || eq == 0)
     throw InputError(origin, 0, std::string(assignment), "expected key=value");
   // Spaces around the key and the value are dropped ("key = value", as a TOML file writes it).
-  auto trim = [](std::string_view t) {
-    while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.remove_prefix(1);
-    while (!t.empty() && (t.back() == ' ' || t.back() == '\t')) t.remove_suffix(1);
-    return t;
-  };
-  std::string key(trim(assignment.substr(0, eq)));
+  std::string key(io::trim(assignment.substr(0, eq)));
   if (key.empty()) throw InputError(origin, 0, std::string(assignment), "expected key=value");
-  std::string value(trim(assignment.substr(eq + 1)));
+  std::string value(io::trim(assignment.substr(eq + 1)));
   const FieldSpec* f = find_field(key);
   if (!f) throw InputError(origin, 0, key, "unknown key" + did_you_mean(suggest_keys(key)));
   toml::table parsed;

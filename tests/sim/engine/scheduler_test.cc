@@ -477,7 +477,9 @@ TEST(Scheduler, AsyncSchedulingAPreemptedRequestStopsFromTheWaitingQueue) {
 // connector does; LMCache's loads are synchronous): it answers `external` tokens beyond the local
 // hits for the request named `async_id`, to be loaded while that request waits, and no tokens for
 // any other.
+// Request `async_id` has `external` tokens to load asynchronously; the others have none.
 struct AsyncLoadConnector : KvConnector {
+  AsyncLoadConnector(std::string id, int64_t tokens) : async_id(std::move(id)), external(tokens) {}
   std::string async_id;
   int64_t external = 0;
   std::vector<std::string> asked;  // requests looked up, in order
@@ -507,9 +509,7 @@ struct AsyncLoadRig : SchedulerRig {
 // then it computes the rest, and a request behind it in the same step hits its loaded blocks.
 // a: 10 prompt tokens, 8 of them loaded (2 blocks of 4); b: the same prompt.
 TEST(Scheduler, AnAsynchronousLoadWaitsForItsBlocksThenCachesThemAndComputesTheRest) {
-  AsyncLoadConnector c;
-  c.async_id = "a";
-  c.external = 8;
+  AsyncLoadConnector c("a", 8);
   AsyncLoadRig x(&c);
   EngineRequest* a = x.add("a", 10, 4, 0);
   const SchedulerOutput& s1 = x.step();
@@ -533,9 +533,7 @@ TEST(Scheduler, AnAsynchronousLoadWaitsForItsBlocksThenCachesThemAndComputesTheR
 // needed); a failed asynchronous load (policy "recompute") restarts at the first failed block.
 TEST(Scheduler, AnAsynchronousLoadLeavesTheLastTokenAndAFailedOneRestartsAtItsFirstBadBlock) {
   {
-    AsyncLoadConnector c;
-    c.async_id = "a";
-    c.external = 8;
+    AsyncLoadConnector c("a", 8);
     AsyncLoadRig x(&c);
     EngineRequest* a = x.add("a", 8, 4, 0);
     x.step();
@@ -546,9 +544,7 @@ TEST(Scheduler, AnAsynchronousLoadLeavesTheLastTokenAndAFailedOneRestartsAtItsFi
     EXPECT_EQ(s.scheduled[0].num_new_tokens, 1);
   }
   {
-    AsyncLoadConnector c;
-    c.async_id = "a";
-    c.external = 12;
+    AsyncLoadConnector c("a", 12);
     AsyncLoadRig x(&c);
     EngineRequest* a = x.add("a", 14, 4, 0);
     x.step();
