@@ -89,7 +89,7 @@ std::string csv_line(const std::vector<Axis>& axes, const Point* p) {
         "preemptions,rejected,failed,failed_load_rate,kv_usage_peak,cpu_peak_gib,disk_peak_gib,"
         "remote_peak_gib";
     for (const char* link : kBusyLinks) out += std::string(",") + link + "_busy";
-    return out + "\n";
+    return out + ",offered_requests_per_s,queue_q1_ms,queue_q4_ms,saturated\n";
   }
   for (const std::string& v : p->values) out += v + ",";
   const report::Summary& s = p->summary;
@@ -101,7 +101,11 @@ std::string csv_line(const std::vector<Axis>& axes, const Point* p) {
       s.ttft.p99, s.tpot.p50, s.e2e.p50, s.output_token_throughput, s.request_throughput, s.goodput,
       static_cast<unsigned long long>(s.preemptions), static_cast<unsigned long long>(s.rejected),
       static_cast<unsigned long long>(s.failed), s.failed_load_rate);
-  return out + buf + resources(s) + "\n";
+  out += buf + resources(s);
+  std::snprintf(buf, sizeof buf, ",%.6f,%.3f,%.3f,%d\n", s.load.offered_rate,
+                s.load.queue_ms_by_arrival_quarter[0], s.load.queue_ms_by_arrival_quarter[3],
+                s.load.saturated ? 1 : 0);
+  return out + buf;
 }
 
 std::string screen_table(const std::vector<Axis>& axes, const std::vector<Point>& points) {
@@ -113,6 +117,7 @@ std::string screen_table(const std::vector<Axis>& axes, const std::vector<Point>
   }
   std::string out;
   char buf[256];
+  bool any_saturated = false;
   for (size_t i = 0; i < axes.size(); ++i) {
     std::snprintf(buf, sizeof buf, "%-*s  ", static_cast<int>(width[i]), axes[i].key.c_str());
     out += buf;
@@ -124,11 +129,17 @@ std::string screen_table(const std::vector<Axis>& axes, const std::vector<Point>
       out += buf;
     }
     const report::Summary& s = p.summary;
-    std::snprintf(buf, sizeof buf, "%10.2f%% %13.1f %13.1f %11.0f %15.3f   %s\n",
+    std::snprintf(buf, sizeof buf, "%10.2f%% %13.1f %13.1f %11.0f %15.3f   %s%s\n",
                   100 * (s.gpu_hit_rate + s.lmcache_hit_rate), s.ttft.p50, s.ttft.p99,
-                  s.output_token_throughput, s.goodput, busiest_link(s).c_str());
+                  s.output_token_throughput, s.goodput, busiest_link(s).c_str(),
+                  s.load.saturated ? "  saturated" : "");
     out += buf;
+    any_saturated = any_saturated || s.load.saturated;
   }
+  if (any_saturated)
+    out +=
+        "saturated: the queue grew by more than the TTFT SLO over the run; arrivals outpace "
+        "service,\n           and the latencies grow with the trace's length\n";
   return out;
 }
 

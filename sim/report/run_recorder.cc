@@ -126,6 +126,7 @@ void RunRecorder::on_request_done(const RequestRecord& r, std::span<const SimDur
   }
   ++summary_.requests;
   if (first_arrival_ < 0 || r.arrival < first_arrival_) first_arrival_ = r.arrival;
+  last_arrival_ = std::max(last_arrival_, r.arrival);
   summary_.prompt_tokens += static_cast<uint64_t>(r.prompt_tokens);
   PerPriority& pc = per_priority_[r.priority];
   ++pc.requests;
@@ -152,6 +153,7 @@ void RunRecorder::on_request_done(const RequestRecord& r, std::span<const SimDur
     ttft_ms_.push_back(ttft);
     e2e_ms_.push_back(e2e);
     queue_ms_.push_back(ms(r.first_scheduled - r.arrival));
+    finished_span_.emplace_back(r.arrival, r.finish);
     if (r.output_tokens > 1) {
       tpot = ms(r.finish - r.first_token) / static_cast<double>(r.output_tokens - 1);
       tpot_ms_.push_back(tpot);
@@ -249,6 +251,38 @@ void RunRecorder::set_link_stats(const std::string& kind, double bytes, double b
   b = std::max(b, busy_fraction);
 }
 
+Summary::Load RunRecorder::load() const {
+  Summary::Load l;
+  if (first_arrival_ < 0) return l;
+  l.arrival_span_s = to_seconds(last_arrival_ - first_arrival_);
+  if (l.arrival_span_s > 0) l.offered_rate = summary_.requests / l.arrival_span_s;
+  if (last_finish_ > last_arrival_) l.drain_s = to_seconds(last_finish_ - last_arrival_);
+  // Finished requests by arrival; equal arrivals keep their finishing order.
+  const size_t n = finished_span_.size();
+  std::vector<uint32_t> order(n);
+  for (size_t i = 0; i < n; ++i) {
+    order[i] = static_cast<uint32_t>(i);
+    const auto [arrival, end] = finished_span_[i];
+    if (arrival <= last_arrival_ && end > last_arrival_) ++l.in_system_at_last_arrival;
+  }
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    return finished_span_[a].first < finished_span_[b].first;
+  });
+  for (size_t q = 0; q < 4; ++q) {
+    const size_t from = q * n / 4, to = (q + 1) * n / 4;
+    double sum = 0;
+    for (size_t k = from; k < to; ++k) sum += queue_ms_[order[k]];
+    if (to > from) l.queue_ms_by_arrival_quarter[q] = sum / static_cast<double>(to - from);
+  }
+  // Two signs of arrivals outpacing service, each against the TTFT target: the queue grew, and
+  // what was left at the last arrival took longer than that to clear. (A burst at the window's
+  // end grows the queue too, and leaves little.)
+  const double rise_ms = l.queue_ms_by_arrival_quarter[3] - l.queue_ms_by_arrival_quarter[0];
+  l.saturated =
+      n >= 4 && rise_ms > scenario_.slo.ttft_ms && l.drain_s * 1e3 > scenario_.slo.ttft_ms;
+  return l;
+}
+
 const Summary& RunRecorder::finish(SimTime end) {
   (void)end;
   Summary& s = summary_;
@@ -262,6 +296,7 @@ const Summary& RunRecorder::finish(SimTime end) {
     s.goodput = slo_ok_ / s.duration_s;
   }
   s.slo_attainment = s.finished ? static_cast<double>(slo_ok_) / s.finished : 0;
+  s.load = load();
   // Per priority first: stats_of sorts the run's latencies in place, and the split reads them in
   // finishing order, beside finished_priority_.
   const bool linear = scenario_.output.percentiles == "linear";
@@ -366,6 +401,18 @@ std::string RunRecorder::summary_json(const Summary& s) {
   lat("itl_ms", s.itl);
   lat("e2e_ms", s.e2e);
   lat("queue_ms", s.queue);
+  j.key("load");
+  j.begin_object();
+  j.field("arrival_span_s", s.load.arrival_span_s);
+  j.field("offered_requests_per_s", s.load.offered_rate);
+  j.field("in_system_at_last_arrival", s.load.in_system_at_last_arrival);
+  j.field("drain_s", s.load.drain_s);
+  j.key("queue_ms_by_arrival_quarter");
+  j.begin_array();
+  for (double q : s.load.queue_ms_by_arrival_quarter) j.value(q);
+  j.end_array();
+  j.field("saturated", s.load.saturated);
+  j.end_object();
   if (!s.by_priority.empty()) {
     j.key("by_priority");
     j.begin_array();
@@ -496,6 +543,13 @@ std::string RunRecorder::screen(const Summary& s) {
   line("throughput  %.2f req/s, %.0f input tok/s, %.0f output tok/s\n", s.request_throughput,
        s.input_token_throughput, s.output_token_throughput);
   line("goodput     %.2f req/s (%.1f%% meet the SLOs)\n", s.goodput, 100 * s.slo_attainment);
+  const auto& q = s.load.queue_ms_by_arrival_quarter;
+  line("load        %.2f req/s offered; queue %.1f s first quarter of arrivals, %.1f s last\n",
+       s.load.offered_rate, q[0] / 1e3, q[3] / 1e3);
+  if (s.load.saturated)
+    line(
+        "  saturated the queue grew by more than the TTFT SLO: arrivals outpace service, and\n"
+        "            latencies grow with the trace's length\n");
   line("%-11s %10s %10s %10s %10s\n", "latency ms", "mean", "p50", "p90", "p99");
   auto lat = [&](const char* name, const LatencyStats& l) {
     line("%-11s %10.1f %10.1f %10.1f %10.1f\n", name, l.mean, l.p50, l.p90, l.p99);

@@ -166,6 +166,22 @@ struct Summary {
   uint64_t steps = 0;
   double mean_batch_tokens = 0;
   int64_t trace_events_dropped = 0;
+  // Whether arrivals outpaced service (sim/report/README.md, `load`). Over the window's requests;
+  // the queue figures over its finished ones, ordered by arrival.
+  struct Load {
+    double arrival_span_s = 0;  // first arrival to last
+    double offered_rate = 0;    // requests / arrival_span_s (0 for a span of 0)
+    // Finished requests that had arrived and not finished when the last request arrived.
+    uint64_t in_system_at_last_arrival = 0;
+    double drain_s = 0;  // last arrival to the last finished request's end (0 if that is earlier)
+    // Mean arrival-to-first-schedule of each quarter of the finished requests by arrival (the
+    // first n/4, ..., the last); 0 for an empty quarter.
+    std::array<double, 4> queue_ms_by_arrival_quarter{};
+    // The last quarter waited more than slo.ttft_ms longer than the first, and drain_s exceeds
+    // slo.ttft_ms: the queue grew over the run by more than the TTFT target, and latencies grow
+    // with the trace's length.
+    bool saturated = false;
+  } load;
   // Per trace priority, lowest first; empty when every request has the same priority.
   struct PriorityClass {
     int64_t priority = 0;
@@ -231,6 +247,7 @@ class RunRecorder {
 
  private:
   void write_plots();
+  Summary::Load load() const;  // before stats_of sorts queue_ms_
 
   const scenario::Scenario& scenario_;
   std::string out_dir_;
@@ -239,6 +256,8 @@ class RunRecorder {
   // The trace priority of each finished request, parallel to ttft_ms_, e2e_ms_ and queue_ms_
   // (Summary::by_priority splits those by it), and per priority the counts.
   std::vector<int64_t> finished_priority_;
+  // Arrival and end of each finished request, parallel to queue_ms_ (Summary::load).
+  std::vector<std::pair<SimTime, SimTime>> finished_span_;
   struct PerPriority {
     uint64_t requests = 0, slo_ok = 0, lmcache_hit_tokens = 0;
   };
@@ -247,6 +266,7 @@ class RunRecorder {
   SimTime measure_from_ = 0;  // where the window starts; kSimTimeMax until it does (warm-up)
   uint64_t slo_ok_ = 0;
   SimTime first_arrival_ = -1;
+  SimTime last_arrival_ = -1;
   SimTime last_finish_ = 0;
   uint64_t finished_prompt_tokens_ = 0;  // the input throughput's (prompt_tokens counts all)
   uint64_t output_tokens_ = 0;

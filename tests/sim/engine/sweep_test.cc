@@ -169,6 +169,51 @@ TEST(Sweep, TheTableGivesWhatEachPointNeeded) {
   EXPECT_LT(std::stod(rows[1].at("cpu_peak_gib")), 800.0);
 }
 
+// sweep.csv gives each point's offered rate, the first and last quarter of arrivals' queue delay
+// and whether the point saturated, as its summary.json does. Half the trace's rate, the default
+// scenario keeps up; at eight times, its queue grows through the run, and the table marks the
+// point and says what that means.
+TEST(Sweep, TheTableMarksThePointsWhoseQueueGrewThroughTheRun) {
+  const std::string dir = kvtwin::testing::scratch_dir();
+  SweepOptions o;
+  o.sets = {"workload.max_requests=300", "output.plots=false"};
+  o.vary = {"workload.rate_scale=0.5,8"};
+  o.out = dir;
+  ::testing::internal::CaptureStdout();
+  ASSERT_EQ(run_sweep(o), 0);
+  const std::string table = ::testing::internal::GetCapturedStdout();
+  const auto rows = read_csv(dir + "/sweep.csv");
+  ASSERT_EQ(rows.size(), 2u);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const std::string path = dir + "/points/" + std::to_string(i) + "/summary.json";
+    simdjson::dom::parser parser;
+    simdjson::dom::element s;
+    ASSERT_EQ(parser.load(path).get(s), simdjson::SUCCESS) << path;
+    simdjson::dom::element load = s["load"];
+    EXPECT_NEAR(std::stod(rows[i].at("offered_requests_per_s")),
+                double(load["offered_requests_per_s"].get_double()), 5e-7);
+    simdjson::dom::array quarters = load["queue_ms_by_arrival_quarter"].get_array();
+    EXPECT_NEAR(std::stod(rows[i].at("queue_q1_ms")), double(quarters.at(0).get_double()), 5e-4);
+    EXPECT_NEAR(std::stod(rows[i].at("queue_q4_ms")), double(quarters.at(3).get_double()), 5e-4);
+    EXPECT_EQ(rows[i].at("saturated"), bool(load["saturated"].get_bool()) ? "1" : "0");
+  }
+  EXPECT_EQ(rows[0].at("saturated"), "0");
+  EXPECT_EQ(rows[1].at("saturated"), "1");
+  // The offered rate follows the scale: 16 times the first point's.
+  EXPECT_NEAR(std::stod(rows[1].at("offered_requests_per_s")),
+              16 * std::stod(rows[0].at("offered_requests_per_s")), 1e-3);
+  EXPECT_GT(std::stod(rows[1].at("queue_q4_ms")), 10 * std::stod(rows[1].at("queue_q1_ms")));
+  std::istringstream lines(table);
+  std::string header, first, second, note;
+  std::getline(lines, header);
+  std::getline(lines, first);
+  std::getline(lines, second);
+  std::getline(lines, note);
+  EXPECT_FALSE(first.ends_with("saturated")) << table;
+  EXPECT_TRUE(second.ends_with("%  saturated")) << table;
+  EXPECT_EQ(note.rfind("saturated: the queue grew by more than the TTFT SLO", 0), 0u) << table;
+}
+
 // The sweep's plots: hit rate, TTFT p50 and output throughput against the first varied key, one
 // curve per value of the other keys. Each panel plots the sweep.csv column its label names, from
 // plots/sweep.dat (sweep.csv without its header): series s takes every `series`-th row from row

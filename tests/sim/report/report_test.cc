@@ -183,6 +183,9 @@ TEST(RunRecorder, NoLineOfTheScreenIsWiderThan100Columns) {
   s.tier_bytes_peak = s.tier_bytes_mean = s.tier_capacity_bytes;
   s.tier_evictions = {tokens, tokens, tokens};
   s.disk_leaked_bytes = 999 * tib;
+  s.load.offered_rate = 99'999.99;
+  s.load.queue_ms_by_arrival_quarter = {seconds * 1e3, seconds * 1e3, seconds * 1e3, seconds * 1e3};
+  s.load.saturated = true;
   s.page_cache = {.capacity_bytes = 999 * tib,
                   .peak_bytes = 999 * tib,
                   .hit_bytes = 999ull << 40,
@@ -420,6 +423,74 @@ TEST(RunRecorder, SummaryNamesTheEngineLoop) {
     EXPECT_NE(slurp(dir + "/summary.json").find(std::string("\"scheduling\": \"") + loop + "\""),
               std::string::npos);
     EXPECT_NE(RunRecorder::screen(sum).find(std::string(loop) + " scheduling)"), std::string::npos);
+  }
+}
+
+// summary.json's `load`: the finished requests in arrival order (they end out of it), cut into
+// quarters of two, each with its mean queue delay; the rejected request arrives last. Saturated
+// when the last quarter waited more than slo.ttft_ms (100 ms) longer than the first (exactly
+// 100 ms longer is not) and the last request to finish ended more than 100 ms after the last
+// arrival.
+TEST(RunRecorder, LoadComparesTheQueueOfTheFirstAndLastQuartersOfArrivals) {
+  const SimTime s1 = 1'000'000'000, ms1 = 1'000'000;
+  for (SimTime last_queue_ms : {130, 131}) {
+    scenario::Scenario s = slo_scenario();
+    std::string dir = kvtwin::testing::scratch_dir() + "/run";
+    RunRecorder rec(s, "trace.csv", dir);
+    // Arrivals 0 .. 7 s, queue delays 10, 20 | 30, 30 | 50, 70 | 100, last_queue_ms; each ends
+    // 2 s after its arrival. They are given latest arrival first.
+    const SimTime queue_ms[] = {10, 20, 30, 30, 50, 70, 100, last_queue_ms};
+    for (int i = 7; i >= 0; --i) {
+      RequestRecord r = record(i, i * s1, 0, i * s1 + 2 * s1, 1);
+      r.first_scheduled = r.arrival + queue_ms[i] * ms1;
+      r.first_token = r.first_scheduled;
+      rec.on_request_done(r);
+    }
+    RequestRecord rejected;
+    rejected.index = 8;
+    rejected.arrival = 8 * s1;
+    rejected.rejected = true;
+    rec.on_request_done(rejected);
+    const Summary& sum = rec.finish(10 * s1);
+    EXPECT_DOUBLE_EQ(sum.load.arrival_span_s, 8);
+    EXPECT_DOUBLE_EQ(sum.load.offered_rate, 9.0 / 8);
+    // At 8 s only the request that arrived at 7 s is unfinished (the one of 6 s ends at 8 s).
+    EXPECT_EQ(sum.load.in_system_at_last_arrival, 1u);
+    EXPECT_DOUBLE_EQ(sum.load.drain_s, 1);
+    const auto& q = sum.load.queue_ms_by_arrival_quarter;
+    EXPECT_DOUBLE_EQ(q[0], 15);
+    EXPECT_DOUBLE_EQ(q[1], 30);
+    EXPECT_DOUBLE_EQ(q[2], 60);
+    EXPECT_DOUBLE_EQ(q[3], (100 + last_queue_ms) / 2.0);
+    const bool saturated = last_queue_ms == 131;
+    EXPECT_EQ(sum.load.saturated, saturated);
+    const std::string json = slurp(dir + "/summary.json");
+    EXPECT_NE(json.find(std::string("\"saturated\": ") + (saturated ? "true" : "false")),
+              std::string::npos)
+        << json;
+    const std::string screen = RunRecorder::screen(sum);
+    EXPECT_NE(
+        screen.find("\nload        1.12 req/s offered; queue 0.0 s first quarter of arrivals, "
+                    "0.1 s last\n"),
+        std::string::npos)
+        << screen;
+    EXPECT_EQ(screen.find("  saturated the queue grew") != std::string::npos, saturated) << screen;
+
+    // The same requests with the rejected one arriving at 8.9 s: 100 ms before the last finished
+    // request's end, which is not more than the TTFT target.
+    RunRecorder late(s, "trace.csv", "");
+    for (int i = 7; i >= 0; --i) {
+      RequestRecord r = record(i, i * s1, 0, i * s1 + 2 * s1, 1);
+      r.first_scheduled = r.arrival + queue_ms[i] * ms1;
+      r.first_token = r.first_scheduled;
+      late.on_request_done(r);
+    }
+    rejected.arrival = 8'900 * ms1;
+    late.on_request_done(rejected);
+    const Summary& drained = late.finish(10 * s1);
+    EXPECT_DOUBLE_EQ(drained.load.drain_s, 0.1);
+    EXPECT_DOUBLE_EQ(drained.load.queue_ms_by_arrival_quarter[3], q[3]);
+    EXPECT_FALSE(drained.load.saturated);
   }
 }
 
