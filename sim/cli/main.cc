@@ -13,6 +13,7 @@
 #include "model/check.h"
 #include "sim/calibrate/calibrate_command.h"
 #include "sim/cli/cache_replay_command.h"
+#include "sim/cli/capacity_command.h"
 #include "sim/cli/run_command.h"
 #include "sim/cli/sweep_command.h"
 #include "sim/cli/trace_command.h"
@@ -150,6 +151,29 @@ int dispatch(int argc, char** argv) {
   sweep_cmd->add_option("--out", sweep.out, "directory for sweep.csv, per-point summaries, plots");
   sweep_cmd->add_flag("-q,--quiet", sweep.quiet, "no progress bar, no table on stdout");
   sweep_cmd->callback([&] { exit_code = kvtwin::sim::cli::run_sweep(sweep); });
+
+  // kvtwin capacity
+  kvtwin::sim::cli::CapacityOptions capacity;
+  CLI::App* capacity_cmd = app.add_subcommand(
+      "capacity",
+      "The highest request rate (workload.rate_scale) at which the scenario meets its SLOs "
+      "with a queue that does not grow: a search of simulated runs");
+  capacity_cmd->add_option("--scenario", capacity.scenario,
+                           "scenario TOML (default: embedded default)");
+  capacity_cmd->add_option("--trace", capacity.trace, "trace file, overrides workload.trace");
+  capacity_cmd->add_option("--set", capacity.sets,
+                           "override a scenario field: key=value (repeatable)");
+  capacity_cmd->add_option("--slo-attainment", capacity.slo_attainment,
+                           "share of finished requests that must meet both SLOs, in (0, 1]");
+  capacity_cmd->add_option("--precision", capacity.precision,
+                           "stop when the bracket's hi / lo <= 1 + this (0.001 .. 1)");
+  capacity_cmd->add_option("--probes", capacity.probes, "scales simulated per round (1 .. 64)");
+  capacity_cmd->add_option("-j,--jobs", capacity.jobs, "probes simulated in parallel")
+      ->check(CLI::Range(1, 1024));
+  capacity_cmd->add_option("--out", capacity.out,
+                           "directory for capacity.csv and per-probe summaries");
+  capacity_cmd->add_flag("-q,--quiet", capacity.quiet, "no progress bar, no table on stdout");
+  capacity_cmd->callback([&] { exit_code = kvtwin::sim::cli::run_capacity(capacity); });
 
   // kvtwin cache-replay
   kvtwin::sim::cli::CacheReplayOptions replay;

@@ -77,11 +77,15 @@ TEST(Cli, BadFlagsAreOneLineAndExitTwo) {
                    "--vary: lmcache.max_local_cpu_size: unknown key; did you mean "
                    "lmcache.max_local_cpu_size_gb?");
   expect_bad_input(kvtwin("cache-replay --tier l3"), "--tier: l3: expected gpu, cpu or disk");
+  expect_bad_input(kvtwin("capacity --slo-attainment 1.5"),
+                   "--slo-attainment: 1.5: expected a share in (0, 1]");
+  expect_bad_input(kvtwin("capacity --precision nan"), "--precision: nan: expected 0.001 .. 1");
+  expect_bad_input(kvtwin("capacity --probes 65"), "--probes: 65: expected 1 .. 64");
 }
 
 TEST(Cli, HelpWorksForEverySubcommand) {
-  for (const char* sub :
-       {"", "run", "sweep", "cache-replay", "trace", "trace stats", "trace convert", "golden"}) {
+  for (const char* sub : {"", "run", "sweep", "capacity", "cache-replay", "trace", "trace stats",
+                          "trace convert", "golden"}) {
     Outcome o = kvtwin(std::string(sub) + " --help");
     EXPECT_EQ(o.code, 0) << sub;
     EXPECT_NE(o.out.find("Usage"), std::string::npos) << sub;

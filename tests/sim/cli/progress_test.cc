@@ -1,5 +1,5 @@
-// The progress bar of `kvtwin run`, `sweep` and `cache-replay` (issue 4: "a progress bar on
-// stderr for runs longer than a second, only on a TTY"): the binary runs with stderr on a
+// The progress bar of `kvtwin run`, `sweep`, `capacity` and `cache-replay` (issue 4: "a progress
+// bar on stderr for runs longer than a second, only on a TTY"): the binary runs with stderr on a
 // pseudo-terminal, stdout in a file, and KVTWIN_PROGRESS_AFTER_S=0 so that a short run draws it.
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -92,6 +92,12 @@ TEST(Progress, SweepsAndCacheReplaysDrawOneBarOverTheirPoints) {
       run_on_tty("cache-replay --tier cpu --capacity-gb 1,4 --set workload.max_requests=300 -j 2");
   expect_bar(replay, "kvtwin cache-replay", " of 2 points");
   EXPECT_TRUE(replay.out.starts_with("tier ")) << replay.out;
+  // A capacity search draws a bar over each round's probes (here with no delay: its rounds are
+  // short).
+  const TtyRun search = run_on_tty("capacity --set workload.max_requests=100 --precision 0.5 -j 2",
+                                   "KVTWIN_PROGRESS_AFTER_S=0");
+  expect_bar(search, "kvtwin capacity", " of 3 points");
+  EXPECT_TRUE(search.out.starts_with("kvtwin capacity: default\n")) << search.out;
 }
 
 TEST(Progress, QuietOrNotATerminalMeansNoBar) {

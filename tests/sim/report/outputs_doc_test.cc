@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/cli/capacity_command.h"
 #include "sim/cli/sweep_command.h"
 #include "sim/hw/modeled_mover.h"
 #include "sim/report/run_recorder.h"
@@ -233,6 +234,22 @@ TEST(OutputsDoc, SweepCsvColumnsAreThePagesInOrder) {
   std::istringstream in(lines_of(slurp(dir + "/sweep.csv")).at(0));
   for (std::string c; std::getline(in, c, ',');) columns.push_back(c);
   EXPECT_EQ(documented, columns);
+}
+
+// capacity.csv's header is the page's table.
+TEST(OutputsDoc, CapacityCsvColumnsAreThePagesInOrder) {
+  const std::string dir = kvtwin::testing::scratch_dir();
+  cli::CapacityOptions o;
+  o.sets = {"workload.max_requests=3", "slo.ttft_ms=1e9", "workload.rate_scale=5e5"};
+  o.quiet = true;
+  o.out = dir;
+  ASSERT_EQ(cli::run_capacity(o), 0);
+  const std::string text = section(page(), "capacity.csv");
+  ASSERT_FALSE(text.empty()) << "no \"## capacity.csv\" section";
+  std::vector<std::string> columns;
+  std::istringstream in(lines_of(slurp(dir + "/capacity.csv")).at(0));
+  for (std::string c; std::getline(in, c, ',');) columns.push_back(c);
+  EXPECT_EQ(table_names(text), columns);
 }
 
 }  // namespace
