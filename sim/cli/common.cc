@@ -35,6 +35,7 @@ scenario::Scenario load_scenario(const std::string& path, const std::vector<std:
 
 workload::WorkloadOptions workload_options(const scenario::Scenario& s) {
   workload::WorkloadOptions o;
+  o.spread_arrivals = s.workload.arrivals == "spread";
   o.rate_scale = s.workload.rate_scale;
   o.max_requests = s.workload.max_requests;
   o.max_duration_s = s.workload.max_duration_s;

@@ -42,6 +42,9 @@ std::string trace_stats_json(const workload::TraceStats& s, const std::string& n
   const double span = to_seconds(s.last_arrival - s.first_arrival);
   j.field("span_s", span);
   j.field("mean_rate_per_s", span > 0 ? static_cast<double>(s.requests) / span : 0.0);
+  j.field("arrival_instants", s.arrival_instants);
+  j.field("largest_arrival_group", s.largest_arrival_group);
+  j.field("requests_sharing_an_arrival", s.requests_sharing_an_arrival);
   auto dist = [&](const char* key, const workload::Percentiles& p) {
     j.key(key);
     j.begin_object();

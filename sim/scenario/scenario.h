@@ -185,11 +185,12 @@ struct ClusterConfig {
 struct WorkloadConfig {
   std::string trace = "";  // empty: the embedded default trace
   std::string format = "auto";
-  double rate_scale = 1.0;    // arrival rate multiplier (times are divided by it)
-  int64_t max_requests = 0;   // 0 = all
-  double max_duration_s = 0;  // 0 = whole trace; else only arrivals before start_s + this
-  double start_s = 0;         // only arrivals from this (scaled) time, shifted to start at 0
-  double warmup_s = 0;        // arrivals this long before start_s warm the caches, unmeasured
+  std::string arrivals = "trace";  // trace | spread (equal recorded times over the gap after)
+  double rate_scale = 1.0;         // arrival rate multiplier (times are divided by it)
+  int64_t max_requests = 0;        // 0 = all
+  double max_duration_s = 0;       // 0 = whole trace; else only arrivals before start_s + this
+  double start_s = 0;              // only arrivals from this (scaled) time, shifted to start at 0
+  double warmup_s = 0;             // arrivals this long before start_s warm the caches, unmeasured
   // Synthetic shared prefixes for requests without block ids (e.g. the Azure traces).
   int prefix_groups = 0;  // 0 = off
   int prefix_tokens = 0;

@@ -367,6 +367,10 @@ std::vector<FieldSpec> make_fields() {
                    "trace file relative to the scenario file (empty: the embedded default)"));
   f.push_back(text("workload.format", &S::workload, &WorkloadConfig::format,
                    {"auto", "native", "mooncake", "azure"}, "trace format"));
+  f.push_back(text("workload.arrivals", &S::workload, &WorkloadConfig::arrivals,
+                   {"trace", "spread"},
+                   "arrival times: as recorded, or the requests recorded at one instant spread "
+                   "evenly over the gap to the next recorded instant"));
   f.push_back(numeric("workload.rate_scale", &S::workload, &WorkloadConfig::rate_scale, 1e-6, 1e6,
                       "factor", "arrival-rate multiplier (arrival times are divided by it)"));
   f.push_back(numeric("workload.max_requests", &S::workload, &WorkloadConfig::max_requests, 0, kBig,

@@ -43,8 +43,17 @@ TraceStats compute_trace_stats(Workload* workload, double window_s) {
   int64_t window_index = -1;
   uint64_t window_tokens = 0;
   TraceRequest r;
+  uint64_t group = 0;  // requests at the current arrival time so far
   while (workload->next(&r)) {
     if (s.requests == 0) s.first_arrival = r.arrival;
+    // Arrivals never decrease: a group of equal times is a run of requests.
+    if (s.requests == 0 || r.arrival != s.last_arrival) {
+      ++s.arrival_instants;
+      group = 0;
+    }
+    ++group;
+    s.largest_arrival_group = std::max(s.largest_arrival_group, group);
+    s.requests_sharing_an_arrival += group == 2 ? 2 : (group > 2 ? 1 : 0);
     s.last_arrival = r.arrival;
     ++s.requests;
     prompts.push_back(static_cast<double>(r.prompt_tokens));
@@ -117,6 +126,12 @@ std::string format_trace_stats(const TraceStats& s, const std::string& name,
   line("requests              %llu\n", static_cast<unsigned long long>(s.requests));
   line("span                  %.3f s (%.1f min), mean rate %.3f req/s\n", span, span / 60,
        span > 0 ? static_cast<double>(s.requests) / span : 0.0);
+  line(
+      "arrival instants      %llu distinct times, up to %llu request%s at one; %llu share theirs\n",
+      static_cast<unsigned long long>(s.arrival_instants),
+      static_cast<unsigned long long>(s.largest_arrival_group),
+      s.largest_arrival_group == 1 ? "" : "s",
+      static_cast<unsigned long long>(s.requests_sharing_an_arrival));
   line("prompt tokens         mean %.1f  p50 %.0f  p90 %.0f  p99 %.0f  max %.0f\n",
        s.prompt_tokens.mean, s.prompt_tokens.p50, s.prompt_tokens.p90, s.prompt_tokens.p99,
        s.prompt_tokens.max);

@@ -26,6 +26,11 @@ struct TraceStats {
   uint64_t requests = 0;
   SimTime first_arrival = 0;
   SimTime last_arrival = 0;
+  // Recorded instants: distinct arrival times, the most requests at one, and the requests that
+  // share their arrival time with another (a coarse clock's bursts; workload.arrivals).
+  uint64_t arrival_instants = 0;
+  uint64_t largest_arrival_group = 0;
+  uint64_t requests_sharing_an_arrival = 0;
   Percentiles prompt_tokens;
   Percentiles output_tokens;
   uint64_t total_prompt_tokens = 0;

@@ -5,11 +5,13 @@
 #include <cstdio>
 
 #include "sim/io/input_error.h"
+#include "sim/workload/spread_arrivals.h"
 
 namespace kvtwin::sim::workload {
 
 Workload::Workload(std::unique_ptr<TraceReader> reader, const WorkloadOptions& options)
     : reader_(std::move(reader)), options_(options), rng_(options.seed, "synthetic_prefix") {
+  if (options_.spread_arrivals) reader_ = std::make_unique<SpreadArrivals>(std::move(reader_));
   if (options_.prefix_groups > 0) {
     zipf_cdf_.resize(static_cast<size_t>(options_.prefix_groups));
     double sum = 0;

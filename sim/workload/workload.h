@@ -1,6 +1,8 @@
 // Workload: the request stream a simulation consumes — a trace reader plus the scenario's
 // workload transforms, applied in this order per request:
 //
+//   0. with spread_arrivals, the requests recorded at one instant spread over the gap to the next
+//      (SpreadArrivals, sim/workload/spread_arrivals.h);
 //   1. arrival time divided by rate_scale (rounded to the nearest ns);
 //   2. stop at max_requests, or at the first arrival at or after start_s + max_duration_s;
 //   3. requests without block ids get a synthetic shared prefix when prefix_groups > 0:
@@ -16,7 +18,8 @@
 //      start_s - warmup_s instead, so the window's requests arrive from measure_from() on.
 //      max_requests and the empty-window error count the window's requests only.
 //
-// Streaming: holds one request; memory does not grow with the trace.
+// Streaming: holds one request (with spread_arrivals, one group of equal recorded times); memory
+// does not grow with the trace.
 #pragma once
 
 #include <memory>
@@ -28,6 +31,7 @@
 namespace kvtwin::sim::workload {
 
 struct WorkloadOptions {
+  bool spread_arrivals = false;  // workload.arrivals = "spread"
   double rate_scale = 1.0;
   int64_t max_requests = 0;   // 0 = all
   double max_duration_s = 0;  // 0 = all; else the window's length from start_s
