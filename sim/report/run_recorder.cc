@@ -262,8 +262,8 @@ Summary::Load RunRecorder::load() const {
   std::vector<uint32_t> order(n);
   for (size_t i = 0; i < n; ++i) {
     order[i] = static_cast<uint32_t>(i);
-    const auto [arrival, end] = finished_span_[i];
-    if (arrival <= last_arrival_ && end > last_arrival_) ++l.in_system_at_last_arrival;
+    // Every request arrived by the last arrival: those ending after it were in the system.
+    if (finished_span_[i].second > last_arrival_) ++l.in_system_at_last_arrival;
   }
   std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
     return finished_span_[a].first < finished_span_[b].first;

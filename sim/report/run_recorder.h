@@ -15,8 +15,9 @@
 // the formats. With an empty output directory nothing is written and only the Summary is built
 // (sweeps, tests). Every number is printed with a fixed format, so equal runs give equal bytes.
 //
-// Memory: per finished request three doubles (exact TTFT/TPOT/E2E percentiles); inter-token
-// latencies go into a fixed-size log histogram. Threading: the simulation thread only.
+// Memory: per finished request its TTFT, TPOT, E2E and queue delay (exact percentiles), its
+// priority, arrival and end (about 56 bytes); inter-token latencies go into a fixed-size log
+// histogram. Threading: the simulation thread only.
 #pragma once
 
 #include <array>
