@@ -1,29 +1,35 @@
-// `kvtwin capacity [--scenario F] [--trace F] [--set key=value ...] [--slo-attainment A]
-// [--precision P] [--probes N] [--jobs J] [--out DIR]`: the highest arrival rate a deployment
-// sustains within its SLOs, found by simulating the scenario at scaled request rates.
+// `kvtwin capacity [--for KEY] [--scenario F] [--trace F] [--set key=value ...]
+// [--slo-attainment A] [--precision P] [--probes N] [--jobs J] [--out DIR]`: how much load a
+// deployment takes within its SLOs, or how much of a resource a load needs, found by simulating
+// the scenario at probed values of one numeric key.
 //
-// The search varies workload.rate_scale (arrival times are divided by it; every other field
-// stays). A probe *holds* when
+// KEY is workload.rate_scale by default (arrival times are divided by it): the search finds the
+// most that holds. Any other numeric key is taken as a resource, more of which helps
+// (cluster.instances, vllm.num_gpu_blocks, a tier's size, a link's speed): it finds the least
+// that holds. Every other field stays the scenario's. A probe *holds* when
 //   goodput.slo_attainment >= A   (the share of finished requests within slo.ttft_ms and
 //                                  slo.tpot_ms), and
 //   !load.saturated               (its queue did not grow through the run; sim/report/README.md).
 //
 // Rounds of N probes each (the N of a round run in parallel on J threads):
-//   start    the scenario's own scale r0, alone.
-//   bracket  while every probe so far holds: r0·2^k for the next N values of k; while none does:
-//            r0/2^k. It ends when a holding scale lies just below a failing one (the bracket
-//            lo < hi), or at the field's bounds [1e-6, 1e6] (then every, or no, scale probed
-//            holds, and the report says so).
-//   narrow   N scales spaced evenly in log between lo and hi; the first of them (lowest) that
-//            fails becomes hi and the probe below it lo. Until hi / lo <= 1 + P.
-// The probes depend on the options only (never on J), so equal inputs give equal bytes.
+//   start    the scenario's own value x0 (which must be above 0), alone.
+//   bracket  away from x0's side: while it holds, x0·2^k for the rate (x0/2^k for a resource,
+//            the floor for an integer key), the next N values of k a round; while it fails, the
+//            other way. It ends at the first probe whose verdict differs from x0's (then a
+//            holding value `ok` and a failing one `bad` are neighbours among the probes), or at
+//            the key's bounds (then every, or no, value probed holds, and the report says so).
+//   narrow   N values spaced evenly in log from ok toward bad; the first of them that fails
+//            becomes bad and the one before it ok. Until max/min of the two <= 1 + P, or no
+//            value lies between them (an integer key's neighbours).
+// Values are rounded as probed (integers; else 5 significant digits), and the probes depend on
+// the options only (never on J), so equal inputs give equal bytes.
 //
-// SLO attainment need not fall monotonically as the rate rises (a burst of the trace may land
+// The verdict need not change monotonically along the key (a burst of the trace may land
 // differently): each round keeps the first failure, so the answer is conservative, and the report
-// names any probe above the answer that held, or below it that failed.
+// names any probe beyond `bad` that held, or before `ok` that failed.
 //
-// Outputs: a table of every probe by scale and the answer on stdout; with --out, DIR/capacity.csv
-// (one row per probe, by scale; columns in sim/report/README.md), and each probe's summary.json
+// Outputs: a table of every probe by value and the answer on stdout; with --out, DIR/capacity.csv
+// (one row per probe, by value; columns in sim/report/README.md), and each probe's summary.json
 // and scenario.toml under DIR/points/<probe>/ (probe = the order simulated). Returns 0 whatever
 // the answer; bad options are InputErrors.
 #pragma once
@@ -34,6 +40,7 @@
 namespace kvtwin::sim::cli {
 
 struct CapacityOptions {
+  std::string key = "workload.rate_scale";  // --for
   std::string scenario;
   std::string trace;
   std::vector<std::string> sets;

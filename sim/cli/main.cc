@@ -163,6 +163,9 @@ int dispatch(int argc, char** argv) {
   capacity_cmd->add_option("--trace", capacity.trace, "trace file, overrides workload.trace");
   capacity_cmd->add_option("--set", capacity.sets,
                            "override a scenario field: key=value (repeatable)");
+  capacity_cmd->add_option("--for", capacity.key,
+                           "numeric key to search: workload.rate_scale (the most that holds; the "
+                           "default) or a resource such as cluster.instances (the least)");
   capacity_cmd->add_option("--slo-attainment", capacity.slo_attainment,
                            "share of finished requests that must meet both SLOs, in (0, 1]");
   capacity_cmd->add_option("--precision", capacity.precision,

@@ -52,12 +52,12 @@ TEST(Capacity, TheAnswerIsAHoldingScaleJustBelowAFailingOne) {
   for (size_t i = 0; i < rows.size(); ++i) {
     const auto& r = rows[i];
     if (i > 0) {
-      EXPECT_LT(num(rows[i - 1], "rate_scale"), num(r, "rate_scale"));
+      EXPECT_LT(num(rows[i - 1], "workload.rate_scale"), num(r, "workload.rate_scale"));
     }
     const bool holds = num(r, "slo_attainment") >= 0.9 && r.at("saturated") == "0";
-    EXPECT_EQ(r.at("holds"), holds ? "1" : "0") << r.at("rate_scale");
+    EXPECT_EQ(r.at("holds"), holds ? "1" : "0") << r.at("workload.rate_scale");
     EXPECT_TRUE(std::filesystem::exists(dir + "/points/" + r.at("probe") + "/summary.json"));
-    at[r.at("rate_scale")] = i;
+    at[r.at("workload.rate_scale")] = i;
   }
   // "capacity    rate_scale LO holds: ..." then "            rate_scale HI fails: ...".
   const size_t a = screen.find("capacity    rate_scale ");
@@ -74,9 +74,10 @@ TEST(Capacity, TheAnswerIsAHoldingScaleJustBelowAFailingOne) {
   EXPECT_EQ(rows[at[lo]].at("holds"), "1");
   EXPECT_EQ(rows[at[hi]].at("holds"), "0");
   EXPECT_EQ(at[hi], at[lo] + 1);  // neighbours among the probes
-  EXPECT_LE(num(rows[at[hi]], "rate_scale") / num(rows[at[lo]], "rate_scale"), 1.1);
+  EXPECT_LE(num(rows[at[hi]], "workload.rate_scale") / num(rows[at[lo]], "workload.rate_scale"),
+            1.1);
   // The start, the scenario's own scale 1, fails here: the answer lies below it.
-  EXPECT_EQ(rows.back().at("rate_scale"), "1");
+  EXPECT_EQ(rows.back().at("workload.rate_scale"), "1");
   EXPECT_EQ(rows.back().at("probe"), "0");
   EXPECT_EQ(rows.back().at("holds"), "0");
 
@@ -108,7 +109,8 @@ TEST(Capacity, SaysWhichProbesHeldAboveTheAnswerOrFailedBelowIt) {
   const size_t a = screen.find("capacity    rate_scale ");
   ASSERT_NE(a, std::string::npos) << screen;
   for (size_t i = 0; i < rows.size(); ++i) {
-    const std::string at = "capacity    rate_scale " + rows[i].at("rate_scale") + " holds:";
+    const std::string at =
+        "capacity    rate_scale " + rows[i].at("workload.rate_scale") + " holds:";
     if (screen.compare(a, at.size(), at) == 0) lo = i;
   }
   ASSERT_LT(lo, rows.size()) << screen;
@@ -117,7 +119,7 @@ TEST(Capacity, SaysWhichProbesHeldAboveTheAnswerOrFailedBelowIt) {
   for (size_t i = 0; i < rows.size(); ++i) {
     const bool wrong =
         (i > hi && rows[i].at("holds") == "1") || (i < lo && rows[i].at("holds") == "0");
-    const std::string note = "note        rate_scale " + rows[i].at("rate_scale") + ", ";
+    const std::string note = "note        rate_scale " + rows[i].at("workload.rate_scale") + ", ";
     EXPECT_EQ(screen.find(note) != std::string::npos, wrong) << screen;
     notes += wrong;
   }
@@ -138,7 +140,7 @@ TEST(Capacity, AProbeWhoseQueueGrewFailsWhateverItsAttainment) {
   for (const auto& r : rows) {
     if (r.at("saturated") == "1" && num(r, "slo_attainment") >= 0.5) {
       ++saturated_within_slos;
-      EXPECT_EQ(r.at("holds"), "0") << r.at("rate_scale");
+      EXPECT_EQ(r.at("holds"), "0") << r.at("workload.rate_scale");
     }
   }
   EXPECT_GE(saturated_within_slos, 1u);
@@ -153,7 +155,7 @@ TEST(Capacity, SaysWhenNoScaleOrEveryScaleHolds) {
   o.sets = {"workload.max_requests=40", "slo.ttft_ms=0"};
   std::string screen;
   Rows rows = capacity(o, &screen);
-  EXPECT_NE(screen.find("capacity    no scale probed holds, down to rate_scale 1.9073e-06 (the "
+  EXPECT_NE(screen.find("capacity    no value probed holds, down to rate_scale 1.9073e-06 (the "
                         "field's bound)\n"),
             std::string::npos)
       << screen;
@@ -162,12 +164,58 @@ TEST(Capacity, SaysWhenNoScaleOrEveryScaleHolds) {
 
   o.sets = {"workload.max_requests=40", "slo.ttft_ms=1e9", "slo.tpot_ms=1e9"};
   rows = capacity(o, &screen);
-  EXPECT_NE(screen.find("capacity    every scale probed holds, up to rate_scale 5.2429e+05 (the "
+  EXPECT_NE(screen.find("capacity    every value probed holds, up to rate_scale 5.2429e+05 (the "
                         "field's bound)\n"),
             std::string::npos)
       << screen;
   ASSERT_EQ(rows.size(), 20u);  // 1, 2, ..., 2^19
   for (const auto& r : rows) EXPECT_EQ(r.at("holds"), "1");
+}
+
+// --for cluster.instances: the fewest instances that hold at the scenario's rate. At twice the
+// trace's rate the default scenario's 4 instances fail; doublings find a holding count, then the
+// integers between narrow it to neighbours. A plain run with one instance fewer fails.
+TEST(Capacity, ForAResourceFindsTheLeastThatHolds) {
+  CapacityOptions o;
+  o.key = "cluster.instances";
+  o.sets = {"workload.max_requests=300", "workload.rate_scale=2"};
+  o.jobs = 2;
+  std::string screen;
+  const Rows rows = capacity(o, &screen);
+  ASSERT_GE(rows.size(), 3u);
+  size_t least = rows.size();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const std::string& v = rows[i].at("cluster.instances");
+    EXPECT_EQ(v.find_first_not_of("0123456789"), std::string::npos) << v;  // whole instances
+    if (rows[i].at("holds") == "1" && least == rows.size()) least = i;
+  }
+  ASSERT_LT(least, rows.size()) << screen;
+  ASSERT_GT(least, 0u) << screen;
+  const int n = std::stoi(rows[least].at("cluster.instances"));
+  EXPECT_EQ(rows[least - 1].at("cluster.instances"), std::to_string(n - 1)) << screen;
+  EXPECT_EQ(rows[least - 1].at("holds"), "0");
+  EXPECT_GT(n, 4);  // the scenario's own 4 fail
+  EXPECT_NE(screen.find("capacity    instances " + std::to_string(n) + " holds: "),
+            std::string::npos)
+      << screen;
+  EXPECT_NE(screen.find("            instances " + std::to_string(n - 1) + " fails: "),
+            std::string::npos)
+      << screen;
+  scenario::Scenario s = load_scenario("", {"workload.max_requests=300", "workload.rate_scale=2",
+                                            "cluster.instances=" + std::to_string(n - 1)});
+  const report::Summary plain = simulate(s, "", "", true, nullptr);
+  EXPECT_TRUE(plain.slo_attainment < 0.9 || plain.load.saturated);
+  EXPECT_NEAR(num(rows[least - 1], "slo_attainment"), plain.slo_attainment, 5e-7);
+
+  // From 16 instances, which hold, the search halves down to a failing count and narrows to the
+  // same answer.
+  o.sets.push_back("cluster.instances=16");
+  const Rows from_above = capacity(o, &screen);
+  EXPECT_EQ(from_above.back().at("cluster.instances"), "16");
+  EXPECT_EQ(from_above.back().at("probe"), "0");
+  EXPECT_NE(screen.find("capacity    instances " + std::to_string(n) + " holds: "),
+            std::string::npos)
+      << screen;
 }
 
 TEST(Capacity, RefusesOptionsOutOfRange) {
@@ -194,6 +242,13 @@ TEST(Capacity, RefusesOptionsOutOfRange) {
   o = {};
   o.sets = {"workload.rate_scale=0"};
   EXPECT_TRUE(refused(o, "workload.rate_scale"));
+  o = {};
+  o.key = "cluster.router";
+  EXPECT_TRUE(refused(o, "--for: cluster.router: expected a numeric key"));
+  o.key = "cluster.instance";
+  EXPECT_TRUE(refused(o, "--for: cluster.instance: unknown key"));
+  o.key = "lmcache.max_local_disk_size_gb";  // 0 in the default scenario: nothing to double
+  EXPECT_TRUE(refused(o, "the scenario's value is 0"));
 }
 
 }  // namespace
