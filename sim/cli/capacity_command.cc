@@ -222,6 +222,12 @@ std::string screen(const scenario::Scenario& base, const CapacityOptions& o, con
     line("capacity    no value probed holds, %s to %.30s %s (the field's bound)\n",
          axis.more_helps ? "up" : "down", name.c_str(), text(s.at(*a.bad)).c_str());
   }
+  // A window in scaled time holds other requests at each rate.
+  if (!axis.more_helps && (base.workload.start_s > 0 || base.workload.max_duration_s > 0))
+    line(
+        "note        workload.start_s and max_duration_s are in scaled time: each rate probed\n"
+        "            replays another part of the trace (workload.max_requests keeps the same "
+        "ones)\n");
   // Probes on the wrong side of the answer: the verdict was not monotone along the key. "Beyond
   // bad" lies on bad's side of it, away from ok.
   for (const Probe* p : by_value) {

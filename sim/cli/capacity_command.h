@@ -24,6 +24,10 @@
 // Values are rounded as probed (integers; else 5 significant digits), and the probes depend on
 // the options only (never on J), so equal inputs give equal bytes.
 //
+// workload.start_s and max_duration_s are in scaled time, so with a window each rate probed
+// replays another part of the trace; the report says so (workload.max_requests keeps the same
+// requests at every rate).
+//
 // The verdict need not change monotonically along the key (a burst of the trace may land
 // differently): each round keeps the first failure, so the answer is conservative, and the report
 // names any probe beyond `bad` that held, or before `ok` that failed.

@@ -218,6 +218,23 @@ TEST(Capacity, ForAResourceFindsTheLeastThatHolds) {
       << screen;
 }
 
+// A window of the trace is in scaled time: the rate search says that each probe replays another
+// part of it; a search over the first N requests does not.
+TEST(Capacity, SaysWhenEachRateReplaysAnotherWindow) {
+  CapacityOptions o;
+  o.sets = {"workload.start_s=300", "workload.max_duration_s=60"};
+  o.precision = 0.5;
+  o.jobs = 2;
+  std::string screen;
+  capacity(o, &screen);
+  const std::string note =
+      "note        workload.start_s and max_duration_s are in scaled time: each rate probed\n";
+  EXPECT_NE(screen.find(note), std::string::npos) << screen;
+  o.sets = {"workload.max_requests=40"};
+  capacity(o, &screen);
+  EXPECT_EQ(screen.find(note), std::string::npos) << screen;
+}
+
 TEST(Capacity, RefusesOptionsOutOfRange) {
   auto refused = [](CapacityOptions o, const std::string& flag) {
     try {
