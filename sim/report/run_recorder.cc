@@ -253,6 +253,7 @@ void RunRecorder::set_link_stats(const std::string& kind, double bytes, double b
 
 Summary::Load RunRecorder::load() const {
   Summary::Load l;
+  l.largest_arrival_group = largest_arrival_group_;
   if (first_arrival_ < 0) return l;
   l.arrival_span_s = to_seconds(last_arrival_ - first_arrival_);
   if (l.arrival_span_s > 0) l.offered_rate = summary_.requests / l.arrival_span_s;
@@ -412,6 +413,7 @@ std::string RunRecorder::summary_json(const Summary& s) {
   for (double q : s.load.queue_ms_by_arrival_quarter) j.value(q);
   j.end_array();
   j.field("saturated", s.load.saturated);
+  j.field("largest_arrival_group", s.load.largest_arrival_group);
   j.end_object();
   if (!s.by_priority.empty()) {
     j.key("by_priority");
@@ -550,6 +552,11 @@ std::string RunRecorder::screen(const Summary& s) {
     line(
         "  saturated the queue grew by more than the TTFT SLO: arrivals outpace service, and\n"
         "            latencies grow with the trace's length\n");
+  if (s.load.largest_arrival_group >= kBurstHint)
+    line(
+        "  bursts    up to %llu requests arrive at one instant; workload.arrivals = \"spread\"\n"
+        "            spreads them over the gap to the next\n",
+        static_cast<unsigned long long>(s.load.largest_arrival_group));
   line("%-11s %10s %10s %10s %10s\n", "latency ms", "mean", "p50", "p90", "p99");
   auto lat = [&](const char* name, const LatencyStats& l) {
     line("%-11s %10.1f %10.1f %10.1f %10.1f\n", name, l.mean, l.p50, l.p90, l.p99);

@@ -38,6 +38,10 @@
 
 namespace kvtwin::sim::report {
 
+// The screen points to workload.arrivals = "spread" when this many requests or more arrive at
+// one instant (a trace clock's grain: the Mooncake conversation trace records up to 28 at once).
+inline constexpr uint64_t kBurstHint = 8;
+
 // Tiers of LMCache, in its search order.
 enum Tier { kTierCpu = 0, kTierDisk = 1, kTierRemote = 2, kNumTiers = 3 };
 const char* tier_name(int tier);
@@ -178,6 +182,8 @@ struct Summary {
     // Mean arrival-to-first-schedule of each quarter of the finished requests by arrival (the
     // first n/4, ..., the last); 0 for an empty quarter.
     std::array<double, 4> queue_ms_by_arrival_quarter{};
+    // The most requests arriving at one instant (Workload::largest_arrival_group).
+    uint64_t largest_arrival_group = 0;
     // The last quarter waited more than slo.ttft_ms longer than the first, and drain_s exceeds
     // slo.ttft_ms: the queue grew over the run by more than the TTFT target, and latencies grow
     // with the trace's length.
@@ -239,6 +245,7 @@ class RunRecorder {
     summary_.blocking_get_timeouts.chunks = chunks;
   }
   void set_page_cache(const Summary::PageCache& p) { summary_.page_cache = p; }
+  void set_largest_arrival_group(uint64_t n) { largest_arrival_group_ = n; }
   void set_link_stats(const std::string& kind, double bytes, double busy_fraction);
 
   // Computes the summary, writes summary.json, plots; returns the summary.
@@ -268,6 +275,7 @@ class RunRecorder {
   uint64_t slo_ok_ = 0;
   SimTime first_arrival_ = -1;
   SimTime last_arrival_ = -1;
+  uint64_t largest_arrival_group_ = 0;
   SimTime last_finish_ = 0;
   uint64_t finished_prompt_tokens_ = 0;  // the input throughput's (prompt_tokens counts all)
   uint64_t output_tokens_ = 0;

@@ -57,7 +57,12 @@ bool Workload::next(TraceRequest* out) {
     out->arrival = from_seconds(options_.spacing_s) * static_cast<SimTime>(spaced_);
   if (options_.output_tokens > 0) out->output_tokens = options_.output_tokens;
   ++spaced_;
-  if (!out->warmup) ++emitted_;
+  if (!out->warmup) {
+    ++emitted_;
+    group_ = out->arrival == group_arrival_ ? group_ + 1 : 1;
+    group_arrival_ = out->arrival;
+    largest_group_ = std::max(largest_group_, group_);
+  }
   return true;
 }
 

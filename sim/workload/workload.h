@@ -56,6 +56,9 @@ class Workload {
   // an arrival that rate_scale pushes past kMaxTraceArrival, and one when the window holds none.
   bool next(TraceRequest* out);
   const TraceReader& reader() const { return *reader_; }
+  // The most of the window's requests given so far that arrive at one instant (after every
+  // transform: a coarse trace clock's bursts, or 1 once spread).
+  uint64_t largest_arrival_group() const { return largest_group_; }
 
   // Where the window starts on the replay's clock: warmup_s, or 0 without a warm-up. With
   // spacing_s the arrivals ignore the trace's times, and the window starts at the arrival of its
@@ -79,6 +82,8 @@ class Workload {
   std::vector<double> zipf_cdf_;  // cumulative popularity of groups 0..n-1
   int64_t emitted_ = 0;           // the window's requests (not the warm-up's)
   int64_t spaced_ = 0;            // every request, for spacing_s
+  SimTime group_arrival_ = -1;    // the arrival of the window's current group of equal times
+  uint64_t group_ = 0, largest_group_ = 0;
   bool done_ = false;
 };
 

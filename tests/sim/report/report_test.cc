@@ -186,6 +186,7 @@ TEST(RunRecorder, NoLineOfTheScreenIsWiderThan100Columns) {
   s.load.offered_rate = 99'999.99;
   s.load.queue_ms_by_arrival_quarter = {seconds * 1e3, seconds * 1e3, seconds * 1e3, seconds * 1e3};
   s.load.saturated = true;
+  s.load.largest_arrival_group = count;
   s.page_cache = {.capacity_bytes = 999 * tib,
                   .peak_bytes = 999 * tib,
                   .hit_bytes = 999ull << 40,
@@ -491,6 +492,28 @@ TEST(RunRecorder, LoadComparesTheQueueOfTheFirstAndLastQuartersOfArrivals) {
     EXPECT_DOUBLE_EQ(drained.load.drain_s, 0.1);
     EXPECT_DOUBLE_EQ(drained.load.queue_ms_by_arrival_quarter[3], q[3]);
     EXPECT_FALSE(drained.load.saturated);
+  }
+}
+
+// From kBurstHint requests at one instant on, the screen points to workload.arrivals = "spread";
+// summary.json gives the count either way.
+TEST(RunRecorder, TheScreenPointsToSpreadArrivalsFromEightAtOnce) {
+  for (uint64_t group : {7, 8}) {
+    scenario::Scenario s = slo_scenario();
+    std::string dir = kvtwin::testing::scratch_dir() + "/run";
+    RunRecorder rec(s, "trace.csv", dir);
+    rec.on_request_done(record(0, 0, 50'000'000, 250'000'000, 21));
+    rec.set_largest_arrival_group(group);
+    const Summary& sum = rec.finish(1'000'000'000);
+    EXPECT_EQ(sum.load.largest_arrival_group, group);
+    EXPECT_NE(slurp(dir + "/summary.json")
+                  .find("\"largest_arrival_group\": " + std::to_string(group) + "\n"),
+              std::string::npos);
+    const std::string screen = RunRecorder::screen(sum);
+    const std::string hint =
+        "\n  bursts    up to 8 requests arrive at one instant; "
+        "workload.arrivals = \"spread\"\n";
+    EXPECT_EQ(screen.find(hint) != std::string::npos, group == 8) << screen;
   }
 }
 
