@@ -11,6 +11,7 @@
 #include "sim/io/input_error.h"
 #include "sim/io/output_file.h"
 #include "sim/report/run_recorder.h"
+#include "sim/scenario/key_suggestion.h"
 #include "sim/scenario/scenario_fields.h"
 #include "sim/scenario/scenario_loader.h"
 
@@ -19,12 +20,12 @@ namespace {
 
 constexpr const char* kRateKey = "workload.rate_scale";
 
-// The key searched: its bounds, whether it is an integer, and which way helps.
+// The key searched (its field gives the bounds and whether it is an integer), and which way
+// helps.
 struct Axis {
-  std::string key;
-  double min = 0, max = 0;
-  bool integer = false;
-  bool more_helps = false;  // a resource (find the least that holds); else the rate (the most)
+  const scenario::FieldSpec* field;
+  bool integer;
+  bool more_helps;  // a resource (find the least that holds); else the rate (the most)
 };
 
 // A computed value as probed: an integer key's nearest integer, else 5 significant digits. What
@@ -67,7 +68,8 @@ class Search {
     for (double x : values) {
       probes_.push_back(Probe{probes_.size(), x, {}, false});
       scenarios.push_back(base_);
-      scenario::apply_override(&scenarios.back(), axis_.key + "=" + value_text(axis_, x), "--for");
+      scenario::apply_override(&scenarios.back(), axis_.field->key + "=" + value_text(axis_, x),
+                               "--for");
       scenario::validate(scenarios.back());
     }
     PointsProgress progress("kvtwin capacity", o_.quiet, values.size());
@@ -119,7 +121,7 @@ Answer search(Search* s, const Axis& axis, double x0, int n, double precision) {
       const double step = std::ldexp(1.0, j);
       const double v =
           round_value(axis, up ? x0 * step : (axis.integer ? std::floor(x0 / step) : x0 / step));
-      if (v > axis.max || v < axis.min || v == last) break;
+      if (v > axis.field->max || v < axis.field->min || v == last) break;
       values.push_back(last = v);
     }
     if (values.empty()) return a;  // the bound: every (or no) value held
@@ -164,7 +166,7 @@ std::string verdict(const Probe& p, double target) {
 }
 
 std::string csv(const Axis& axis, const std::vector<const Probe*>& by_value) {
-  std::string out = "probe," + axis.key +
+  std::string out = "probe," + axis.field->key +
                     ",offered_requests_per_s,requests_per_s,finished,slo_attainment,"
                     "ttft_p50_ms,ttft_p99_ms,tpot_p50_ms,queue_q1_ms,queue_q4_ms,saturated,holds\n";
   char buf[512];
@@ -190,10 +192,11 @@ std::string screen(const scenario::Scenario& base, const CapacityOptions& o, con
     out += buf;
   };
   // The key's last part names the column and the answer ("rate_scale", "instances").
-  const std::string name = axis.key.substr(axis.key.find('.') + 1);
+  const std::string& key = axis.field->key;
+  const std::string name = key.substr(key.find('.') + 1);
   auto text = [&](const Probe& p) { return value_text(axis, p.value); };
   line("kvtwin capacity: %s (the %s %.60s that holds)\n", base.run.name.c_str(),
-       axis.more_helps ? "least" : "most", axis.key.c_str());
+       axis.more_helps ? "least" : "most", key.c_str());
   line(
       "target      %.1f%% of finished requests with TTFT <= %.6g ms and TPOT <= %.6g ms; a queue\n"
       "            that does not grow through the run\n",
@@ -207,7 +210,6 @@ std::string screen(const scenario::Scenario& base, const CapacityOptions& o, con
          m.load.offered_rate, m.request_throughput, 100 * m.slo_attainment, m.ttft.p99,
          m.load.queue_ms_by_arrival_quarter[3] / 1e3, verdict(*p, o.slo_attainment).c_str());
   }
-  const char* toward = axis.more_helps ? "down" : "up";
   if (a.ok && a.bad) {
     const Probe& ok = s.at(*a.ok);
     const Probe& bad = s.at(*a.bad);
@@ -216,8 +218,8 @@ std::string screen(const scenario::Scenario& base, const CapacityOptions& o, con
     line("            %.30s %s %s (%.3f req/s offered)\n", name.c_str(), text(bad).c_str(),
          verdict(bad, o.slo_attainment).c_str(), bad.summary.load.offered_rate);
   } else if (a.ok) {
-    line("capacity    every value probed holds, %s to %.30s %s (the field's bound)\n", toward,
-         name.c_str(), text(s.at(*a.ok)).c_str());
+    line("capacity    every value probed holds, %s to %.30s %s (the field's bound)\n",
+         axis.more_helps ? "down" : "up", name.c_str(), text(s.at(*a.ok)).c_str());
   } else {
     line("capacity    no value probed holds, %s to %.30s %s (the field's bound)\n",
          axis.more_helps ? "up" : "down", name.c_str(), text(s.at(*a.bad)).c_str());
@@ -228,15 +230,13 @@ std::string screen(const scenario::Scenario& base, const CapacityOptions& o, con
         "note        workload.start_s and max_duration_s are in scaled time: each rate probed\n"
         "            replays another part of the trace (workload.max_requests keeps the same "
         "ones)\n");
-  // Probes on the wrong side of the answer: the verdict was not monotone along the key. "Beyond
-  // bad" lies on bad's side of it, away from ok.
+  // Probes on the wrong side of the answer: the verdict was not monotone along the key. Values
+  // are compared as "toward failing": the rate rising, a resource falling.
+  const double sign = axis.more_helps ? -1 : 1;
+  const double answer = s.at(a.ok ? *a.ok : *a.bad).value;
   for (const Probe* p : by_value) {
-    const bool rising_fails = !axis.more_helps;  // more of the key fails (the rate)
-    const bool past_bad =
-        a.bad && (rising_fails ? p->value > s.at(*a.bad).value : p->value < s.at(*a.bad).value);
-    const bool before_ok =
-        a.ok && (rising_fails ? p->value < s.at(*a.ok).value : p->value > s.at(*a.ok).value);
-    const double answer = s.at(a.ok ? *a.ok : *a.bad).value;
+    const bool past_bad = a.bad && sign * (p->value - s.at(*a.bad).value) > 0;
+    const bool before_ok = a.ok && sign * (p->value - s.at(*a.ok).value) < 0;
     if ((past_bad && p->holds) || (before_ok && !p->holds))
       line("note        %.30s %s, %s the answer, %s: the verdict is not monotone in the key\n",
            name.c_str(), text(*p).c_str(), p->value > answer ? "above" : "below",
@@ -247,16 +247,12 @@ std::string screen(const scenario::Scenario& base, const CapacityOptions& o, con
 
 Axis axis_of(const std::string& key) {
   const scenario::FieldSpec* f = scenario::find_field(key);
-  if (f == nullptr) throw InputError("--for", 0, key, "unknown key");
+  if (f == nullptr)
+    throw InputError("--for", 0, key,
+                     "unknown key" + scenario::did_you_mean(scenario::suggest_keys(key)));
   if (f->type != scenario::FieldType::kInt && f->type != scenario::FieldType::kDouble)
     throw InputError("--for", 0, key, "expected a numeric key");
-  Axis a;
-  a.key = key;
-  a.min = f->min;
-  a.max = f->max;
-  a.integer = f->type == scenario::FieldType::kInt;
-  a.more_helps = key != kRateKey;
-  return a;
+  return Axis{f, f->type == scenario::FieldType::kInt, key != kRateKey};
 }
 
 }  // namespace
@@ -271,7 +267,7 @@ int run_capacity(const CapacityOptions& o) {
     throw InputError("--probes", 0, std::to_string(o.probes), "expected 1 .. 64");
   const Axis axis = axis_of(o.key);
   scenario::Scenario base = load_scenario(o.scenario, o.sets);
-  const std::string start = scenario::find_field(o.key)->get(base);
+  const std::string start = axis.field->get(base);
   const double x0 = round_value(axis, std::strtod(start.c_str(), nullptr));
   if (!(x0 > 0))
     throw InputError("--for", 0, o.key,

@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <exception>
 #include <new>
+#include <string>
+#include <vector>
 
 #include "model/check.h"
 #include "sim/calibrate/calibrate_command.h"
@@ -25,6 +27,14 @@
 namespace {
 
 using kvtwin::sim::kExitBadInput;
+
+// The options of a command that simulates a scenario: --scenario, --trace, --set.
+void add_scenario_options(CLI::App* cmd, std::string* scenario, std::string* trace,
+                          std::vector<std::string>* sets) {
+  cmd->add_option("--scenario", *scenario, "scenario TOML (default: embedded default)");
+  cmd->add_option("--trace", *trace, "trace file, overrides workload.trace");
+  cmd->add_option("--set", *sets, "override a scenario field: key=value (repeatable)");
+}
 
 int dispatch(int argc, char** argv) {
   CLI::App app{"kvtwin: a digital twin of LLM-serving KV-cache memory (vLLM + LMCache)", "kvtwin"};
@@ -128,10 +138,8 @@ int dispatch(int argc, char** argv) {
       "run",
       "Simulate a scenario on a trace and write a run directory (no arguments: the "
       "embedded default scenario and trace)");
-  run_cmd->add_option("--scenario", run.scenario, "scenario TOML (default: embedded default)");
-  run_cmd->add_option("--trace", run.trace, "trace file, overrides workload.trace");
+  add_scenario_options(run_cmd, &run.scenario, &run.trace, &run.sets);
   run_cmd->add_option("--out", run.out, "run directory (default: runs/<run.name>)");
-  run_cmd->add_option("--set", run.sets, "override a scenario field: key=value (repeatable)");
   run_cmd->add_flag("-q,--quiet", run.quiet, "no progress bar, no summary on stdout");
   run_cmd->callback([&] { exit_code = kvtwin::sim::cli::run_run(run); });
 
@@ -141,11 +149,9 @@ int dispatch(int argc, char** argv) {
       "sweep",
       "Run the cartesian grid of --vary values in parallel; one table and plots of hit "
       "rate, TTFT and throughput against the varied keys");
-  sweep_cmd->add_option("--scenario", sweep.scenario, "scenario TOML (default: embedded default)");
-  sweep_cmd->add_option("--trace", sweep.trace, "trace file, overrides workload.trace");
+  add_scenario_options(sweep_cmd, &sweep.scenario, &sweep.trace, &sweep.sets);
   sweep_cmd->add_option("--vary", sweep.vary, "key=v1,v2,... (repeatable; the first is the x axis)")
       ->required();
-  sweep_cmd->add_option("--set", sweep.sets, "override a scenario field: key=value (repeatable)");
   sweep_cmd->add_option("-j,--jobs", sweep.jobs, "points simulated in parallel")
       ->check(CLI::Range(1, 1024));
   sweep_cmd->add_option("--out", sweep.out, "directory for sweep.csv, per-point summaries, plots");
@@ -157,12 +163,9 @@ int dispatch(int argc, char** argv) {
   CLI::App* capacity_cmd = app.add_subcommand(
       "capacity",
       "The highest request rate (workload.rate_scale) at which the scenario meets its SLOs "
-      "with a queue that does not grow: a search of simulated runs");
-  capacity_cmd->add_option("--scenario", capacity.scenario,
-                           "scenario TOML (default: embedded default)");
-  capacity_cmd->add_option("--trace", capacity.trace, "trace file, overrides workload.trace");
-  capacity_cmd->add_option("--set", capacity.sets,
-                           "override a scenario field: key=value (repeatable)");
+      "with a queue that does not grow, or with --for the least of a resource: a search of "
+      "simulated runs");
+  add_scenario_options(capacity_cmd, &capacity.scenario, &capacity.trace, &capacity.sets);
   capacity_cmd->add_option("--for", capacity.key,
                            "numeric key to search: workload.rate_scale (the most that holds; the "
                            "default) or a resource such as cluster.instances (the least)");
@@ -170,7 +173,7 @@ int dispatch(int argc, char** argv) {
                            "share of finished requests that must meet both SLOs, in (0, 1]");
   capacity_cmd->add_option("--precision", capacity.precision,
                            "stop when the bracket's hi / lo <= 1 + this (0.001 .. 1)");
-  capacity_cmd->add_option("--probes", capacity.probes, "scales simulated per round (1 .. 64)");
+  capacity_cmd->add_option("--probes", capacity.probes, "values simulated per round (1 .. 64)");
   capacity_cmd->add_option("-j,--jobs", capacity.jobs, "probes simulated in parallel")
       ->check(CLI::Range(1, 1024));
   capacity_cmd->add_option("--out", capacity.out,
@@ -184,10 +187,7 @@ int dispatch(int argc, char** argv) {
       app.add_subcommand("cache-replay",
                          "The cache layers alone on a trace in request order (no timing): hit rate "
                          "against the capacity of one tier");
-  replay_cmd->add_option("--scenario", replay.scenario,
-                         "scenario TOML (default: embedded default)");
-  replay_cmd->add_option("--trace", replay.trace, "trace file, overrides workload.trace");
-  replay_cmd->add_option("--set", replay.sets, "override a scenario field: key=value (repeatable)");
+  add_scenario_options(replay_cmd, &replay.scenario, &replay.trace, &replay.sets);
   replay_cmd->add_option("--tier", replay.tier, "tier whose capacity varies: gpu | cpu | disk");
   std::vector<std::string> capacity_items;
   replay_cmd

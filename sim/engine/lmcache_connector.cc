@@ -489,10 +489,14 @@ void LmcacheConnector::start_step_transfers() {
       owner.insert(owner.end(), call.num_loaded, o);
     }
   }
-  // Per tier read, each request's first chunk from it (request index, first token): where a
-  // failed read of that tier makes the request's load fail from (fail_load_from). Made only for
-  // a step that reads a tier.
-  std::shared_ptr<std::map<int, std::map<size_t, int64_t>>> first_read;
+  // Each chunk read from disk or Redis, for fail_load_from should its tier's read fail (which
+  // only a real tier's does). Made only for a step that reads a tier.
+  struct Read {
+    int tier;
+    size_t request;  // index in meta_.requests
+    int64_t start;   // the chunk's first token
+  };
+  std::shared_ptr<std::vector<Read>> reads;
   for (size_t i = 0; i < log.loaded.size(); ++i) {
     const lm::LoadedChunk& c = log.loaded[i];
     int t = tier_of(c.location);
@@ -500,9 +504,8 @@ void LmcacheConnector::start_step_transfers() {
     if (i < owner.size() && owner[i].live != nullptr)
       owner[i].live->record.loaded_tokens[t] += c.end - c.start;
     if (t != report::kTierCpu && i < owner.size() && owner[i].request < meta_.requests.size()) {
-      if (!first_read) first_read = std::make_shared<std::map<int, std::map<size_t, int64_t>>>();
-      auto [at, fresh] = (*first_read)[t].emplace(owner[i].request, c.start);
-      if (!fresh) at->second = std::min(at->second, c.start);
+      if (!reads) reads = std::make_shared<std::vector<Read>>();
+      reads->push_back({t, owner[i].request, c.start});
     }
     if (t != report::kTierCpu) by_tier[t] += b;
     if (t == report::kTierDisk && keyed_disk_io_) {
@@ -533,13 +536,17 @@ void LmcacheConnector::start_step_transfers() {
           loads_done_ = ctx_.sim->now();
           if (--pending_ == 0 && on_idle_) on_idle_();
         },
-        [this, first_read](int tier) {
-          // Layerwise reads are non-blocking gets: the health monitor does not count them.
-          if (!first_read) return;
-          auto read = first_read->find(tier);
-          if (read == first_read->end()) return;
-          for (const auto& [index, token] : read->second)
-            fail_load_from(meta_.requests[index], token);
+        [this, reads](int tier) {
+          // Layerwise reads are non-blocking gets: the health monitor does not count them. Each
+          // request that read the tier fails from its first chunk there.
+          if (!reads) return;
+          std::map<size_t, int64_t> first;  // request index -> first token read from the tier
+          for (const Read& r : *reads) {
+            if (r.tier != tier) continue;
+            auto [at, fresh] = first.emplace(r.request, r.start);
+            if (!fresh) at->second = std::min(at->second, r.start);
+          }
+          for (const auto& [index, token] : first) fail_load_from(meta_.requests[index], token);
         });
   } else {
     loads_done_ = ctx_.sim->now();

@@ -52,7 +52,6 @@ TraceStats compute_trace_stats(Workload* workload, double window_s) {
       group = 0;
     }
     ++group;
-    s.largest_arrival_group = std::max(s.largest_arrival_group, group);
     s.requests_sharing_an_arrival += group == 2 ? 2 : (group > 2 ? 1 : 0);
     s.last_arrival = r.arrival;
     ++s.requests;
@@ -95,6 +94,7 @@ TraceStats compute_trace_stats(Workload* workload, double window_s) {
       s.max_window_start_s = to_seconds(window_index * window_len);
     }
   }
+  s.largest_arrival_group = workload->largest_arrival_group();
   s.unique_blocks = seen.size();
   s.sessions = sessions.size();
   s.prompt_tokens = percentiles(&prompts);

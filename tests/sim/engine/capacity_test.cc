@@ -263,7 +263,7 @@ TEST(Capacity, RefusesOptionsOutOfRange) {
   o.key = "cluster.router";
   EXPECT_TRUE(refused(o, "--for: cluster.router: expected a numeric key"));
   o.key = "cluster.instance";
-  EXPECT_TRUE(refused(o, "--for: cluster.instance: unknown key"));
+  EXPECT_TRUE(refused(o, "--for: cluster.instance: unknown key; did you mean cluster.instances?"));
   o.key = "lmcache.max_local_disk_size_gb";  // 0 in the default scenario: nothing to double
   EXPECT_TRUE(refused(o, "the scenario's value is 0"));
 }

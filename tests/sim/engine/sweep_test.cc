@@ -108,6 +108,26 @@ TEST(Sweep, TheTableGivesTheShareOfPromptTokensWhoseLoadFailed) {
   EXPECT_EQ(rows[1].at("failed_load_rate"), rows[1].at("lmcache_hit_rate"));
 }
 
+// Runs a sweep into `dir`, its table captured into *table; returns sweep.csv's rows.
+std::vector<std::map<std::string, std::string>> sweep_with_table(SweepOptions o,
+                                                                 const std::string& dir,
+                                                                 std::string* table) {
+  o.out = dir;
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(run_sweep(o), 0);
+  *table = ::testing::internal::GetCapturedStdout();
+  return read_csv(dir + "/sweep.csv");
+}
+
+// Point i's summary.json, parsed by `parser` (which must outlive the element).
+simdjson::dom::element point_summary(simdjson::dom::parser* parser, const std::string& dir,
+                                     size_t i) {
+  const std::string path = dir + "/points/" + std::to_string(i) + "/summary.json";
+  simdjson::dom::element s;
+  EXPECT_EQ(parser->load(path).get(s), simdjson::SUCCESS) << path;
+  return s;
+}
+
 // sweep.csv says what each point needed: the fullest instance's KV usage, each LMCache tier's
 // peak and how busy the busiest instance's links were, as the point's summary.json says. A 1-GiB
 // CPU tier per instance fills (4 instances: 4 GiB); a 200-GiB one holds these 150 requests' chunks
@@ -119,18 +139,13 @@ TEST(Sweep, TheTableGivesWhatEachPointNeeded) {
   o.sets = {"workload.max_requests=150", "lmcache.remote=true", "lmcache.max_local_disk_size_gb=20",
             "output.plots=false"};
   o.vary = {"lmcache.max_local_cpu_size_gb=1,200"};
-  o.out = dir;
-  ::testing::internal::CaptureStdout();
-  ASSERT_EQ(run_sweep(o), 0);
-  const std::string table = ::testing::internal::GetCapturedStdout();
-  const auto rows = read_csv(dir + "/sweep.csv");
+  std::string table;
+  const auto rows = sweep_with_table(o, dir, &table);
   ASSERT_EQ(rows.size(), 2u);
   using scenario::kGiB;
   for (size_t i = 0; i < rows.size(); ++i) {
-    const std::string path = dir + "/points/" + std::to_string(i) + "/summary.json";
     simdjson::dom::parser parser;
-    simdjson::dom::element s;
-    ASSERT_EQ(parser.load(path).get(s), simdjson::SUCCESS) << path;
+    const simdjson::dom::element s = point_summary(&parser, dir, i);
     const auto& row = rows[i];
     EXPECT_NEAR(std::stod(row.at("kv_usage_peak")),
                 double(s["gpu_prefix_cache"]["kv_usage_peak"].get_double()), 5e-5);
@@ -178,18 +193,12 @@ TEST(Sweep, TheTableMarksThePointsWhoseQueueGrewThroughTheRun) {
   SweepOptions o;
   o.sets = {"workload.max_requests=300", "output.plots=false"};
   o.vary = {"workload.rate_scale=0.5,8"};
-  o.out = dir;
-  ::testing::internal::CaptureStdout();
-  ASSERT_EQ(run_sweep(o), 0);
-  const std::string table = ::testing::internal::GetCapturedStdout();
-  const auto rows = read_csv(dir + "/sweep.csv");
+  std::string table;
+  const auto rows = sweep_with_table(o, dir, &table);
   ASSERT_EQ(rows.size(), 2u);
   for (size_t i = 0; i < rows.size(); ++i) {
-    const std::string path = dir + "/points/" + std::to_string(i) + "/summary.json";
     simdjson::dom::parser parser;
-    simdjson::dom::element s;
-    ASSERT_EQ(parser.load(path).get(s), simdjson::SUCCESS) << path;
-    simdjson::dom::element load = s["load"];
+    simdjson::dom::element load = point_summary(&parser, dir, i)["load"];
     EXPECT_NEAR(std::stod(rows[i].at("offered_requests_per_s")),
                 double(load["offered_requests_per_s"].get_double()), 5e-7);
     simdjson::dom::array quarters = load["queue_ms_by_arrival_quarter"].get_array();

@@ -47,6 +47,14 @@ std::vector<std::string> lines_of(const std::string& text) {
   return out;
 }
 
+// The column names of the CSV file at `path` (its first line).
+std::vector<std::string> header_columns(const std::string& path) {
+  std::vector<std::string> columns;
+  std::istringstream in(lines_of(slurp(path)).at(0));
+  for (std::string c; std::getline(in, c, ',');) columns.push_back(c);
+  return columns;
+}
+
 // Every `...` span of `text`, in order.
 std::vector<std::string> ticked(const std::string& text) {
   std::vector<std::string> out;
@@ -206,11 +214,7 @@ TEST(OutputsDoc, CsvColumnsAreThePagesInOrder) {
   for (const char* file : {"requests.csv", "timeseries.csv"}) {
     const std::string text = section(page(), file);
     ASSERT_FALSE(text.empty()) << "no \"## " << file << "\" section";
-    std::string header = lines_of(slurp(dir + "/" + file)).at(0);
-    std::vector<std::string> columns;
-    std::istringstream in(header);
-    for (std::string c; std::getline(in, c, ',');) columns.push_back(c);
-    EXPECT_EQ(table_names(text), columns) << file;
+    EXPECT_EQ(table_names(text), header_columns(dir + "/" + file)) << file;
   }
 }
 
@@ -230,10 +234,7 @@ TEST(OutputsDoc, SweepCsvColumnsAreThePagesInOrder) {
   ASSERT_EQ(documented[0], "<key>");
   documented[0] = "cluster.router";
   documented.insert(documented.begin(), "cluster.instances");
-  std::vector<std::string> columns;
-  std::istringstream in(lines_of(slurp(dir + "/sweep.csv")).at(0));
-  for (std::string c; std::getline(in, c, ',');) columns.push_back(c);
-  EXPECT_EQ(documented, columns);
+  EXPECT_EQ(documented, header_columns(dir + "/sweep.csv"));
 }
 
 // capacity.csv's header is the page's table.
@@ -250,10 +251,7 @@ TEST(OutputsDoc, CapacityCsvColumnsAreThePagesInOrder) {
   ASSERT_GE(documented.size(), 2u);
   ASSERT_EQ(documented[1], "<key>");
   documented[1] = "workload.rate_scale";
-  std::vector<std::string> columns;
-  std::istringstream in(lines_of(slurp(dir + "/capacity.csv")).at(0));
-  for (std::string c; std::getline(in, c, ',');) columns.push_back(c);
-  EXPECT_EQ(documented, columns);
+  EXPECT_EQ(documented, header_columns(dir + "/capacity.csv"));
 }
 
 }  // namespace
