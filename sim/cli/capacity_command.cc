@@ -4,9 +4,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <optional>
 
 #include "sim/cli/common.h"
+#include "sim/cli/grid.h"
 #include "sim/cli/run_command.h"
 #include "sim/io/input_error.h"
 #include "sim/io/output_file.h"
@@ -58,8 +60,15 @@ struct Probe {
 
 class Search {
  public:
-  Search(const CapacityOptions& o, const Axis& axis, scenario::Scenario base)
-      : o_(o), axis_(axis), base_(std::move(base)) {}
+  // Probes write under `out` (none when empty) and run on `jobs` threads; `quiet`: no bar.
+  Search(const CapacityOptions& o, const Axis& axis, scenario::Scenario base, std::string out,
+         int jobs, bool quiet)
+      : o_(o),
+        axis_(axis),
+        base_(std::move(base)),
+        out_(std::move(out)),
+        jobs_(jobs),
+        quiet_(quiet) {}
 
   // Simulates the values (in parallel); returns their indices in probes(), in the order given.
   std::vector<size_t> run(const std::vector<double>& values) {
@@ -72,11 +81,11 @@ class Search {
                                "--for");
       scenario::validate(scenarios.back());
     }
-    PointsProgress progress("kvtwin capacity", o_.quiet, values.size());
-    parallel_for(values.size(), o_.jobs, [&](size_t i) {
+    PointsProgress progress("kvtwin capacity", quiet_, values.size());
+    parallel_for(values.size(), jobs_, [&](size_t i) {
       Probe& p = probes_[first + i];
       scenario::Scenario& s = scenarios[i];
-      std::string dir = o_.out.empty() ? "" : o_.out + "/points/" + std::to_string(p.order);
+      std::string dir = out_.empty() ? "" : out_ + "/points/" + std::to_string(p.order);
       if (!dir.empty()) {  // each probe's summary and scenario; not the heavy outputs
         s.output.chrome_trace = false;
         s.output.plots = false;
@@ -97,6 +106,9 @@ class Search {
   const CapacityOptions& o_;
   const Axis& axis_;
   const scenario::Scenario base_;
+  const std::string out_;
+  const int jobs_;
+  const bool quiet_;
   std::vector<Probe> probes_;
 };
 
@@ -183,66 +195,232 @@ std::string csv(const Axis& axis, const std::vector<const Probe*>& by_value) {
   return out;
 }
 
-std::string screen(const scenario::Scenario& base, const CapacityOptions& o, const Axis& axis,
-                   const std::vector<const Probe*>& by_value, const Search& s, const Answer& a) {
-  std::string out;
-  char buf[512];
-  auto line = [&](const char* fmt, auto... args) {
+// printf onto a string.
+class Lines {
+ public:
+  template <typename... Args>
+  void operator()(const char* fmt, Args... args) {
+    char buf[512];
     std::snprintf(buf, sizeof buf, fmt, args...);
     out += buf;
-  };
-  // The key's last part names the column and the answer ("rate_scale", "instances").
+  }
+  std::string out;
+};
+
+// The key's last part names the column and the answer ("rate_scale", "instances").
+std::string short_name(const Axis& axis) {
   const std::string& key = axis.field->key;
-  const std::string name = key.substr(key.find('.') + 1);
-  auto text = [&](const Probe& p) { return value_text(axis, p.value); };
-  line("kvtwin capacity: %s (the %s %.60s that holds)\n", base.run.name.c_str(),
-       axis.more_helps ? "least" : "most", key.c_str());
+  return key.substr(key.find('.') + 1);
+}
+
+// One search: every probe by value, and the answer.
+struct Outcome {
+  std::unique_ptr<Search> search;
+  std::vector<const Probe*> by_value;
+  Answer answer;
+  const Probe* ok() const { return answer.ok ? &search->at(*answer.ok) : nullptr; }
+  const Probe* bad() const { return answer.bad ? &search->at(*answer.bad) : nullptr; }
+};
+
+Outcome run_search(const CapacityOptions& o, const Axis& axis, const scenario::Scenario& base,
+                   const std::string& out, int jobs, bool quiet) {
+  const std::string start = axis.field->get(base);
+  const double x0 = round_value(axis, std::strtod(start.c_str(), nullptr));
+  if (!(x0 > 0))
+    throw InputError("--for", 0, o.key,
+                     "the scenario's value is " + start +
+                         "; the search doubles and halves it: give a start above 0 with --set");
+  Outcome r;
+  r.search = std::make_unique<Search>(o, axis, base, out, jobs, quiet);
+  r.answer = search(r.search.get(), axis, x0, o.probes, o.precision);
+  for (const Probe& p : r.search->probes()) r.by_value.push_back(&p);
+  std::stable_sort(r.by_value.begin(), r.by_value.end(),
+                   [](const Probe* x, const Probe* y) { return x->value < y->value; });
+  if (!out.empty()) io::write_output(out + "/capacity.csv", csv(axis, r.by_value));
+  return r;
+}
+
+void title(Lines& line, const scenario::Scenario& base, const CapacityOptions& o, const Axis& axis,
+           const char* where) {
+  line("kvtwin capacity: %s (the %s %.60s that holds%s)\n", base.run.name.c_str(),
+       axis.more_helps ? "least" : "most", axis.field->key.c_str(), where);
   line(
       "target      %.1f%% of finished requests with TTFT <= %.6g ms and TPOT <= %.6g ms; a queue\n"
       "            that does not grow through the run\n",
       100 * o.slo_attainment, base.slo.ttft_ms, base.slo.tpot_ms);
+}
+
+// The probes on the wrong side of the answer, by value: beyond the failing neighbour and held, or
+// before the holding one and failed. Any means the verdict was not monotone along the key.
+std::vector<const Probe*> wrong_side(const Axis& axis, const Outcome& r) {
+  // Values are compared as "toward failing": the rate rising, a resource falling.
+  const double sign = axis.more_helps ? -1 : 1;
+  std::vector<const Probe*> wrong;
+  for (const Probe* p : r.by_value) {
+    const bool past_bad = r.bad() && sign * (p->value - r.bad()->value) > 0;
+    const bool before_ok = r.ok() && sign * (p->value - r.ok()->value) < 0;
+    if ((past_bad && p->holds) || (before_ok && !p->holds)) wrong.push_back(p);
+  }
+  return wrong;
+}
+
+// The notes under an answer: a window in scaled time, and each probe on the wrong side of the
+// answer. `who` starts each probe's note ("" or "point 2: ").
+void notes(Lines& line, const scenario::Scenario& base, const Axis& axis, const Outcome& r,
+           const std::string& who) {
+  const std::string name = short_name(axis);
+  if (!axis.more_helps && (base.workload.start_s > 0 || base.workload.max_duration_s > 0))
+    line(
+        "note        %sworkload.start_s and max_duration_s are in scaled time: each rate probed\n"
+        "            replays another part of the trace (workload.max_requests keeps the same "
+        "ones)\n",
+        who.c_str());
+  // No rate held: arrivals that share an instant stay together at any rate_scale.
+  if (!axis.more_helps && !r.ok() &&
+      r.bad()->summary.load.largest_arrival_group >= report::kBurstHint)
+    line(
+        "note        %sup to %llu requests arrive at one instant at every rate; "
+        "workload.arrivals =\n"
+        "            \"spread\" spreads them over the gap to the next\n",
+        who.c_str(), static_cast<unsigned long long>(r.bad()->summary.load.largest_arrival_group));
+  const double answer = (r.ok() ? r.ok() : r.bad())->value;
+  for (const Probe* p : wrong_side(axis, r))
+    line("note        %s%.30s %s, %s the answer, %s: the verdict is not monotone%s in the key\n",
+         who.c_str(), name.c_str(), value_text(axis, p->value).c_str(),
+         p->value > answer ? "above" : "below", p->holds ? "held" : "failed",
+         who.empty() ? "" : "\n           ");  // a point's note takes two lines
+}
+
+std::string screen(const scenario::Scenario& base, const CapacityOptions& o, const Axis& axis,
+                   const Outcome& r) {
+  Lines line;
+  title(line, base, o, axis, "");
+  const std::string name = short_name(axis);
+  auto text = [&](const Probe& p) { return value_text(axis, p.value); };
   const int width = static_cast<int>(std::max<size_t>(12, std::min<size_t>(name.size(), 40)));
   line("%*.40s %12s %11s %11s %13s %12s   %s\n", width, name.c_str(), "offered/s", "served/s",
        "meet SLOs", "TTFT p99 ms", "queue q4 s", "verdict");
-  for (const Probe* p : by_value) {
+  for (const Probe* p : r.by_value) {
     const report::Summary& m = p->summary;
     line("%*s %12.3f %11.3f %10.1f%% %13.1f %12.1f   %s\n", width, text(*p).c_str(),
          m.load.offered_rate, m.request_throughput, 100 * m.slo_attainment, m.ttft.p99,
          m.load.queue_ms_by_arrival_quarter[3] / 1e3, verdict(*p, o.slo_attainment).c_str());
   }
-  if (a.ok && a.bad) {
-    const Probe& ok = s.at(*a.ok);
-    const Probe& bad = s.at(*a.bad);
+  if (r.ok() && r.bad()) {
     line("capacity    %.30s %s holds: %.3f req/s offered, %.1f%% meet the SLOs\n", name.c_str(),
-         text(ok).c_str(), ok.summary.load.offered_rate, 100 * ok.summary.slo_attainment);
-    line("            %.30s %s %s (%.3f req/s offered)\n", name.c_str(), text(bad).c_str(),
-         verdict(bad, o.slo_attainment).c_str(), bad.summary.load.offered_rate);
-  } else if (a.ok) {
+         text(*r.ok()).c_str(), r.ok()->summary.load.offered_rate,
+         100 * r.ok()->summary.slo_attainment);
+    line("            %.30s %s %s (%.3f req/s offered)\n", name.c_str(), text(*r.bad()).c_str(),
+         verdict(*r.bad(), o.slo_attainment).c_str(), r.bad()->summary.load.offered_rate);
+  } else if (r.ok()) {
     line("capacity    every value probed holds, %s to %.30s %s (the field's bound)\n",
-         axis.more_helps ? "down" : "up", name.c_str(), text(s.at(*a.ok)).c_str());
+         axis.more_helps ? "down" : "up", name.c_str(), text(*r.ok()).c_str());
   } else {
     line("capacity    no value probed holds, %s to %.30s %s (the field's bound)\n",
-         axis.more_helps ? "up" : "down", name.c_str(), text(s.at(*a.bad)).c_str());
+         axis.more_helps ? "up" : "down", name.c_str(), text(*r.bad()).c_str());
   }
-  // A window in scaled time holds other requests at each rate.
-  if (!axis.more_helps && (base.workload.start_s > 0 || base.workload.max_duration_s > 0))
-    line(
-        "note        workload.start_s and max_duration_s are in scaled time: each rate probed\n"
-        "            replays another part of the trace (workload.max_requests keeps the same "
-        "ones)\n");
-  // Probes on the wrong side of the answer: the verdict was not monotone along the key. Values
-  // are compared as "toward failing": the rate rising, a resource falling.
-  const double sign = axis.more_helps ? -1 : 1;
-  const double answer = s.at(a.ok ? *a.ok : *a.bad).value;
-  for (const Probe* p : by_value) {
-    const bool past_bad = a.bad && sign * (p->value - s.at(*a.bad).value) > 0;
-    const bool before_ok = a.ok && sign * (p->value - s.at(*a.ok).value) < 0;
-    if ((past_bad && p->holds) || (before_ok && !p->holds))
-      line("note        %.30s %s, %s the answer, %s: the verdict is not monotone in the key\n",
-           name.c_str(), text(*p).c_str(), p->value > answer ? "above" : "below",
-           p->holds ? "held" : "failed");
+  notes(line, base, axis, r, "");
+  return line.out;
+}
+
+// --vary: one search per point of the grid.
+struct GridSearch {
+  std::vector<GridAxis> axes;
+  std::vector<std::vector<std::string>> points;
+  std::vector<scenario::Scenario> scenarios;
+  std::vector<Outcome> outcomes;
+};
+
+// frontier.csv: one row per point (columns in sim/report/README.md); nullptr: the header.
+std::string frontier_line(const Axis& axis, const GridSearch& g, const size_t* i) {
+  if (i == nullptr) {
+    std::string out = "point,";
+    for (const GridAxis& a : g.axes) out += a.key + ",";
+    return out +
+           "holds,fails,offered_requests_per_s,requests_per_s,slo_attainment,ttft_p99_ms,"
+           "probes,not_monotone\n";
   }
-  return out;
+  const Outcome& r = g.outcomes[*i];
+  std::string out = std::to_string(*i) + ",";
+  for (const std::string& v : g.points[*i]) out += v + ",";
+  out += (r.ok() ? value_text(axis, r.ok()->value) : "") + ",";
+  out += (r.bad() ? value_text(axis, r.bad()->value) : "") + ",";
+  char buf[256];
+  if (r.ok()) {
+    const report::Summary& m = r.ok()->summary;
+    std::snprintf(buf, sizeof buf, "%.6f,%.6f,%.6f,%.3f,", m.load.offered_rate,
+                  m.request_throughput, m.slo_attainment, m.ttft.p99);
+    out += buf;
+  } else {
+    out += ",,,,";
+  }
+  std::snprintf(buf, sizeof buf, "%zu,%d\n", r.by_value.size(),
+                wrong_side(axis, r).empty() ? 0 : 1);
+  return out + buf;
+}
+
+std::string frontier_screen(const scenario::Scenario& base, const CapacityOptions& o,
+                            const Axis& axis, const GridSearch& g) {
+  Lines line;
+  title(line, base, o, axis, " at each point");
+  std::vector<int> width;
+  for (const GridAxis& a : g.axes) {
+    size_t w = a.key.size();
+    for (const std::string& v : a.values) w = std::max(w, v.size());
+    width.push_back(static_cast<int>(w));
+  }
+  line("point  ");
+  for (size_t k = 0; k < g.axes.size(); ++k) line("%-*s  ", width[k], g.axes[k].key.c_str());
+  line("%10s %10s %10s %10s %12s\n", "holds", "fails", "offered/s", "meet SLOs", "TTFT p99 ms");
+  for (size_t i = 0; i < g.points.size(); ++i) {
+    const Outcome& r = g.outcomes[i];
+    line("%5zu  ", i);
+    for (size_t k = 0; k < g.axes.size(); ++k) line("%-*s  ", width[k], g.points[i][k].c_str());
+    line("%10s %10s", r.ok() ? value_text(axis, r.ok()->value).c_str() : "-",
+         r.bad() ? value_text(axis, r.bad()->value).c_str() : "-");
+    if (r.ok())
+      line(" %10.3f %9.1f%% %12.1f\n", r.ok()->summary.load.offered_rate,
+           100 * r.ok()->summary.slo_attainment, r.ok()->summary.ttft.p99);
+    else
+      line(" %10s %10s %12s\n", "-", "-", "-");
+  }
+  line("holds       the %s %.40s found to hold; fails: its neighbour that failed\n",
+       axis.more_helps ? "least" : "most", short_name(axis).c_str());
+  for (size_t i = 0; i < g.points.size(); ++i) {
+    const Outcome& r = g.outcomes[i];
+    const std::string name = short_name(axis);
+    if (!r.bad())
+      line("note        point %zu: every value probed holds, %s to %.30s %s (the field's bound)\n",
+           i, axis.more_helps ? "down" : "up", name.c_str(),
+           value_text(axis, r.ok()->value).c_str());
+    else if (!r.ok())
+      line("note        point %zu: no value probed holds, %s to %.30s %s (the field's bound)\n", i,
+           axis.more_helps ? "up" : "down", name.c_str(), value_text(axis, r.bad()->value).c_str());
+    notes(line, g.scenarios[i], axis, r, "point " + std::to_string(i) + ": ");
+  }
+  return line.out;
+}
+
+void write_frontier(const std::string& dir, const scenario::Scenario& base, const Axis& axis,
+                    const GridSearch& g) {
+  const std::string header = frontier_line(axis, g, nullptr);
+  std::string rows;
+  for (size_t i = 0; i < g.points.size(); ++i) rows += frontier_line(axis, g, &i);
+  io::write_output(dir + "/frontier.csv", header + rows);
+  if (!base.output.plots) return;
+  // Gnuplot reads the table by position: the point column first, then the axes. The plot's x is
+  // the first axis, so the data drops the point column.
+  std::string data;
+  for (size_t pos = 0, end; pos < rows.size(); pos = end + 1) {
+    end = rows.find('\n', pos);
+    data += rows.substr(rows.find(',', pos) + 1, end - rows.find(',', pos));
+  }
+  write_grid_plots(
+      dir, "frontier", "kvtwin capacity", g.axes, g.points, header.substr(header.find(',') + 1),
+      data,
+      {{std::string(axis.more_helps ? "least " : "most ") + axis.field->key + " that holds",
+        "holds"},
+       {"offered requests/s there", "offered_requests_per_s"}});
 }
 
 Axis axis_of(const std::string& key) {
@@ -266,21 +444,42 @@ int run_capacity(const CapacityOptions& o) {
   if (o.probes < 1 || o.probes > 64)
     throw InputError("--probes", 0, std::to_string(o.probes), "expected 1 .. 64");
   const Axis axis = axis_of(o.key);
-  scenario::Scenario base = load_scenario(o.scenario, o.sets);
-  const std::string start = axis.field->get(base);
-  const double x0 = round_value(axis, std::strtod(start.c_str(), nullptr));
-  if (!(x0 > 0))
-    throw InputError("--for", 0, o.key,
-                     "the scenario's value is " + start +
-                         "; the search doubles and halves it: give a start above 0 with --set");
-  Search s(o, axis, base);
-  const Answer a = search(&s, axis, x0, o.probes, o.precision);
-  std::vector<const Probe*> by_value;
-  for (const Probe& p : s.probes()) by_value.push_back(&p);
-  std::stable_sort(by_value.begin(), by_value.end(),
-                   [](const Probe* x, const Probe* y) { return x->value < y->value; });
-  if (!o.quiet) std::fputs(screen(base, o, axis, by_value, s, a).c_str(), stdout);
-  if (!o.out.empty()) io::write_output(o.out + "/capacity.csv", csv(axis, by_value));
+  const scenario::Scenario base = load_scenario(o.scenario, o.sets);
+  if (o.vary.empty()) {
+    const Outcome r = run_search(o, axis, base, o.out, o.jobs, o.quiet);
+    if (!o.quiet) std::fputs(screen(base, o, axis, r).c_str(), stdout);
+    return 0;
+  }
+  // The grid: every point validated (and its start checked) before anything runs.
+  GridSearch g;
+  g.axes = parse_grid(o.vary, "--vary");
+  for (const GridAxis& a : g.axes)
+    if (a.key == axis.field->key)
+      throw InputError("--vary", 0, a.key, "is the key searched (--for); vary other keys");
+  g.points = grid_points(g.axes);
+  for (const std::vector<std::string>& p : g.points) {
+    g.scenarios.push_back(grid_scenario(base, g.axes, p, "--vary"));
+    const std::string start = axis.field->get(g.scenarios.back());
+    if (!(std::strtod(start.c_str(), nullptr) > 0))
+      throw InputError("--for", 0, o.key,
+                       "the scenario's value is " + start +
+                           "; the search doubles and halves it: give a start above 0 with --set");
+  }
+  // Points run side by side, each search on its share of the threads: a search's probes depend
+  // on its point alone, so the split changes no byte.
+  const size_t n = g.points.size();
+  const int outer = static_cast<int>(std::min<size_t>(n, static_cast<size_t>(std::max(o.jobs, 1))));
+  const int inner = std::max(1, o.jobs / outer);
+  g.outcomes.resize(n);
+  PointsProgress progress("kvtwin capacity", o.quiet, n);
+  parallel_for(n, outer, [&](size_t i) {
+    const std::string dir = o.out.empty() ? "" : o.out + "/points/" + std::to_string(i);
+    g.outcomes[i] = run_search(o, axis, g.scenarios[i], dir, inner, true);
+    progress.point(i, 1.0);
+  });
+  progress.finish();
+  if (!o.quiet) std::fputs(frontier_screen(base, o, axis, g).c_str(), stdout);
+  if (!o.out.empty()) write_frontier(o.out, base, axis, g);
   return 0;
 }
 

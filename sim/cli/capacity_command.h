@@ -1,5 +1,6 @@
 // `kvtwin capacity [--for KEY] [--scenario F] [--trace F] [--set key=value ...]
-// [--slo-attainment A] [--precision P] [--probes N] [--jobs J] [--out DIR]`: how much load a
+// [--vary key=v1,v2,... ...] [--slo-attainment A] [--precision P] [--probes N] [--jobs J]
+// [--out DIR]`: how much load a
 // deployment takes within its SLOs, or how much of a resource a load needs, found by simulating
 // the scenario at probed values of one numeric key.
 //
@@ -34,8 +35,19 @@
 //
 // Outputs: a table of every probe by value and the answer on stdout; with --out, DIR/capacity.csv
 // (one row per probe, by value; columns in sim/report/README.md), and each probe's summary.json
-// and scenario.toml under DIR/points/<probe>/ (probe = the order simulated). Returns 0 whatever
-// the answer; bad options are InputErrors.
+// and scenario.toml under DIR/points/<probe>/ (probe = the order simulated). A note names a
+// search over the rate in which no value held while the trace's largest arrival group (requests
+// at one instant, which no rate_scale separates) is report::kBurstHint or more.
+//
+// --vary (sweep's grid, sim/cli/grid.h; never the key searched) runs one such search per point
+// of the grid, each exactly the search that --set of the point's values runs alone: the frontier
+// of KEY along the varied keys (the least instances at each CPU-tier size, the most rate at each
+// router). Points run side by side on min(J, points) threads, each search's rounds on
+// J / that many. The screen gives one row per point (its answer and the holding probe's figures)
+// and the notes by point; with --out, DIR/frontier.csv (one row per point; columns in
+// sim/report/README.md), plots/frontier.svg (the answer against the first varied key, one line
+// per combination of the others) and each point's own outputs under DIR/points/<point>/.
+// Returns 0 whatever the answer; bad options are InputErrors.
 #pragma once
 
 #include <string>
@@ -48,9 +60,10 @@ struct CapacityOptions {
   std::string scenario;
   std::string trace;
   std::vector<std::string> sets;
-  double slo_attainment = 0.9;  // in (0, 1]
-  double precision = 0.05;      // stop when hi / lo <= 1 + precision; in [0.001, 1]
-  int probes = 3;               // probes per round, 1 .. 64
+  std::vector<std::string> vary;  // --vary "key=v1,v2,...": one search per grid point
+  double slo_attainment = 0.9;    // in (0, 1]
+  double precision = 0.05;        // stop when hi / lo <= 1 + precision; in [0.001, 1]
+  int probes = 3;                 // probes per round, 1 .. 64
   int jobs = 1;
   std::string out;  // empty: stdout only
   bool quiet = false;

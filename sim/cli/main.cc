@@ -169,6 +169,8 @@ int dispatch(int argc, char** argv) {
   capacity_cmd->add_option("--for", capacity.key,
                            "numeric key to search: workload.rate_scale (the most that holds; the "
                            "default) or a resource such as cluster.instances (the least)");
+  capacity_cmd->add_option("--vary", capacity.vary,
+                           "key=v1,v2,... (repeatable): one search at each point of the grid");
   capacity_cmd->add_option("--slo-attainment", capacity.slo_attainment,
                            "share of finished requests that must meet both SLOs, in (0, 1]");
   capacity_cmd->add_option("--precision", capacity.precision,
@@ -176,8 +178,10 @@ int dispatch(int argc, char** argv) {
   capacity_cmd->add_option("--probes", capacity.probes, "values simulated per round (1 .. 64)");
   capacity_cmd->add_option("-j,--jobs", capacity.jobs, "probes simulated in parallel")
       ->check(CLI::Range(1, 1024));
-  capacity_cmd->add_option("--out", capacity.out,
-                           "directory for capacity.csv and per-probe summaries");
+  capacity_cmd->add_option(
+      "--out", capacity.out,
+      "directory for capacity.csv and per-probe summaries (with --vary: frontier.csv, "
+      "each point's under points/<i>/)");
   capacity_cmd->add_flag("-q,--quiet", capacity.quiet, "no progress bar, no table on stdout");
   capacity_cmd->callback([&] { exit_code = kvtwin::sim::cli::run_capacity(capacity); });
 

@@ -1,42 +1,24 @@
 #include "sim/cli/sweep_command.h"
 
 #include <cstdio>
-#include <filesystem>
 #include <functional>
 
 #include "sim/cli/common.h"
+#include "sim/cli/grid.h"
 #include "sim/cli/run_command.h"
 #include "sim/io/input_error.h"
 #include "sim/io/output_file.h"
-#include "sim/io/parse.h"
 #include "sim/report/run_recorder.h"
 #include "sim/scenario/scenario_loader.h"
 
 namespace kvtwin::sim::cli {
 namespace {
 
-struct Axis {
-  std::string key;
-  std::vector<std::string> values;
-};
-
-Axis parse_axis(const std::string& vary) {
-  size_t eq = vary.find('=');
-  if (eq == std::string::npos || eq == 0 || eq + 1 == vary.size())
-    throw InputError("--vary", 0, vary, "expected key=v1,v2,...");
-  Axis a;
-  a.key = vary.substr(0, eq);
-  for (std::string_view v : io::split(std::string_view(vary).substr(eq + 1), ',')) {
-    if (v.empty()) throw InputError("--vary", 0, a.key, "empty value in the list");
-    a.values.emplace_back(v);
-  }
-  return a;
-}
-
 struct Point {
   std::vector<std::string> values;  // one per axis
   report::Summary summary;
 };
+using Axis = GridAxis;
 
 // The links whose busiest-instance busy fraction sweep.csv gives, in column order (a point
 // without the link, e.g. no disk tier, gives 0).
@@ -143,61 +125,18 @@ std::string screen_table(const std::vector<Axis>& axes, const std::vector<Point>
   return out;
 }
 
-bool numeric(const Axis& a) {
-  for (const std::string& v : a.values) {
-    char* end = nullptr;
-    std::strtod(v.c_str(), &end);
-    if (end == v.c_str() || *end != '\0') return false;
-  }
-  return true;
-}
-
 void write_plots(const std::string& dir, const std::vector<Axis>& axes,
                  const std::vector<Point>& points) {
-  // x = the first axis (outermost in grid order), so data row r is x value r / series and
-  // series r % series: series s takes every `series`-th row from row s.
-  const Axis& x = axes[0];
-  const size_t series = points.size() / x.values.size();
-  std::string data;  // sweep.csv without its header
-  for (const Point& p : points) data += csv_line(axes, &p);
-  std::filesystem::create_directories(dir + "/plots");
-  io::write_output(dir + "/plots/sweep.dat", data);
-  std::string gp =
-      "set terminal svg size 1500,420 dynamic font 'sans,11'\n"
-      "set datafile separator ','\n"
-      "set termoption noenhanced\n"
-      "set grid\nset key below\n"
-      "set output 'plots/sweep.svg'\n"
-      "set multiplot layout 1,3 title 'kvtwin sweep'\n"
-      "set xlabel '" +
-      report::gnuplot_text(x.key) + "'\n";
-  const std::string xspec = numeric(x) ? "1" : "0";
-  const std::string xtic = numeric(x) ? "" : ":xtic(1)";
-  const std::string header = csv_line(axes, nullptr);  // the columns, by name
-  struct Metric {
-    const char* label;
-    int col;
-  } metrics[] = {{"hit rate (GPU + LMCache)", report::csv_column(header, "total_hit_rate")},
-                 {"TTFT p50 (ms)", report::csv_column(header, "ttft_p50_ms")},
-                 {"output tokens/s", report::csv_column(header, "output_tokens_per_s")}};
-  for (const Metric& m : metrics) {
-    gp += "set ylabel '" + std::string(m.label) + "'\nplot ";
-    for (size_t s = 0; s < series; ++s) {
-      std::string title;
-      for (size_t k = 1; k < axes.size(); ++k)
-        title += (k > 1 ? ", " : "") + axes[k].key + "=" + points[s].values[k];
-      if (title.empty()) title = m.label;
-      gp += std::string(s ? ", " : "") + "'plots/sweep.dat' every " + std::to_string(series) +
-            "::" + std::to_string(s) + " using " + xspec + ":" + std::to_string(m.col) + xtic +
-            " with linespoints lw 2 title '" + report::gnuplot_text(title) + "'";
-    }
-    gp += "\n";
+  std::string rows;  // sweep.csv without its header
+  std::vector<std::vector<std::string>> values;
+  for (const Point& p : points) {
+    rows += csv_line(axes, &p);
+    values.push_back(p.values);
   }
-  gp += "unset multiplot\n";
-  io::write_output(dir + "/plots/sweep.gp", gp);
-  int rc = report::run_gnuplot(dir, "plots/sweep.gp");
-  if (rc != 0 && rc != 127)
-    std::fprintf(stderr, "kvtwin: warning: gnuplot failed; see %s/plots/sweep.gp\n", dir.c_str());
+  write_grid_plots(dir, "sweep", "kvtwin sweep", axes, values, csv_line(axes, nullptr), rows,
+                   {{"hit rate (GPU + LMCache)", "total_hit_rate"},
+                    {"TTFT p50 (ms)", "ttft_p50_ms"},
+                    {"output tokens/s", "output_tokens_per_s"}});
 }
 
 }  // namespace
@@ -205,32 +144,13 @@ void write_plots(const std::string& dir, const std::vector<Axis>& axes,
 int run_sweep(const SweepOptions& o) {
   if (o.vary.empty()) throw InputError("--vary", 0, "", "at least one --vary key=v1,v2,...");
   scenario::Scenario base = load_scenario(o.scenario, o.sets);
-  std::vector<Axis> axes;
-  for (const std::string& v : o.vary) {
-    axes.push_back(parse_axis(v));
-    for (size_t i = 0; i + 1 < axes.size(); ++i)
-      if (axes[i].key == axes.back().key)
-        throw InputError("--vary", 0, axes.back().key, "varied twice (list its values once)");
-  }
+  const std::vector<Axis> axes = parse_grid(o.vary, "--vary");
   // The grid, first axis outermost; every point is validated before anything runs.
-  std::vector<Point> points(1);
-  for (const Axis& a : axes) {
-    std::vector<Point> next;
-    for (const Point& p : points)
-      for (const std::string& v : a.values) {
-        Point q = p;
-        q.values.push_back(v);
-        next.push_back(q);
-      }
-    points = std::move(next);
-  }
+  std::vector<Point> points;
   std::vector<scenario::Scenario> scenarios;
-  for (const Point& p : points) {
-    scenario::Scenario s = base;
-    for (size_t i = 0; i < axes.size(); ++i)
-      scenario::apply_override(&s, axes[i].key + "=" + p.values[i], "--vary");
-    scenario::validate(s);
-    scenarios.push_back(std::move(s));
+  for (std::vector<std::string>& values : grid_points(axes)) {
+    scenarios.push_back(grid_scenario(base, axes, values, "--vary"));
+    points.push_back(Point{std::move(values), {}});
   }
   PointsProgress progress("kvtwin sweep", o.quiet, points.size());
   parallel_for(points.size(), o.jobs, [&](size_t i) {

@@ -81,6 +81,8 @@ TEST(Cli, BadFlagsAreOneLineAndExitTwo) {
                    "--slo-attainment: 1.5: expected a share in (0, 1]");
   expect_bad_input(kvtwin("capacity --precision nan"), "--precision: nan: expected 0.001 .. 1");
   expect_bad_input(kvtwin("capacity --probes 65"), "--probes: 65: expected 1 .. 64");
+  expect_bad_input(kvtwin("capacity --for cluster.instances --vary cluster.instances=2,4"),
+                   "--vary: cluster.instances: is the key searched (--for); vary other keys");
 }
 
 TEST(Cli, HelpWorksForEverySubcommand) {

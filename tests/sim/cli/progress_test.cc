@@ -98,6 +98,12 @@ TEST(Progress, SweepsAndCacheReplaysDrawOneBarOverTheirPoints) {
                                    "KVTWIN_PROGRESS_AFTER_S=0");
   expect_bar(search, "kvtwin capacity", " of 3 points");
   EXPECT_TRUE(search.out.starts_with("kvtwin capacity: default (")) << search.out;
+  // With --vary, one bar over the grid's points (each a whole search).
+  const TtyRun grid = run_on_tty(
+      "capacity --vary cluster.instances=3,4 --set workload.max_requests=100 --precision 0.5 -j 2",
+      "KVTWIN_PROGRESS_AFTER_S=0");
+  expect_bar(grid, "kvtwin capacity", " of 2 points");
+  EXPECT_NE(grid.out.find("point  cluster.instances"), std::string::npos) << grid.out;
 }
 
 TEST(Progress, QuietOrNotATerminalMeansNoBar) {

@@ -4,7 +4,9 @@
 
 #include <filesystem>
 #include <map>
+#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim/cli/common.h"
@@ -20,9 +22,9 @@ using kvtwin::testing::read_csv;
 using kvtwin::testing::slurp;
 using Rows = std::vector<std::map<std::string, std::string>>;
 
-// Runs a capacity search into a scratch directory; returns capacity.csv's rows and the screen.
+// Runs a capacity search into a directory of its own; returns capacity.csv's rows and the screen.
 Rows capacity(CapacityOptions o, std::string* screen = nullptr, std::string* dir_out = nullptr) {
-  const std::string dir = kvtwin::testing::scratch_dir();
+  const std::string dir = kvtwin::testing::scratch_subdir();
   o.out = dir;
   ::testing::internal::CaptureStdout();
   EXPECT_EQ(run_capacity(o), 0);
@@ -91,7 +93,9 @@ TEST(Capacity, TheAnswerIsAHoldingScaleJustBelowAFailingOne) {
 
   o.jobs = 3;
   std::string dir3;
-  capacity(o, nullptr, &dir3);
+  const Rows rows3 = capacity(o, nullptr, &dir3);
+  ASSERT_NE(dir, dir3);
+  EXPECT_EQ(rows3.size(), rows.size());
   EXPECT_EQ(slurp(dir + "/capacity.csv"), slurp(dir3 + "/capacity.csv"));
 }
 
@@ -266,6 +270,134 @@ TEST(Capacity, RefusesOptionsOutOfRange) {
   EXPECT_TRUE(refused(o, "--for: cluster.instance: unknown key; did you mean cluster.instances?"));
   o.key = "lmcache.max_local_disk_size_gb";  // 0 in the default scenario: nothing to double
   EXPECT_TRUE(refused(o, "the scenario's value is 0"));
+}
+
+// The answer a single search's screen gives: {holding value, failing value}, either empty at a
+// bound ("no value probed holds, down to rate_scale X" gives {"", X}).
+std::pair<std::string, std::string> answer_of(const std::string& screen, const std::string& name) {
+  auto word_after = [&](const std::string& lead) -> std::string {
+    const size_t at = screen.find(lead);
+    if (at == std::string::npos) return "";
+    const size_t from = at + lead.size();
+    return screen.substr(from, screen.find(' ', from) - from);
+  };
+  const std::string ok = word_after("capacity    " + name + " ");
+  if (!ok.empty()) return {ok, word_after("            " + name + " ")};
+  const std::string bound = word_after(", down to " + name + " ");
+  if (screen.find("capacity    every value probed holds") != std::string::npos)
+    return {word_after(", up to " + name + " "), ""};
+  return {"", bound.empty() ? word_after(", up to " + name + " ") : bound};
+}
+
+// --vary runs one search per point of the grid (first axis outermost), each the very search that
+// --set of the point's values runs alone: the point's capacity.csv is byte-equal, and its
+// frontier.csv row is that search's answer, the holding probe's figures, its probe count and
+// whether a probe fell on the wrong side. How the threads are split changes no byte.
+TEST(CapacityVary, EachPointIsTheSearchItsSetsRunAlone) {
+  CapacityOptions o;
+  o.sets = {"workload.max_requests=200"};
+  o.vary = {"cluster.instances=2,4", "workload.arrivals=trace,spread"};
+  o.jobs = 2;
+  const std::string dir = kvtwin::testing::scratch_subdir();
+  o.out = dir;
+  ::testing::internal::CaptureStdout();
+  ASSERT_EQ(run_capacity(o), 0);
+  const std::string screen = ::testing::internal::GetCapturedStdout();
+  const Rows rows = read_csv(dir + "/frontier.csv");
+  ASSERT_EQ(rows.size(), 4u) << screen;
+  const char* instances[] = {"2", "2", "4", "4"};
+  const char* arrivals[] = {"trace", "spread", "trace", "spread"};
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto& r = rows[i];
+    EXPECT_EQ(r.at("point"), std::to_string(i));
+    EXPECT_EQ(r.at("cluster.instances"), instances[i]);
+    EXPECT_EQ(r.at("workload.arrivals"), arrivals[i]);
+    CapacityOptions alone = o;
+    alone.vary.clear();
+    alone.sets.push_back(std::string("cluster.instances=") + instances[i]);
+    alone.sets.push_back(std::string("workload.arrivals=") + arrivals[i]);
+    alone.jobs = 1;
+    std::string alone_screen, alone_dir;
+    const Rows probes = capacity(alone, &alone_screen, &alone_dir);
+    const std::string point = dir + "/points/" + std::to_string(i);
+    ASSERT_NE(point, alone_dir);
+    EXPECT_EQ(slurp(point + "/capacity.csv"), slurp(alone_dir + "/capacity.csv")) << i;
+    const auto [ok, bad] = answer_of(alone_screen, "rate_scale");
+    EXPECT_EQ(r.at("holds"), ok) << alone_screen;
+    EXPECT_EQ(r.at("fails"), bad) << alone_screen;
+    EXPECT_EQ(r.at("probes"), std::to_string(probes.size()));
+    EXPECT_EQ(r.at("not_monotone") == "1",
+              alone_screen.find("the verdict is not monotone") != std::string::npos)
+        << alone_screen;
+    std::string offered, attainment;
+    for (const auto& p : probes)
+      if (p.at("workload.rate_scale") == ok) {
+        offered = p.at("offered_requests_per_s");
+        attainment = p.at("slo_attainment");
+      }
+    EXPECT_EQ(r.at("offered_requests_per_s"), offered) << i;
+    EXPECT_EQ(r.at("slo_attainment"), attainment) << i;
+    EXPECT_TRUE(std::filesystem::exists(point + "/points/0/summary.json")) << i;
+    // The screen's row: "<point>  <values...>  <holds> <fails> ...", "-" for an empty answer.
+    const std::string lead = "\n    " + std::to_string(i) + "  " + instances[i];
+    const size_t at = screen.find(lead);
+    ASSERT_NE(at, std::string::npos) << screen;
+    std::istringstream row(screen.substr(at + 1, screen.find('\n', at + 1) - at - 1));
+    std::string index, n, how, holds, fails;
+    row >> index >> n >> how >> holds >> fails;
+    EXPECT_EQ(how, arrivals[i]);
+    EXPECT_EQ(holds, ok.empty() ? "-" : ok) << screen;
+    EXPECT_EQ(fails, bad.empty() ? "-" : bad) << screen;
+  }
+  // Two instances with the recorded arrivals hold at no rate: the trace's bursts arrive together
+  // at any rate_scale, and the screen says so for that point alone. Spread, they hold; four
+  // instances hold more than two.
+  EXPECT_EQ(rows[0].at("holds"), "");
+  EXPECT_NE(screen.find("note        point 0: no value probed holds, down to rate_scale "),
+            std::string::npos)
+      << screen;
+  EXPECT_NE(screen.find("note        point 0: up to "), std::string::npos) << screen;
+  for (const char* other : {"point 1: up to", "point 2: up to", "point 3: up to"})
+    EXPECT_EQ(screen.find(other), std::string::npos) << screen;
+  for (size_t i = 1; i < 4; ++i) EXPECT_NE(rows[i].at("holds"), "") << i;
+  EXPECT_GT(std::stod(rows[3].at("holds")), std::stod(rows[1].at("holds")));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/plots/frontier.gp"));
+
+  // Eight threads: four points side by side, two probes of each at once.
+  o.jobs = 8;
+  o.quiet = true;
+  o.out = kvtwin::testing::scratch_subdir();
+  ASSERT_EQ(run_capacity(o), 0);
+  EXPECT_EQ(slurp(dir + "/frontier.csv"), slurp(o.out + "/frontier.csv"));
+  for (int i = 0; i < 4; ++i) {
+    const std::string csv = "/points/" + std::to_string(i) + "/capacity.csv";
+    EXPECT_EQ(slurp(dir + csv), slurp(o.out + csv)) << i;
+  }
+}
+
+TEST(CapacityVary, RefusesAGridItCannotSearch) {
+  auto refused = [](CapacityOptions o, const std::string& message) {
+    o.quiet = true;
+    try {
+      run_capacity(o);
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+      return true;
+    }
+    return false;
+  };
+  CapacityOptions o;
+  o.vary = {"workload.rate_scale=1,2"};
+  EXPECT_TRUE(refused(o, "--vary: workload.rate_scale: is the key searched (--for)"));
+  o.vary = {"cluster.instances"};
+  EXPECT_TRUE(refused(o, "--vary: cluster.instances: expected key=v1,v2,..."));
+  o.vary = {"cluster.instances=1", "cluster.instances=2"};
+  EXPECT_TRUE(refused(o, "--vary: cluster.instances: varied twice"));
+  o.vary = {"cluster.instances=2,0"};  // checked before any point runs
+  EXPECT_TRUE(refused(o, "cluster.instances"));
+  o.key = "vllm.num_gpu_blocks";  // 0 (from the GPU's memory) at every point: nothing to double
+  o.vary = {"lmcache.max_local_cpu_size_gb=4,8"};
+  EXPECT_TRUE(refused(o, "--for: vllm.num_gpu_blocks: the scenario's value is 0"));
 }
 
 }  // namespace

@@ -254,5 +254,26 @@ TEST(OutputsDoc, CapacityCsvColumnsAreThePagesInOrder) {
   EXPECT_EQ(documented, header_columns(dir + "/capacity.csv"));
 }
 
+// frontier.csv's header is the page's table: the `<key>` row stands for the varied keys, in
+// order.
+TEST(OutputsDoc, FrontierCsvColumnsAreThePagesInOrder) {
+  const std::string dir = kvtwin::testing::scratch_dir();
+  cli::CapacityOptions o;
+  o.sets = {"workload.max_requests=3", "slo.ttft_ms=1e9", "workload.rate_scale=5e5",
+            "output.plots=false"};
+  o.vary = {"cluster.instances=1", "cluster.router=round_robin"};
+  o.quiet = true;
+  o.out = dir;
+  ASSERT_EQ(cli::run_capacity(o), 0);
+  const std::string text = section(page(), "frontier.csv");
+  ASSERT_FALSE(text.empty()) << "no \"## frontier.csv\" section";
+  std::vector<std::string> documented = table_names(text);
+  ASSERT_GE(documented.size(), 2u);
+  ASSERT_EQ(documented[1], "<key>");
+  documented[1] = "cluster.router";
+  documented.insert(documented.begin() + 1, "cluster.instances");
+  EXPECT_EQ(documented, header_columns(dir + "/frontier.csv"));
+}
+
 }  // namespace
 }  // namespace kvtwin::sim::report

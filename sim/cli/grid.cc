@@ -1,0 +1,118 @@
+#include "sim/cli/grid.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "sim/io/input_error.h"
+#include "sim/io/output_file.h"
+#include "sim/io/parse.h"
+#include "sim/report/run_recorder.h"
+#include "sim/scenario/scenario_loader.h"
+
+namespace kvtwin::sim::cli {
+namespace {
+
+GridAxis parse_axis(const std::string& vary, const char* option) {
+  const size_t eq = vary.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == vary.size())
+    throw InputError(option, 0, vary, "expected key=v1,v2,...");
+  GridAxis a;
+  a.key = vary.substr(0, eq);
+  for (std::string_view v : io::split(std::string_view(vary).substr(eq + 1), ',')) {
+    if (v.empty()) throw InputError(option, 0, a.key, "empty value in the list");
+    a.values.emplace_back(v);
+  }
+  return a;
+}
+
+bool numeric(const GridAxis& a) {
+  for (const std::string& v : a.values) {
+    char* end = nullptr;
+    std::strtod(v.c_str(), &end);
+    if (end == v.c_str() || *end != '\0') return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::vector<GridAxis> parse_grid(const std::vector<std::string>& vary, const char* option) {
+  std::vector<GridAxis> axes;
+  for (const std::string& v : vary) {
+    axes.push_back(parse_axis(v, option));
+    for (size_t i = 0; i + 1 < axes.size(); ++i)
+      if (axes[i].key == axes.back().key)
+        throw InputError(option, 0, axes.back().key, "varied twice (list its values once)");
+  }
+  return axes;
+}
+
+std::vector<std::vector<std::string>> grid_points(const std::vector<GridAxis>& axes) {
+  std::vector<std::vector<std::string>> points(1);
+  for (const GridAxis& a : axes) {
+    std::vector<std::vector<std::string>> next;
+    for (const std::vector<std::string>& p : points)
+      for (const std::string& v : a.values) {
+        next.push_back(p);
+        next.back().push_back(v);
+      }
+    points = std::move(next);
+  }
+  return points;
+}
+
+scenario::Scenario grid_scenario(const scenario::Scenario& base, const std::vector<GridAxis>& axes,
+                                 const std::vector<std::string>& point, const char* option) {
+  scenario::Scenario s = base;
+  for (size_t i = 0; i < axes.size(); ++i)
+    scenario::apply_override(&s, axes[i].key + "=" + point[i], option);
+  scenario::validate(s);
+  return s;
+}
+
+void write_grid_plots(const std::string& dir, const std::string& name, const std::string& title,
+                      const std::vector<GridAxis>& axes,
+                      const std::vector<std::vector<std::string>>& points,
+                      const std::string& header, const std::string& rows,
+                      const std::vector<GridPlotPanel>& panels) {
+  const GridAxis& x = axes[0];
+  const size_t series = points.size() / x.values.size();
+  const std::string dat = "plots/" + name + ".dat";
+  std::filesystem::create_directories(dir + "/plots");
+  io::write_output(dir + "/" + dat, rows);
+  std::string gp = "set terminal svg size " + std::to_string(500 * panels.size()) +
+                   ",420 dynamic font 'sans,11'\n"
+                   "set datafile separator ','\n"
+                   "set termoption noenhanced\n"
+                   "set grid\nset key below\n"
+                   "set output 'plots/" +
+                   name + ".svg'\n" + "set multiplot layout 1," + std::to_string(panels.size()) +
+                   " title '" + report::gnuplot_text(title) + "'\n" + "set xlabel '" +
+                   report::gnuplot_text(x.key) + "'\n";
+  const std::string xspec = numeric(x) ? "1" : "0";
+  const std::string xtic = numeric(x) ? "" : ":xtic(1)";
+  for (const GridPlotPanel& panel : panels) {
+    const int col = report::csv_column(header, panel.column);
+    gp += "set ylabel '" + report::gnuplot_text(panel.label) + "'\nplot ";
+    for (size_t s = 0; s < series; ++s) {
+      std::string t;
+      for (size_t k = 1; k < axes.size(); ++k)
+        t += (k > 1 ? ", " : "") + axes[k].key + "=" + points[s][k];
+      if (t.empty()) t = panel.label;
+      gp += std::string(s ? ", " : "") + "'" + dat + "' every " + std::to_string(series) +
+            "::" + std::to_string(s) + " using " + xspec + ":" + std::to_string(col) + xtic +
+            " with linespoints lw 2 title '" + report::gnuplot_text(t) + "'";
+    }
+    gp += "\n";
+  }
+  gp += "unset multiplot\n";
+  const std::string script = "plots/" + name + ".gp";
+  io::write_output(dir + "/" + script, gp);
+  const int rc = report::run_gnuplot(dir, script);
+  if (rc != 0 && rc != 127)
+    std::fprintf(stderr, "kvtwin: warning: gnuplot failed; see %s/%s\n", dir.c_str(),
+                 script.c_str());
+}
+
+}  // namespace kvtwin::sim::cli
