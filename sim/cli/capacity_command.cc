@@ -222,14 +222,21 @@ struct Outcome {
   const Probe* bad() const { return answer.bad ? &search->at(*answer.bad) : nullptr; }
 };
 
-Outcome run_search(const CapacityOptions& o, const Axis& axis, const scenario::Scenario& base,
-                   const std::string& out, int jobs, bool quiet) {
-  const std::string start = axis.field->get(base);
+// The scenario's value of the key searched, as probed: the search's start. Throws InputError
+// unless it is above 0.
+double start_of(const Axis& axis, const scenario::Scenario& s) {
+  const std::string start = axis.field->get(s);
   const double x0 = round_value(axis, std::strtod(start.c_str(), nullptr));
   if (!(x0 > 0))
-    throw InputError("--for", 0, o.key,
+    throw InputError("--for", 0, axis.field->key,
                      "the scenario's value is " + start +
                          "; the search doubles and halves it: give a start above 0 with --set");
+  return x0;
+}
+
+Outcome run_search(const CapacityOptions& o, const Axis& axis, const scenario::Scenario& base,
+                   const std::string& out, int jobs, bool quiet) {
+  const double x0 = start_of(axis, base);
   Outcome r;
   r.search = std::make_unique<Search>(o, axis, base, out, jobs, quiet);
   r.answer = search(r.search.get(), axis, x0, o.probes, o.precision);
@@ -459,11 +466,7 @@ int run_capacity(const CapacityOptions& o) {
   g.points = grid_points(g.axes);
   for (const std::vector<std::string>& p : g.points) {
     g.scenarios.push_back(grid_scenario(base, g.axes, p, "--vary"));
-    const std::string start = axis.field->get(g.scenarios.back());
-    if (!(std::strtod(start.c_str(), nullptr) > 0))
-      throw InputError("--for", 0, o.key,
-                       "the scenario's value is " + start +
-                           "; the search doubles and halves it: give a start above 0 with --set");
+    start_of(axis, g.scenarios.back());
   }
   // Points run side by side, each search on its share of the threads: a search's probes depend
   // on its point alone, so the split changes no byte.
