@@ -180,17 +180,19 @@ std::string verdict(const Probe& p, double target) {
 std::string csv(const Axis& axis, const std::vector<const Probe*>& by_value) {
   std::string out = "probe," + axis.field->key +
                     ",offered_requests_per_s,requests_per_s,finished,slo_attainment,"
-                    "ttft_p50_ms,ttft_p99_ms,tpot_p50_ms,queue_q1_ms,queue_q4_ms,saturated,holds\n";
+                    "ttft_p50_ms,ttft_p99_ms,tpot_p50_ms,queue_q1_ms,queue_q4_ms,saturated,holds,"
+                    "total_hit_rate" +
+                    resource_header() + "\n";
   char buf[512];
   for (const Probe* p : by_value) {
     const report::Summary& s = p->summary;
-    std::snprintf(buf, sizeof buf, "%zu,%s,%.6f,%.6f,%llu,%.6f,%.3f,%.3f,%.3f,%.3f,%.3f,%d,%d\n",
+    std::snprintf(buf, sizeof buf, "%zu,%s,%.6f,%.6f,%llu,%.6f,%.3f,%.3f,%.3f,%.3f,%.3f,%d,%d,%.6f",
                   p->order, value_text(axis, p->value).c_str(), s.load.offered_rate,
                   s.request_throughput, static_cast<unsigned long long>(s.finished),
                   s.slo_attainment, s.ttft.p50, s.ttft.p99, s.tpot.p50,
                   s.load.queue_ms_by_arrival_quarter[0], s.load.queue_ms_by_arrival_quarter[3],
-                  s.load.saturated ? 1 : 0, p->holds ? 1 : 0);
-    out += buf;
+                  s.load.saturated ? 1 : 0, p->holds ? 1 : 0, s.gpu_hit_rate + s.lmcache_hit_rate);
+    out += buf + resource_columns(s) + "\n";
   }
   return out;
 }
@@ -345,7 +347,8 @@ std::string frontier_line(const Axis& axis, const GridSearch& g, const size_t* i
     for (const GridAxis& a : g.axes) out += a.key + ",";
     return out +
            "holds,fails,offered_requests_per_s,requests_per_s,slo_attainment,ttft_p99_ms,"
-           "probes,not_monotone\n";
+           "total_hit_rate" +
+           resource_header() + ",probes,not_monotone\n";
   }
   const Outcome& r = g.outcomes[*i];
   std::string out = std::to_string(*i) + ",";
@@ -355,11 +358,13 @@ std::string frontier_line(const Axis& axis, const GridSearch& g, const size_t* i
   char buf[256];
   if (r.ok()) {
     const report::Summary& m = r.ok()->summary;
-    std::snprintf(buf, sizeof buf, "%.6f,%.6f,%.6f,%.3f,", m.load.offered_rate,
-                  m.request_throughput, m.slo_attainment, m.ttft.p99);
-    out += buf;
-  } else {
-    out += ",,,,";
+    std::snprintf(buf, sizeof buf, "%.6f,%.6f,%.6f,%.3f,%.6f", m.load.offered_rate,
+                  m.request_throughput, m.slo_attainment, m.ttft.p99,
+                  m.gpu_hit_rate + m.lmcache_hit_rate);
+    out += buf + resource_columns(m) + ",";
+  } else {  // no holding probe: its columns empty
+    const std::string header = resource_header();
+    out += ",,,," + std::string(std::count(header.begin(), header.end(), ','), ',') + ",";
   }
   std::snprintf(buf, sizeof buf, "%zu,%d\n", r.by_value.size(),
                 wrong_side(axis, r).empty() ? 0 : 1);

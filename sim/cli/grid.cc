@@ -71,6 +71,43 @@ scenario::Scenario grid_scenario(const scenario::Scenario& base, const std::vect
   return s;
 }
 
+std::string resource_columns(const report::Summary& s) {
+  using scenario::kGiB;
+  char buf[128];
+  std::snprintf(buf, sizeof buf, ",%.4f,%.3f,%.3f,%.3f", s.gpu_kv_usage_peak,
+                s.tier_bytes_peak[report::kTierCpu] / kGiB,
+                s.tier_bytes_peak[report::kTierDisk] / kGiB,
+                s.tier_bytes_peak[report::kTierRemote] / kGiB);
+  std::string out = buf;
+  for (const char* link : kBusyLinks) {
+    std::snprintf(buf, sizeof buf, ",%.6f", s.busy_fraction(link));
+    out += buf;
+  }
+  return out;
+}
+
+std::string resource_header() {
+  std::string out = ",kv_usage_peak,cpu_peak_gib,disk_peak_gib,remote_peak_gib";
+  for (const char* link : kBusyLinks) out += std::string(",") + link + "_busy";
+  return out;
+}
+
+std::string busiest_link(const report::Summary& s) {
+  const char* name = nullptr;
+  double busiest = 0;
+  for (const char* link : kBusyLinks) {
+    const double share = s.busy_fraction(link);
+    if (share > busiest) {
+      busiest = share;
+      name = link;
+    }
+  }
+  if (name == nullptr) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%s %.0f%%", name, 100 * busiest);
+  return buf;
+}
+
 void write_grid_plots(const std::string& dir, const std::string& name, const std::string& title,
                       const std::vector<GridAxis>& axes,
                       const std::vector<std::vector<std::string>>& points,

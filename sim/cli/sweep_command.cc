@@ -20,46 +20,6 @@ struct Point {
 };
 using Axis = GridAxis;
 
-// The links whose busiest-instance busy fraction sweep.csv gives, in column order (a point
-// without the link, e.g. no disk tier, gives 0).
-constexpr const char* kBusyLinks[] = {"pcie_h2d", "pcie_d2h", "disk_read", "disk_write",
-                                      "nic_rx",   "nic_tx",   "remote_rx", "remote_tx"};
-
-// What the point needed: the fullest instance's KV usage, each LMCache tier's peak (GiB, every
-// rank and instance) and how busy the busiest instance's links were.
-std::string resources(const report::Summary& s) {
-  using scenario::kGiB;
-  char buf[128];
-  std::snprintf(buf, sizeof buf, ",%.4f,%.3f,%.3f,%.3f", s.gpu_kv_usage_peak,
-                s.tier_bytes_peak[report::kTierCpu] / kGiB,
-                s.tier_bytes_peak[report::kTierDisk] / kGiB,
-                s.tier_bytes_peak[report::kTierRemote] / kGiB);
-  std::string out = buf;
-  for (const char* link : kBusyLinks) {
-    std::snprintf(buf, sizeof buf, ",%.6f", s.busy_fraction(link));
-    out += buf;
-  }
-  return out;
-}
-
-// The link kind of kBusyLinks whose busiest instance was busy the largest share of the window,
-// as "disk_write 45%" (the first in column order on a tie), or "-" when no link moved bytes.
-std::string busiest_link(const report::Summary& s) {
-  const char* name = nullptr;
-  double busiest = 0;
-  for (const char* link : kBusyLinks) {
-    const double share = s.busy_fraction(link);
-    if (share > busiest) {
-      busiest = share;
-      name = link;
-    }
-  }
-  if (name == nullptr) return "-";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%s %.0f%%", name, 100 * busiest);
-  return buf;
-}
-
 std::string csv_line(const std::vector<Axis>& axes, const Point* p) {
   std::string out;
   char buf[512];
@@ -68,10 +28,8 @@ std::string csv_line(const std::vector<Axis>& axes, const Point* p) {
     out +=
         "requests,finished,gpu_hit_rate,lmcache_hit_rate,total_hit_rate,ttft_p50_ms,"
         "ttft_p99_ms,tpot_p50_ms,e2e_p50_ms,output_tokens_per_s,requests_per_s,goodput,"
-        "preemptions,rejected,failed,failed_load_rate,kv_usage_peak,cpu_peak_gib,disk_peak_gib,"
-        "remote_peak_gib";
-    for (const char* link : kBusyLinks) out += std::string(",") + link + "_busy";
-    return out + ",offered_requests_per_s,queue_q1_ms,queue_q4_ms,saturated\n";
+        "preemptions,rejected,failed,failed_load_rate";
+    return out + resource_header() + ",offered_requests_per_s,queue_q1_ms,queue_q4_ms,saturated\n";
   }
   for (const std::string& v : p->values) out += v + ",";
   const report::Summary& s = p->summary;
@@ -83,7 +41,7 @@ std::string csv_line(const std::vector<Axis>& axes, const Point* p) {
       s.ttft.p99, s.tpot.p50, s.e2e.p50, s.output_token_throughput, s.request_throughput, s.goodput,
       static_cast<unsigned long long>(s.preemptions), static_cast<unsigned long long>(s.rejected),
       static_cast<unsigned long long>(s.failed), s.failed_load_rate);
-  out += buf + resources(s);
+  out += buf + resource_columns(s);
   std::snprintf(buf, sizeof buf, ",%.6f,%.3f,%.3f,%d\n", s.load.offered_rate,
                 s.load.queue_ms_by_arrival_quarter[0], s.load.queue_ms_by_arrival_quarter[3],
                 s.load.saturated ? 1 : 0);
