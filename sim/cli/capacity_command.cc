@@ -432,7 +432,9 @@ void write_frontier(const std::string& dir, const scenario::Scenario& base, cons
       data,
       {{std::string(axis.more_helps ? "least " : "most ") + axis.field->key + " that holds",
         "holds"},
-       {"offered requests/s there", "offered_requests_per_s"}});
+       // The rate found, in requests/s; a resource's search holds the rate, so its hit rate.
+       axis.more_helps ? GridPlotPanel{"hit rate (GPU + LMCache) there", "total_hit_rate"}
+                       : GridPlotPanel{"offered requests/s there", "offered_requests_per_s"}});
 }
 
 Axis axis_of(const std::string& key) {

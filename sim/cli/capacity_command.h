@@ -45,8 +45,9 @@
 // router). Points run side by side on min(J, points) threads, each search's rounds on
 // J / that many. The screen gives one row per point (its answer and the holding probe's figures)
 // and the notes by point; with --out, DIR/frontier.csv (one row per point; columns in
-// sim/report/README.md), plots/frontier.svg (the answer against the first varied key, one line
-// per combination of the others) and each point's own outputs under DIR/points/<point>/.
+// sim/report/README.md), plots/frontier.svg (the answer, and the offered rate or for a resource
+// the hit rate there, against the first varied key, one line per combination of the others) and
+// each point's own outputs under DIR/points/<point>/.
 // Returns 0 whatever the answer; bad options are InputErrors.
 #pragma once
 

@@ -372,7 +372,11 @@ TEST(CapacityVary, EachPointIsTheSearchItsSetsRunAlone) {
     EXPECT_EQ(screen.find(other), std::string::npos) << screen;
   for (size_t i = 1; i < 4; ++i) EXPECT_NE(rows[i].at("holds"), "") << i;
   EXPECT_GT(std::stod(rows[3].at("holds")), std::stod(rows[1].at("holds")));
-  EXPECT_TRUE(std::filesystem::exists(dir + "/plots/frontier.gp"));
+  // The plot: the rate found and the offered rate there, against the first varied key.
+  const std::string gp = slurp(dir + "/plots/frontier.gp");
+  EXPECT_NE(gp.find("set ylabel 'most workload.rate_scale that holds'"), std::string::npos) << gp;
+  EXPECT_NE(gp.find("set ylabel 'offered requests/s there'"), std::string::npos) << gp;
+  EXPECT_NE(gp.find("title 'workload.arrivals=spread'"), std::string::npos) << gp;
 
   // Eight threads: four points side by side, two probes of each at once.
   o.jobs = 8;
@@ -384,6 +388,29 @@ TEST(CapacityVary, EachPointIsTheSearchItsSetsRunAlone) {
     const std::string csv = "/points/" + std::to_string(i) + "/capacity.csv";
     EXPECT_EQ(slurp(dir + csv), slurp(o.out + csv)) << i;
   }
+}
+
+// A resource's frontier: SLOs every run meets hold down to one instance at each point, and the
+// plot draws the least instances and the hit rate there (the offered rate is the scenario's).
+TEST(CapacityVary, AResourceFrontierPlotsTheLeastValueAndTheHitRateThere) {
+  CapacityOptions o;
+  o.key = "cluster.instances";
+  o.sets = {"workload.max_requests=3", "slo.ttft_ms=1e9", "slo.tpot_ms=1e9"};
+  o.vary = {"cluster.router=round_robin,prefix_aware"};
+  o.quiet = true;
+  o.out = kvtwin::testing::scratch_subdir();
+  ASSERT_EQ(run_capacity(o), 0);
+  const Rows rows = read_csv(o.out + "/frontier.csv");
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& r : rows) {
+    EXPECT_EQ(r.at("holds"), "1");
+    EXPECT_EQ(r.at("fails"), "");
+    EXPECT_EQ(r.at("probes"), "3");  // 4, 2, 1
+  }
+  const std::string gp = slurp(o.out + "/plots/frontier.gp");
+  EXPECT_NE(gp.find("set ylabel 'least cluster.instances that holds'"), std::string::npos) << gp;
+  EXPECT_NE(gp.find("set ylabel 'hit rate (GPU + LMCache) there'"), std::string::npos) << gp;
+  EXPECT_NE(gp.find(":xtic(1)"), std::string::npos) << gp;  // routers are names, not numbers
 }
 
 TEST(CapacityVary, RefusesAGridItCannotSearch) {
