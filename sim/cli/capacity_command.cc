@@ -344,7 +344,7 @@ struct GridSearch {
 std::string frontier_line(const Axis& axis, const GridSearch& g, const size_t* i) {
   if (i == nullptr) {
     std::string out = "point,";
-    for (const GridAxis& a : g.axes) out += a.key + ",";
+    for (const std::string& key : grid_keys(g.axes)) out += key + ",";
     return out +
            "holds,fails,offered_requests_per_s,requests_per_s,slo_attainment,ttft_p99_ms,"
            "total_hit_rate" +
@@ -375,19 +375,15 @@ std::string frontier_screen(const scenario::Scenario& base, const CapacityOption
                             const Axis& axis, const GridSearch& g) {
   Lines line;
   title(line, base, o, axis, " at each point");
-  std::vector<int> width;
-  for (const GridAxis& a : g.axes) {
-    size_t w = a.key.size();
-    for (const std::string& v : a.values) w = std::max(w, v.size());
-    width.push_back(static_cast<int>(w));
-  }
+  const std::vector<std::string> keys = grid_keys(g.axes);
+  const std::vector<int> width = grid_widths(keys, g.points);
   line("point  ");
-  for (size_t k = 0; k < g.axes.size(); ++k) line("%-*s  ", width[k], g.axes[k].key.c_str());
+  for (size_t k = 0; k < keys.size(); ++k) line("%-*s  ", width[k], keys[k].c_str());
   line("%10s %10s %10s %10s %12s\n", "holds", "fails", "offered/s", "meet SLOs", "TTFT p99 ms");
   for (size_t i = 0; i < g.points.size(); ++i) {
     const Outcome& r = g.outcomes[i];
     line("%5zu  ", i);
-    for (size_t k = 0; k < g.axes.size(); ++k) line("%-*s  ", width[k], g.points[i][k].c_str());
+    for (size_t k = 0; k < keys.size(); ++k) line("%-*s  ", width[k], g.points[i][k].c_str());
     line("%10s %10s", r.ok() ? value_text(axis, r.ok()->value).c_str() : "-",
          r.bad() ? value_text(axis, r.bad()->value).c_str() : "-");
     if (r.ok())
@@ -467,9 +463,9 @@ int run_capacity(const CapacityOptions& o) {
   // The grid: every point validated (and its start checked) before anything runs.
   GridSearch g;
   g.axes = parse_grid(o.vary, "--vary");
-  for (const GridAxis& a : g.axes)
-    if (a.key == axis.field->key)
-      throw InputError("--vary", 0, a.key, "is the key searched (--for); vary other keys");
+  for (const std::string& key : grid_keys(g.axes))
+    if (key == axis.field->key)
+      throw InputError("--vary", 0, key, "is the key searched (--for); vary other keys");
   g.points = grid_points(g.axes);
   for (const std::vector<std::string>& p : g.points) {
     g.scenarios.push_back(grid_scenario(base, g.axes, p, "--vary"));

@@ -1,5 +1,6 @@
 #include "sim/cli/grid.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -18,16 +19,35 @@ GridAxis parse_axis(const std::string& vary, const char* option) {
   if (eq == std::string::npos || eq == 0 || eq + 1 == vary.size())
     throw InputError(option, 0, vary, "expected key=v1,v2,...");
   GridAxis a;
-  a.key = vary.substr(0, eq);
+  const std::string keys = vary.substr(0, eq);
+  for (std::string_view k : io::split(keys, '/')) {
+    if (k.empty()) throw InputError(option, 0, keys, "empty key in k1/k2/...");
+    a.keys.emplace_back(k);
+  }
+  const bool linked = a.keys.size() > 1;
   for (std::string_view v : io::split(std::string_view(vary).substr(eq + 1), ',')) {
-    if (v.empty()) throw InputError(option, 0, a.key, "empty value in the list");
-    a.values.emplace_back(v);
+    if (v.empty()) throw InputError(option, 0, keys, "empty value in the list");
+    std::vector<std::string> parts;
+    if (linked) {
+      for (std::string_view part : io::split(v, '/')) parts.emplace_back(part);
+    } else {
+      parts.emplace_back(v);
+    }
+    if (parts.size() != a.keys.size())
+      throw InputError(option, 0, keys,
+                       "value " + std::string(v) + " has " + std::to_string(parts.size()) +
+                           " parts for " + std::to_string(a.keys.size()) + " keys");
+    for (const std::string& part : parts)
+      if (part.empty()) throw InputError(option, 0, keys, "empty part in value " + std::string(v));
+    a.values.push_back(std::move(parts));
   }
   return a;
 }
 
-bool numeric(const GridAxis& a) {
-  for (const std::string& v : a.values) {
+// Every value of a column is a number.
+bool numeric(const GridAxis& a, size_t column) {
+  for (const std::vector<std::string>& value : a.values) {
+    const std::string& v = value[column];
     char* end = nullptr;
     std::strtod(v.c_str(), &end);
     if (end == v.c_str() || *end != '\0') return false;
@@ -39,13 +59,22 @@ bool numeric(const GridAxis& a) {
 
 std::vector<GridAxis> parse_grid(const std::vector<std::string>& vary, const char* option) {
   std::vector<GridAxis> axes;
+  std::vector<std::string> seen;
   for (const std::string& v : vary) {
     axes.push_back(parse_axis(v, option));
-    for (size_t i = 0; i + 1 < axes.size(); ++i)
-      if (axes[i].key == axes.back().key)
-        throw InputError(option, 0, axes.back().key, "varied twice (list its values once)");
+    for (const std::string& key : axes.back().keys) {
+      if (std::find(seen.begin(), seen.end(), key) != seen.end())
+        throw InputError(option, 0, key, "varied twice (list its values once)");
+      seen.push_back(key);
+    }
   }
   return axes;
+}
+
+std::vector<std::string> grid_keys(const std::vector<GridAxis>& axes) {
+  std::vector<std::string> keys;
+  for (const GridAxis& a : axes) keys.insert(keys.end(), a.keys.begin(), a.keys.end());
+  return keys;
 }
 
 std::vector<std::vector<std::string>> grid_points(const std::vector<GridAxis>& axes) {
@@ -53,20 +82,32 @@ std::vector<std::vector<std::string>> grid_points(const std::vector<GridAxis>& a
   for (const GridAxis& a : axes) {
     std::vector<std::vector<std::string>> next;
     for (const std::vector<std::string>& p : points)
-      for (const std::string& v : a.values) {
+      for (const std::vector<std::string>& v : a.values) {
         next.push_back(p);
-        next.back().push_back(v);
+        next.back().insert(next.back().end(), v.begin(), v.end());
       }
     points = std::move(next);
   }
   return points;
 }
 
+std::vector<int> grid_widths(const std::vector<std::string>& keys,
+                             const std::vector<std::vector<std::string>>& points) {
+  std::vector<int> width;
+  for (size_t c = 0; c < keys.size(); ++c) {
+    size_t w = keys[c].size();
+    for (const std::vector<std::string>& p : points) w = std::max(w, p[c].size());
+    width.push_back(static_cast<int>(w));
+  }
+  return width;
+}
+
 scenario::Scenario grid_scenario(const scenario::Scenario& base, const std::vector<GridAxis>& axes,
                                  const std::vector<std::string>& point, const char* option) {
   scenario::Scenario s = base;
-  for (size_t i = 0; i < axes.size(); ++i)
-    scenario::apply_override(&s, axes[i].key + "=" + point[i], option);
+  const std::vector<std::string> keys = grid_keys(axes);
+  for (size_t c = 0; c < keys.size(); ++c)
+    scenario::apply_override(&s, keys[c] + "=" + point[c], option);
   scenario::validate(s);
   return s;
 }
@@ -113,7 +154,7 @@ void write_grid_plots(const std::string& dir, const std::string& name, const std
                       const std::vector<std::vector<std::string>>& points,
                       const std::string& header, const std::string& rows,
                       const std::vector<GridPlotPanel>& panels) {
-  const GridAxis& x = axes[0];
+  const GridAxis& x = axes[0];  // its first key on the plot's x
   const size_t series = points.size() / x.values.size();
   const std::string dat = "plots/" + name + ".dat";
   std::filesystem::create_directories(dir + "/plots");
@@ -126,16 +167,17 @@ void write_grid_plots(const std::string& dir, const std::string& name, const std
                    "set output 'plots/" +
                    name + ".svg'\n" + "set multiplot layout 1," + std::to_string(panels.size()) +
                    " title '" + report::gnuplot_text(title) + "'\n" + "set xlabel '" +
-                   report::gnuplot_text(x.key) + "'\n";
-  const std::string xspec = numeric(x) ? "1" : "0";
-  const std::string xtic = numeric(x) ? "" : ":xtic(1)";
+                   report::gnuplot_text(x.keys[0]) + "'\n";
+  const std::string xspec = numeric(x, 0) ? "1" : "0";
+  const std::string xtic = numeric(x, 0) ? "" : ":xtic(1)";
+  const std::vector<std::string> keys = grid_keys(axes);
   for (const GridPlotPanel& panel : panels) {
     const int col = report::csv_column(header, panel.column);
     gp += "set ylabel '" + report::gnuplot_text(panel.label) + "'\nplot ";
     for (size_t s = 0; s < series; ++s) {
-      std::string t;
-      for (size_t k = 1; k < axes.size(); ++k)
-        t += (k > 1 ? ", " : "") + axes[k].key + "=" + points[s][k];
+      std::string t;  // the other axes' columns
+      for (size_t c = x.keys.size(); c < keys.size(); ++c)
+        t += (c > x.keys.size() ? ", " : "") + keys[c] + "=" + points[s][c];
       if (t.empty()) t = panel.label;
       gp += std::string(s ? ", " : "") + "'" + dat + "' every " + std::to_string(series) +
             "::" + std::to_string(s) + " using " + xspec + ":" + std::to_string(col) + xtic +

@@ -150,7 +150,11 @@ int dispatch(int argc, char** argv) {
       "Run the cartesian grid of --vary values in parallel; one table and plots of hit "
       "rate, TTFT and throughput against the varied keys");
   add_scenario_options(sweep_cmd, &sweep.scenario, &sweep.trace, &sweep.sets);
-  sweep_cmd->add_option("--vary", sweep.vary, "key=v1,v2,... (repeatable; the first is the x axis)")
+  sweep_cmd
+      ->add_option(
+          "--vary", sweep.vary,
+          "key=v1,v2,... or k1/k2=a1/b1,a2/b2 for keys set together (repeatable; the first "
+          "is the x axis)")
       ->required();
   sweep_cmd->add_option("-j,--jobs", sweep.jobs, "points simulated in parallel")
       ->check(CLI::Range(1, 1024));
@@ -169,8 +173,10 @@ int dispatch(int argc, char** argv) {
   capacity_cmd->add_option("--for", capacity.key,
                            "numeric key to search: workload.rate_scale (the most that holds; the "
                            "default) or a resource such as cluster.instances (the least)");
-  capacity_cmd->add_option("--vary", capacity.vary,
-                           "key=v1,v2,... (repeatable): one search at each point of the grid");
+  capacity_cmd->add_option(
+      "--vary", capacity.vary,
+      "key=v1,v2,... or k1/k2=a1/b1,... (repeatable): one search at each point of the "
+      "grid");
   capacity_cmd->add_option("--slo-attainment", capacity.slo_attainment,
                            "share of finished requests that must meet both SLOs, in (0, 1]");
   capacity_cmd->add_option("--precision", capacity.precision,

@@ -24,7 +24,7 @@ std::string csv_line(const std::vector<Axis>& axes, const Point* p) {
   std::string out;
   char buf[512];
   if (!p) {
-    for (const Axis& a : axes) out += a.key + ",";
+    for (const std::string& key : grid_keys(axes)) out += key + ",";
     out +=
         "requests,finished,gpu_hit_rate,lmcache_hit_rate,total_hit_rate,ttft_p50_ms,"
         "ttft_p99_ms,tpot_p50_ms,e2e_p50_ms,output_tokens_per_s,requests_per_s,goodput,"
@@ -49,23 +49,21 @@ std::string csv_line(const std::vector<Axis>& axes, const Point* p) {
 }
 
 std::string screen_table(const std::vector<Axis>& axes, const std::vector<Point>& points) {
-  std::vector<size_t> width;
-  for (const Axis& a : axes) {
-    size_t w = a.key.size();
-    for (const std::string& v : a.values) w = std::max(w, v.size());
-    width.push_back(w);
-  }
+  const std::vector<std::string> keys = grid_keys(axes);
+  std::vector<std::vector<std::string>> values;
+  for (const Point& p : points) values.push_back(p.values);
+  const std::vector<int> width = grid_widths(keys, values);
   std::string out;
   char buf[256];
   bool any_saturated = false;
-  for (size_t i = 0; i < axes.size(); ++i) {
-    std::snprintf(buf, sizeof buf, "%-*s  ", static_cast<int>(width[i]), axes[i].key.c_str());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    std::snprintf(buf, sizeof buf, "%-*s  ", width[i], keys[i].c_str());
     out += buf;
   }
   out += "   hit rate   TTFT p50 ms   TTFT p99 ms   out tok/s   goodput req/s   busiest link\n";
   for (const Point& p : points) {
-    for (size_t i = 0; i < axes.size(); ++i) {
-      std::snprintf(buf, sizeof buf, "%-*s  ", static_cast<int>(width[i]), p.values[i].c_str());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      std::snprintf(buf, sizeof buf, "%-*s  ", width[i], p.values[i].c_str());
       out += buf;
     }
     const report::Summary& s = p.summary;

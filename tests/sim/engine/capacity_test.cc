@@ -427,6 +427,8 @@ TEST(CapacityVary, RefusesAGridItCannotSearch) {
   CapacityOptions o;
   o.vary = {"workload.rate_scale=1,2"};
   EXPECT_TRUE(refused(o, "--vary: workload.rate_scale: is the key searched (--for)"));
+  o.vary = {"cluster.instances/workload.rate_scale=4/1,8/2"};  // inside a linked axis too
+  EXPECT_TRUE(refused(o, "--vary: workload.rate_scale: is the key searched (--for)"));
   o.vary = {"cluster.instances"};
   EXPECT_TRUE(refused(o, "--vary: cluster.instances: expected key=v1,v2,..."));
   o.vary = {"cluster.instances=1", "cluster.instances=2"};

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/io/input_error.h"
 #include "sim/scenario/scenario.h"
 #include "tests/support/command.h"
 #include "tests/support/paths.h"
@@ -274,6 +275,83 @@ TEST(Sweep, ThePlotsDrawEachMetricAgainstTheFirstKeyWithOneCurvePerOtherValue) {
   ASSERT_FALSE(svg.empty()) << "plots/sweep.svg is missing: is gnuplot-nox installed?";
   for (const char* text : {"<svg", "</svg>", "TTFT p50 (ms)", "cluster.router=least_loaded"})
     EXPECT_NE(svg.find(text), std::string::npos) << text;
+}
+
+// An axis of keys varied together ("k1/k2=a1/b1,a2/b2") gives each key a column and sets them
+// together at each of its values: a two-value linked axis times a two-value axis is four points,
+// each the same simulation as a plain run with the point's values set. The plot's x is the first
+// key, and the other axis's columns title the curves.
+TEST(Sweep, ALinkedAxisSetsItsKeysTogether) {
+  const std::string dir = kvtwin::testing::scratch_dir();
+  SweepOptions o;
+  o.sets = {"workload.max_requests=60"};
+  o.vary = {"cluster.instances/cluster.router=1/round_robin,2/prefix_aware",
+            "lmcache.max_local_cpu_size_gb/lmcache.chunk_size=1/256,4/512"};
+  o.quiet = true;
+  o.out = dir;
+  ASSERT_EQ(run_sweep(o), 0);
+  const auto rows = read_csv(dir + "/sweep.csv");
+  ASSERT_EQ(rows.size(), 4u);
+  const char* expect[4][4] = {{"1", "round_robin", "1", "256"},
+                              {"1", "round_robin", "4", "512"},
+                              {"2", "prefix_aware", "1", "256"},
+                              {"2", "prefix_aware", "4", "512"}};
+  const char* keys[4] = {"cluster.instances", "cluster.router", "lmcache.max_local_cpu_size_gb",
+                         "lmcache.chunk_size"};
+  const std::string csv = slurp(dir + "/sweep.csv");
+  EXPECT_EQ(csv.rfind("cluster.instances,cluster.router,lmcache.max_local_cpu_size_gb,"
+                      "lmcache.chunk_size,requests,",
+                      0),
+            0u);
+  for (size_t i = 0; i < 4; ++i) {
+    std::vector<std::string> sets = o.sets;
+    for (size_t k = 0; k < 4; ++k) {
+      EXPECT_EQ(rows[i].at(keys[k]), expect[i][k]) << i << " " << keys[k];
+      sets.push_back(std::string(keys[k]) + "=" + expect[i][k]);
+    }
+    // The point is the plain run with its four values set.
+    const std::string plain = dir + "/plain" + std::to_string(i);
+    const kvtwin::testing::CommandRun r = kvtwin::testing::run_kvtwin(
+        "run -q --set " + sets[0] + " --set " + sets[1] + " --set " + sets[2] + " --set " +
+        sets[3] + " --set " + sets[4] + " --set output.plots=false --out " + plain);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(slurp(dir + "/points/" + std::to_string(i) + "/summary.json"),
+              slurp(plain + "/summary.json"))
+        << i;
+  }
+  const std::string gp = slurp(dir + "/plots/sweep.gp");
+  EXPECT_NE(gp.find("set xlabel 'cluster.instances'"), std::string::npos) << gp;
+  EXPECT_NE(gp.find("title 'lmcache.max_local_cpu_size_gb=4, lmcache.chunk_size=512'"),
+            std::string::npos)
+      << gp;
+}
+
+TEST(Sweep, RefusesALinkedAxisWhoseValuesDoNotMatchItsKeys) {
+  auto refused = [](const std::vector<std::string>& vary, const std::string& message) {
+    SweepOptions o;
+    o.vary = vary;
+    o.quiet = true;
+    try {
+      run_sweep(o);
+    } catch (const InputError& e) {
+      EXPECT_EQ(std::string(e.what()), message);
+      return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(refused({"cluster.instances/cluster.router=1/round_robin,2"},
+                      "--vary: cluster.instances/cluster.router: value 2 has 1 parts for 2 keys"));
+  EXPECT_TRUE(refused({"cluster.instances/cluster.router=1/round_robin/x"},
+                      "--vary: cluster.instances/cluster.router: value 1/round_robin/x has 3 "
+                      "parts for 2 keys"));
+  EXPECT_TRUE(refused({"cluster.instances/cluster.router=1/"},
+                      "--vary: cluster.instances/cluster.router: empty part in value 1/"));
+  EXPECT_TRUE(refused({"cluster.instances//cluster.router=1//x"},
+                      "--vary: cluster.instances//cluster.router: empty key in k1/k2/..."));
+  EXPECT_TRUE(refused({"cluster.instances/cluster.router=1/round_robin", "cluster.router=x"},
+                      "--vary: cluster.router: varied twice (list its values once)"));
+  EXPECT_TRUE(refused({"cluster.instances/cluster.instances=1/2"},
+                      "--vary: cluster.instances: varied twice (list its values once)"));
 }
 
 }  // namespace
