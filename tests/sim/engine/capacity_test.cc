@@ -409,6 +409,17 @@ TEST(CapacityVary, AResourceFrontierPlotsTheLeastValueAndTheHitRateThere) {
   }
   const std::string gp = slurp(o.out + "/plots/frontier.gp");
   EXPECT_NE(gp.find("set ylabel 'least cluster.instances that holds'"), std::string::npos) << gp;
+  // A grid that varies an SLO says the target is each point's.
+  o.vary = {"slo.ttft_ms=1e8,1e9"};
+  o.quiet = false;
+  o.out = kvtwin::testing::scratch_subdir();
+  ::testing::internal::CaptureStdout();
+  ASSERT_EQ(run_capacity(o), 0);
+  const std::string screen = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(screen.find("target      90.0% of finished requests within each point's "
+                        "slo.ttft_ms and slo.tpot_ms"),
+            std::string::npos)
+      << screen;
   EXPECT_NE(gp.find("set ylabel 'hit rate (GPU + LMCache) there'"), std::string::npos) << gp;
   EXPECT_NE(gp.find(":xtic(1)"), std::string::npos) << gp;  // routers are names, not numbers
 }
