@@ -140,6 +140,11 @@ std::vector<CacheReplayPoint> cache_replay(const CacheReplayOptions& o) {
   for (double c : caps) {
     if (!(c > 0 && c <= 1e9))
       throw InputError("--capacity-gb", 0, std::to_string(c), "expected GiB in (0, 1e9]");
+    if (o.tier == "cpu" && c * kGiB < 1) {  // LMCache's pool is whole bytes
+      char text[32];
+      std::snprintf(text, sizeof text, "%g", c);
+      throw InputError("--capacity-gb", 0, text, "a CPU pool needs at least one byte");
+    }
     if (gpu && c * kGiB / static_cast<double>(gpu->block_bytes) >
                    static_cast<double>(engine::kMaxGpuBlocksPerInstance))
       throw InputError("--capacity-gb", 0, std::to_string(c),

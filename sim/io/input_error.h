@@ -5,6 +5,9 @@
 // throw it: they receive validated values.
 //
 //   what() == "<file>:<line>: <field>: <message>"   (line 0 = the file as a whole)
+//
+// what() is always one line: control characters other than tab anywhere in it (from a quoted
+// value) are written as escapes (\n, \r, \xNN).
 #pragma once
 
 #include <cstdint>

@@ -207,8 +207,11 @@ void validate_rest(const Scenario& s) {
              "> vllm.max_num_batched_tokens for encoder-decoder models");
   if (s.lmcache.enabled) {
     const LmcacheConfig& l = s.lmcache;
-    if (l.max_local_cpu_size_gb <= 0)
-      invalid(s, "lmcache.max_local_cpu_size_gb", "LMCache needs a CPU pool > 0 (it stages I/O)");
+    // The pool is whole bytes (LMCache takes int(size * 1024**3)): a positive size below one byte
+    // is no pool.
+    if (l.max_local_cpu_size_gb * kGiB < 1)
+      invalid(s, "lmcache.max_local_cpu_size_gb",
+              "LMCache needs a CPU pool of at least one byte (it stages I/O)");
     if (s.model.encoder_layers > 0)
       invalid(s, "lmcache.enabled", "LMCache does not serve encoder-decoder models");
     if (s.model.layer_pattern.find('M') != std::string::npos)

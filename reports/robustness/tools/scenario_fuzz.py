@@ -52,6 +52,10 @@ def documented_keys(repo):
                 for v in (lo, hi, mid, lo + 1 if kind == 'integer' else lo * 1.001 + 1e-9):
                     v = min(max(v, lo), hi)
                     legal.append(str(int(v)) if kind == 'integer' else repr(v))
+                if kind == 'number' and lo == 0:
+                    # Positive, but below one byte in GiB (stop 32: a CPU pool of 4e-10 GiB
+                    # passed the range check and aborted in the model).
+                    legal.append('4e-10')
             elif rng and kind == 'string':
                 legal = [c.strip() for c in rng.split(',') if c.strip()]
             elif kind == 'boolean':

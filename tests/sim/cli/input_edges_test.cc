@@ -286,6 +286,9 @@ TEST(InputEdges, CommandLineListsAndNumbersAreCheckedWhole) {
         std::string("--capacity-gb: ") + bad + ": expected a number of GiB in (0, 1e9]");
   expect_bad_input(run_kvtwin("cache-replay --capacity-gb 1,,2"),
                    "--capacity-gb: empty item in the list");
+  // Positive but below one byte: no CPU pool (it once reached the model's check and aborted).
+  expect_bad_input(run_kvtwin("cache-replay --tier cpu --capacity-gb 1e-10"),
+                   "--capacity-gb: 1e-10: a CPU pool needs at least one byte");
   for (const char* bad : {"nan", "inf", "0", "-1"}) {
     CommandRun r = run_kvtwin(std::string("trace stats x --window-s ") + bad);
     EXPECT_EQ(r.exit_code, 2) << bad;

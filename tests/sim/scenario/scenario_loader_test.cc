@@ -141,6 +141,37 @@ TEST(ScenarioLoader, InconsistentCombinationsCiteTheField) {
             "workload.start_s = 60.0)");
 }
 
+// An error quoting a multi-line TOML string stays one line (found by scenario_fuzz.py): every
+// InputError writes control characters but tab as escapes.
+TEST(ScenarioLoader, AnErrorQuotingAMultiLineValueIsOneLine) {
+  EXPECT_EQ(input_error([] { load("[vllm]\nkv_load_failure_policy = \"\"\"multi\nline\"\"\"\n"); }),
+            "s.toml:2: vllm.kv_load_failure_policy: 'multi\\nline' is not one of: fail, "
+            "recompute");
+  EXPECT_STREQ(InputError("f", 0, "k",
+                          "a\rb\x01"
+                          "c\td\x7f")
+                   .what(),
+               "f: k: a\\rb\\x01c\td\\x7f");
+}
+
+// LMCache's CPU pool is whole bytes: a size that is positive but below one byte is refused at the
+// input edge (it once reached the model's check and aborted), and one byte is a pool.
+TEST(ScenarioLoader, TheCpuPoolMustHoldAtLeastOneByte) {
+  for (const char* size : {"0", "1e-10", "9.3e-10"})
+    EXPECT_EQ(input_error([&] {
+                load(std::string("[lmcache]\nenabled = true\nmax_local_cpu_size_gb = ") + size);
+              }),
+              "s.toml:3: lmcache.max_local_cpu_size_gb: LMCache needs a CPU pool of at least one "
+              "byte (it stages I/O)")
+        << size;
+  EXPECT_EQ(load("[lmcache]\nenabled = true\nmax_local_cpu_size_gb = 9.32e-10\n")
+                .lmcache.max_local_cpu_size_gb,
+            9.32e-10);  // 1.0007 bytes
+  // Without LMCache the size is unused.
+  EXPECT_EQ(load("[lmcache]\nmax_local_cpu_size_gb = 1e-10\n").lmcache.max_local_cpu_size_gb,
+            1e-10);
+}
+
 TEST(ScenarioLoader, AsyncLoadingIsAcceptedButNotWithLayerwise) {
   Scenario s = load("[lmcache]\nenabled = true\nenable_async_loading = true\n");
   EXPECT_TRUE(s.lmcache.enable_async_loading);
