@@ -70,16 +70,33 @@ class Search {
         jobs_(jobs),
         quiet_(quiet) {}
 
-  // Simulates the values (in parallel); returns their indices in probes(), in the order given.
+  // The scenario with the key at `x`, or nullopt when its validation refuses that value (a
+  // tensor-parallel size that does not divide the heads, a CPU pool below one byte); `why` then
+  // holds the first refusal's reason.
+  std::optional<scenario::Scenario> at_value(double x) {
+    scenario::Scenario s = base_;
+    try {
+      scenario::apply_override(&s, axis_.field->key + "=" + value_text(axis_, x), "--for");
+      scenario::validate(s);
+    } catch (const InputError& e) {
+      if (refused_.empty()) refused_ = e.what();
+      return std::nullopt;
+    }
+    return s;
+  }
+  bool accepts(double x) { return at_value(x).has_value(); }
+  // The first refusal's message ("" when none): the search treats refused values as beyond the
+  // key's range while bracketing and skips them while narrowing.
+  const std::string& refused() const { return refused_; }
+
+  // Simulates the values (in parallel), each one the scenario accepts; returns their indices in
+  // probes(), in the order given.
   std::vector<size_t> run(const std::vector<double>& values) {
     const size_t first = probes_.size();
     std::vector<scenario::Scenario> scenarios;
     for (double x : values) {
       probes_.push_back(Probe{probes_.size(), x, {}, false});
-      scenarios.push_back(base_);
-      scenario::apply_override(&scenarios.back(), axis_.field->key + "=" + value_text(axis_, x),
-                               "--for");
-      scenario::validate(scenarios.back());
+      scenarios.push_back(*at_value(x));
     }
     PointsProgress progress("kvtwin capacity", quiet_, values.size());
     parallel_for(values.size(), jobs_, [&](size_t i) {
@@ -109,14 +126,34 @@ class Search {
   const std::string out_;
   const int jobs_;
   const bool quiet_;
+  std::string refused_;
   std::vector<Probe> probes_;
 };
 
-// The search's answer: `ok` holds and `bad` fails, neighbours on the axis (both set); or only
-// one of them when every value to the bound held (ok) or none did (bad); indices into probes.
+// The search's answer: `ok` holds and `bad` fails, neighbours on the axis among the values the
+// scenario accepts (both set); or only one of them when every value to the bound held (ok) or
+// none did (bad); indices into probes. `at_refusal`: the bound is the last value the scenario
+// accepts, not the field's. `skipped`: values between ok and bad it refused.
 struct Answer {
   std::optional<size_t> ok, bad;
+  bool at_refusal = false;
+  std::vector<double> skipped;
 };
+
+// Accepted integers strictly between a and b (either order), at most `n`, spaced evenly by rank
+// from a toward b; for an integer key whose log-spaced candidates were all refused.
+std::vector<double> accepted_integers_between(Search* s, double a, double b, int n) {
+  constexpr double kMaxScan = 4096;  // integers examined at most
+  std::vector<double> all;
+  const double step = a < b ? 1 : -1;
+  for (double v = a + step; (a < b ? v < b : v > b) && std::abs(v - a) <= kMaxScan; v += step)
+    if (s->accepts(v)) all.push_back(v);
+  std::vector<double> out;
+  const size_t k = std::min<size_t>(all.size(), static_cast<size_t>(n));
+  for (size_t i = 0; i < k; ++i) out.push_back(all[(i + 1) * all.size() / (k + 1)]);
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
 
 Answer search(Search* s, const Axis& axis, double x0, int n, double precision) {
   Answer a;
@@ -127,6 +164,7 @@ Answer search(Search* s, const Axis& axis, double x0, int n, double precision) {
   // less help while it holds, toward more while it fails. An integer key halves to its floor.
   const bool up = held != axis.more_helps;  // the rate rises while it holds; a resource falls
   double last = x0;
+  bool refused = false;  // a value the scenario refuses ends the bracket after its round
   for (int k = 1; !(a.ok && a.bad); k += n) {
     std::vector<double> values;
     for (int j = k; j < k + n; ++j) {
@@ -134,9 +172,16 @@ Answer search(Search* s, const Axis& axis, double x0, int n, double precision) {
       const double v =
           round_value(axis, up ? x0 * step : (axis.integer ? std::floor(x0 / step) : x0 / step));
       if (v > axis.field->max || v < axis.field->min || v == last) break;
+      if (!s->accepts(v)) {  // beyond what the scenario accepts: a bound as well
+        refused = true;
+        break;
+      }
       values.push_back(last = v);
     }
-    if (values.empty()) return a;  // the bound: every (or no) value held
+    if (values.empty()) {  // the bound: every (or no) value held
+      a.at_refusal = refused;
+      return a;
+    }
     for (size_t i : s->run(values)) {
       if (s->at(i).holds == held) {
         (held ? a.ok : a.bad) = i;
@@ -144,6 +189,10 @@ Answer search(Search* s, const Axis& axis, double x0, int n, double precision) {
       }
       (held ? a.bad : a.ok) = i;
       break;
+    }
+    if (refused && !(a.ok && a.bad)) {
+      a.at_refusal = true;
+      return a;
     }
   }
   // Narrow: n values spaced evenly in log from ok toward bad; the first failure becomes bad.
@@ -155,9 +204,15 @@ Answer search(Search* s, const Axis& axis, double x0, int n, double precision) {
       const double v = round_value(axis, ok * std::pow(bad / ok, static_cast<double>(i) / (n + 1)));
       const bool inside = ok < bad ? (v > ok && v < bad) : (v < ok && v > bad);
       const bool onward = values.empty() || (ok < bad ? v > values.back() : v < values.back());
-      if (inside && onward) values.push_back(v);
+      if (!inside || !onward) continue;
+      if (s->accepts(v)) {
+        values.push_back(v);
+      } else if (std::find(a.skipped.begin(), a.skipped.end(), v) == a.skipped.end()) {
+        a.skipped.push_back(v);
+      }
     }
-    if (values.empty()) break;  // ok and bad are neighbours on the axis
+    if (values.empty() && axis.integer) values = accepted_integers_between(s, ok, bad, n);
+    if (values.empty()) break;  // ok and bad are neighbours among the accepted values
     for (size_t i : s->run(values)) {
       if (!s->at(i).holds) {
         a.bad = i;
@@ -236,6 +291,11 @@ double start_of(const Axis& axis, const scenario::Scenario& s) {
   return x0;
 }
 
+// Where a search that never changed its verdict stopped.
+const char* bound(const Outcome& r) {
+  return r.answer.at_refusal ? "the scenario's limit" : "the field's bound";
+}
+
 Outcome run_search(const CapacityOptions& o, const Axis& axis, const scenario::Scenario& base,
                    const std::string& out, int jobs, bool quiet) {
   const double x0 = start_of(axis, base);
@@ -302,6 +362,33 @@ void notes(Lines& line, const scenario::Scenario& base, const Axis& axis, const 
         "workload.arrivals =\n"
         "            \"spread\" spreads them over the gap to the next\n",
         who.c_str(), static_cast<unsigned long long>(r.bad()->summary.load.largest_arrival_group));
+  // Values the scenario refused: a bound short of the field's, or skipped between the answer's
+  // neighbours.
+  if (r.answer.at_refusal)
+    line("note        %sthe scenario refuses %.30s beyond that value:\n", who.c_str(),
+         name.c_str());
+  if (!r.answer.skipped.empty()) {
+    std::vector<double> sorted = r.answer.skipped;
+    std::sort(sorted.begin(), sorted.end());
+    std::string list;
+    for (double v : sorted) list += (list.empty() ? "" : ", ") + value_text(axis, v);
+    line("note        %s%.30s %.60s skipped: the scenario refuses them, as in\n", who.c_str(),
+         name.c_str(), list.c_str());
+  }
+  if (r.answer.at_refusal || !r.answer.skipped.empty()) {
+    // The refusal without its "--for: " lead, in lines of at most 100 columns.
+    std::string why = r.search->refused();
+    if (why.starts_with("--for: ")) why.erase(0, 7);
+    while (!why.empty()) {
+      size_t cut = why.size();
+      if (cut > 88) {
+        cut = why.rfind(' ', 88);
+        if (cut == std::string::npos || cut == 0) cut = 88;
+      }
+      line("            %s\n", why.substr(0, cut).c_str());
+      why.erase(0, cut < why.size() && why[cut] == ' ' ? cut + 1 : cut);
+    }
+  }
   const double answer = (r.ok() ? r.ok() : r.bad())->value;
   for (const Probe* p : wrong_side(axis, r))
     line("note        %s%.30s %s, %s the answer, %s: the verdict is not monotone%s in the key\n",
@@ -332,11 +419,11 @@ std::string screen(const scenario::Scenario& base, const CapacityOptions& o, con
     line("            %.30s %s %s (%.3f req/s offered)\n", name.c_str(), text(*r.bad()).c_str(),
          verdict(*r.bad(), o.slo_attainment).c_str(), r.bad()->summary.load.offered_rate);
   } else if (r.ok()) {
-    line("capacity    every value probed holds, %s to %.30s %s (the field's bound)\n",
-         axis.more_helps ? "down" : "up", name.c_str(), text(*r.ok()).c_str());
+    line("capacity    every value probed holds, %s to %.30s %s (%s)\n",
+         axis.more_helps ? "down" : "up", name.c_str(), text(*r.ok()).c_str(), bound(r));
   } else {
-    line("capacity    no value probed holds, %s to %.30s %s (the field's bound)\n",
-         axis.more_helps ? "up" : "down", name.c_str(), text(*r.bad()).c_str());
+    line("capacity    no value probed holds, %s to %.30s %s (%s)\n",
+         axis.more_helps ? "up" : "down", name.c_str(), text(*r.bad()).c_str(), bound(r));
   }
   notes(line, base, axis, r, "");
   return line.out;
@@ -410,12 +497,13 @@ std::string frontier_screen(const scenario::Scenario& base, const CapacityOption
     const Outcome& r = g.outcomes[i];
     const std::string name = short_name(axis);
     if (!r.bad())
-      line("note        point %zu: every value probed holds, %s to %.30s %s (the field's bound)\n",
-           i, axis.more_helps ? "down" : "up", name.c_str(),
-           value_text(axis, r.ok()->value).c_str());
+      line("note        point %zu: every value probed holds, %s to %.30s %s (%s)\n", i,
+           axis.more_helps ? "down" : "up", name.c_str(), value_text(axis, r.ok()->value).c_str(),
+           bound(r));
     else if (!r.ok())
-      line("note        point %zu: no value probed holds, %s to %.30s %s (the field's bound)\n", i,
-           axis.more_helps ? "up" : "down", name.c_str(), value_text(axis, r.bad()->value).c_str());
+      line("note        point %zu: no value probed holds, %s to %.30s %s (%s)\n", i,
+           axis.more_helps ? "up" : "down", name.c_str(), value_text(axis, r.bad()->value).c_str(),
+           bound(r));
     notes(line, g.scenarios[i], axis, r, "point " + std::to_string(i) + ": ");
   }
   return line.out;

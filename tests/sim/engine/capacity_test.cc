@@ -240,6 +240,47 @@ TEST(Capacity, SaysWhenEachRateReplaysAnotherWindow) {
   EXPECT_EQ(screen.find(note), std::string::npos) << screen;
 }
 
+// Values the scenario refuses are not probed. Narrowing skips them: tensor-parallel sizes must
+// divide the 32 heads, so between a failing 4 and a holding 8 there is nothing to try, and the
+// answer names 5, 6 and 7 as refused. Bracketing stops at the last value the scenario accepts:
+// a CPU pool halved below one byte (every size holds with SLOs no run misses).
+TEST(Capacity, SkipsTheValuesTheScenarioRefuses) {
+  CapacityOptions o;
+  o.key = "gpu.tensor_parallel";
+  o.sets = {"workload.max_requests=30", "gpu.tensor_parallel=8", "slo.ttft_ms=1500"};
+  o.slo_attainment = 1;
+  std::string screen;
+  Rows rows = capacity(o, &screen);
+  // 8, then a round of halvings 4, 2, 1; nothing the scenario accepts lies between 4 and 8.
+  ASSERT_EQ(rows.size(), 4u) << screen;
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(rows[i].at("gpu.tensor_parallel"), std::to_string(1 << i));
+    EXPECT_EQ(rows[i].at("holds"), i == 3 ? "1" : "0") << i;
+  }
+  EXPECT_NE(screen.find("capacity    tensor_parallel 8 holds: "), std::string::npos) << screen;
+  EXPECT_NE(screen.find("note        tensor_parallel 5, 6, 7 skipped: the scenario refuses them, "
+                        "as in\n            gpu.tensor_parallel: gpu.tensor_parallel must divide "
+                        "model.num_heads\n"),
+            std::string::npos)
+      << screen;
+
+  o = {};
+  o.key = "lmcache.max_local_cpu_size_gb";
+  o.sets = {"workload.max_requests=3", "slo.ttft_ms=1e9", "slo.tpot_ms=1e9"};
+  o.precision = 1;
+  o.probes = 2;
+  rows = capacity(o, &screen);
+  ASSERT_FALSE(rows.empty());
+  EXPECT_EQ(rows.front().at("lmcache.max_local_cpu_size_gb"), "1.1642e-09");  // 80 / 2^36: 1.25 B
+  EXPECT_NE(screen.find("capacity    every value probed holds, down to max_local_cpu_size_gb "
+                        "1.1642e-09 (the scenario's limit)\nnote        the scenario refuses "
+                        "max_local_cpu_size_gb beyond that value:\n            "
+                        "lmcache.max_local_cpu_size_gb: LMCache needs a CPU pool of at least one "
+                        "byte"),
+            std::string::npos)
+      << screen;
+}
+
 TEST(Capacity, RefusesOptionsOutOfRange) {
   auto refused = [](CapacityOptions o, const std::string& flag) {
     try {
