@@ -33,6 +33,12 @@
 // differently): each round keeps the first failure, so the answer is conservative, and the report
 // names any probe beyond `bad` that held, or before `ok` that failed.
 //
+// A value the scenario's validation refuses (a tensor-parallel size that does not divide the
+// heads, a CPU pool below one byte) is never probed: bracketing stops before it (the answer is
+// then at "the scenario's limit"), narrowing skips it (for an integer key whose log-spaced
+// candidates are all refused, it tries the accepted integers between), and a note gives the
+// values and the first refusal's reason.
+//
 // Outputs: a table of every probe by value and the answer on stdout; with --out, DIR/capacity.csv
 // (one row per probe, by value; columns in sim/report/README.md), and each probe's summary.json
 // and scenario.toml under DIR/points/<probe>/ (probe = the order simulated). A note names a
