@@ -71,23 +71,21 @@ class Search {
         quiet_(quiet) {}
 
   // The scenario with the key at `x`, or nullopt when its validation refuses that value (a
-  // tensor-parallel size that does not divide the heads, a CPU pool below one byte); `why` then
-  // holds the first refusal's reason.
-  std::optional<scenario::Scenario> at_value(double x) {
+  // tensor-parallel size that does not divide the heads, a CPU pool below one byte); `why`, when
+  // given, then gets the reason. The search treats refused values as beyond the key's range while
+  // bracketing and skips them while narrowing.
+  std::optional<scenario::Scenario> at_value(double x, std::string* why = nullptr) const {
     scenario::Scenario s = base_;
     try {
       scenario::apply_override(&s, axis_.field->key + "=" + value_text(axis_, x), "--for");
       scenario::validate(s);
     } catch (const InputError& e) {
-      if (refused_.empty()) refused_ = e.what();
+      if (why) *why = e.what();
       return std::nullopt;
     }
     return s;
   }
-  bool accepts(double x) { return at_value(x).has_value(); }
-  // The first refusal's message ("" when none): the search treats refused values as beyond the
-  // key's range while bracketing and skips them while narrowing.
-  const std::string& refused() const { return refused_; }
+  bool accepts(double x, std::string* why = nullptr) const { return at_value(x, why).has_value(); }
 
   // Simulates the values (in parallel), each one the scenario accepts; returns their indices in
   // probes(), in the order given.
@@ -126,23 +124,25 @@ class Search {
   const std::string out_;
   const int jobs_;
   const bool quiet_;
-  std::string refused_;
   std::vector<Probe> probes_;
 };
 
 // The search's answer: `ok` holds and `bad` fails, neighbours on the axis among the values the
 // scenario accepts (both set); or only one of them when every value to the bound held (ok) or
 // none did (bad); indices into probes. `at_refusal`: the bound is the last value the scenario
-// accepts, not the field's. `skipped`: values between ok and bad it refused.
+// accepts, not the field's, and `bound_refusal` says why the next was refused. `skipped`: values
+// between ok and bad it refused, and `skipped_refusal` the first one's reason.
 struct Answer {
   std::optional<size_t> ok, bad;
   bool at_refusal = false;
+  std::string bound_refusal;
   std::vector<double> skipped;
+  std::string skipped_refusal;
 };
 
 // Accepted integers strictly between a and b (either order), at most `n`, spaced evenly by rank
 // from a toward b; for an integer key whose log-spaced candidates were all refused.
-std::vector<double> accepted_integers_between(Search* s, double a, double b, int n) {
+std::vector<double> accepted_integers_between(const Search* s, double a, double b, int n) {
   constexpr double kMaxScan = 4096;  // integers examined at most
   std::vector<double> all;
   const double step = a < b ? 1 : -1;
@@ -165,6 +165,7 @@ Answer search(Search* s, const Axis& axis, double x0, int n, double precision) {
   const bool up = held != axis.more_helps;  // the rate rises while it holds; a resource falls
   double last = x0;
   bool refused = false;  // a value the scenario refuses ends the bracket after its round
+  std::string why;
   for (int k = 1; !(a.ok && a.bad); k += n) {
     std::vector<double> values;
     for (int j = k; j < k + n; ++j) {
@@ -172,7 +173,7 @@ Answer search(Search* s, const Axis& axis, double x0, int n, double precision) {
       const double v =
           round_value(axis, up ? x0 * step : (axis.integer ? std::floor(x0 / step) : x0 / step));
       if (v > axis.field->max || v < axis.field->min || v == last) break;
-      if (!s->accepts(v)) {  // beyond what the scenario accepts: a bound as well
+      if (!s->accepts(v, &why)) {  // beyond what the scenario accepts: a bound as well
         refused = true;
         break;
       }
@@ -180,6 +181,7 @@ Answer search(Search* s, const Axis& axis, double x0, int n, double precision) {
     }
     if (values.empty()) {  // the bound: every (or no) value held
       a.at_refusal = refused;
+      a.bound_refusal = why;
       return a;
     }
     for (size_t i : s->run(values)) {
@@ -192,6 +194,7 @@ Answer search(Search* s, const Axis& axis, double x0, int n, double precision) {
     }
     if (refused && !(a.ok && a.bad)) {
       a.at_refusal = true;
+      a.bound_refusal = why;
       return a;
     }
   }
@@ -205,9 +208,10 @@ Answer search(Search* s, const Axis& axis, double x0, int n, double precision) {
       const bool inside = ok < bad ? (v > ok && v < bad) : (v < ok && v > bad);
       const bool onward = values.empty() || (ok < bad ? v > values.back() : v < values.back());
       if (!inside || !onward) continue;
-      if (s->accepts(v)) {
+      if (s->accepts(v, &why)) {
         values.push_back(v);
       } else if (std::find(a.skipped.begin(), a.skipped.end(), v) == a.skipped.end()) {
+        if (a.skipped.empty()) a.skipped_refusal = why;
         a.skipped.push_back(v);
       }
     }
@@ -364,20 +368,8 @@ void notes(Lines& line, const scenario::Scenario& base, const Axis& axis, const 
         who.c_str(), static_cast<unsigned long long>(r.bad()->summary.load.largest_arrival_group));
   // Values the scenario refused: a bound short of the field's, or skipped between the answer's
   // neighbours.
-  if (r.answer.at_refusal)
-    line("note        %sthe scenario refuses %.30s beyond that value:\n", who.c_str(),
-         name.c_str());
-  if (!r.answer.skipped.empty()) {
-    std::vector<double> sorted = r.answer.skipped;
-    std::sort(sorted.begin(), sorted.end());
-    std::string list;
-    for (double v : sorted) list += (list.empty() ? "" : ", ") + value_text(axis, v);
-    line("note        %s%.30s %.60s skipped: the scenario refuses them, as in\n", who.c_str(),
-         name.c_str(), list.c_str());
-  }
-  if (r.answer.at_refusal || !r.answer.skipped.empty()) {
-    // The refusal without its "--for: " lead, in lines of at most 100 columns.
-    std::string why = r.search->refused();
+  // A refusal without its "--for: " lead, in lines of at most 100 columns.
+  auto reason = [&](std::string why) {
     if (why.starts_with("--for: ")) why.erase(0, 7);
     while (!why.empty()) {
       size_t cut = why.size();
@@ -388,6 +380,20 @@ void notes(Lines& line, const scenario::Scenario& base, const Axis& axis, const 
       line("            %s\n", why.substr(0, cut).c_str());
       why.erase(0, cut < why.size() && why[cut] == ' ' ? cut + 1 : cut);
     }
+  };
+  if (r.answer.at_refusal) {
+    line("note        %sthe scenario refuses %.30s beyond that value:\n", who.c_str(),
+         name.c_str());
+    reason(r.answer.bound_refusal);
+  }
+  if (!r.answer.skipped.empty()) {
+    std::vector<double> sorted = r.answer.skipped;
+    std::sort(sorted.begin(), sorted.end());
+    std::string list;
+    for (double v : sorted) list += (list.empty() ? "" : ", ") + value_text(axis, v);
+    line("note        %s%.30s %.60s skipped: the scenario refuses them, as in\n", who.c_str(),
+         name.c_str(), list.c_str());
+    reason(r.answer.skipped_refusal);
   }
   const double answer = (r.ok() ? r.ok() : r.bad())->value;
   for (const Probe* p : wrong_side(axis, r))

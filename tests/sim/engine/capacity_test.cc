@@ -260,7 +260,8 @@ TEST(Capacity, SkipsTheValuesTheScenarioRefuses) {
   EXPECT_NE(screen.find("capacity    tensor_parallel 8 holds: "), std::string::npos) << screen;
   EXPECT_NE(screen.find("note        tensor_parallel 5, 6, 7 skipped: the scenario refuses them, "
                         "as in\n            gpu.tensor_parallel: gpu.tensor_parallel must divide "
-                        "model.num_heads\n"),
+                        "model.num_heads\n            (gpu.tensor_parallel = 7, model.num_heads = "
+                        "32)\n"),
             std::string::npos)
       << screen;
 
