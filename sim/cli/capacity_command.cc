@@ -138,7 +138,22 @@ struct Answer {
   std::string bound_refusal;
   std::vector<double> skipped;
   std::string skipped_refusal;
+  // Bracketing upward stopped because two neighbouring probes gave the same run (doubling the
+  // key no longer changed it): indices of the two.
+  std::optional<std::pair<size_t, size_t>> same_run;
 };
+
+// Whether two probes ran the same: every figure the search or its outputs read is equal.
+bool same_run(const Probe& x, const Probe& y) {
+  const report::Summary& a = x.summary;
+  const report::Summary& b = y.summary;
+  return a.finished == b.finished && a.requests == b.requests &&
+         a.slo_attainment == b.slo_attainment && a.load.offered_rate == b.load.offered_rate &&
+         a.load.saturated == b.load.saturated && a.request_throughput == b.request_throughput &&
+         a.ttft.p50 == b.ttft.p50 && a.ttft.p99 == b.ttft.p99 && a.tpot.p50 == b.tpot.p50 &&
+         a.e2e.p50 == b.e2e.p50 && a.gpu_hit_rate == b.gpu_hit_rate &&
+         a.lmcache_hit_rate == b.lmcache_hit_rate && a.tier_bytes_peak == b.tier_bytes_peak;
+}
 
 // Accepted integers strictly between a and b (either order), at most `n`, spaced evenly by rank
 // from a toward b; for an integer key whose log-spaced candidates were all refused.
@@ -166,6 +181,7 @@ Answer search(Search* s, const Axis& axis, double x0, int n, double precision) {
   double last = x0;
   bool refused = false;  // a value the scenario refuses ends the bracket after its round
   std::string why;
+  size_t previous = start;  // the bracket's last probe
   for (int k = 1; !(a.ok && a.bad); k += n) {
     std::vector<double> values;
     for (int j = k; j < k + n; ++j) {
@@ -187,11 +203,19 @@ Answer search(Search* s, const Axis& axis, double x0, int n, double precision) {
     for (size_t i : s->run(values)) {
       if (s->at(i).holds == held) {
         (held ? a.ok : a.bad) = i;
+        // A doubling that changed nothing: neither will the next ones, in all likelihood (more
+        // instances than the trace keeps busy, more requests than it holds). Only upward: runs
+        // that more of a key leaves alike can still differ with less of it.
+        if (up && !a.same_run && same_run(s->at(previous), s->at(i)))
+          a.same_run = std::make_pair(previous, i);
+        previous = i;
         continue;
       }
       (held ? a.bad : a.ok) = i;
+      a.same_run.reset();  // the verdict changed after all: narrow as usual
       break;
     }
+    if (a.same_run) return a;
     if (refused && !(a.ok && a.bad)) {
       a.at_refusal = true;
       a.bound_refusal = why;
@@ -297,6 +321,7 @@ double start_of(const Axis& axis, const scenario::Scenario& s) {
 
 // Where a search that never changed its verdict stopped.
 const char* bound(const Outcome& r) {
+  if (r.answer.same_run) return "where the key stopped changing the run";
   return r.answer.at_refusal ? "the scenario's limit" : "the field's bound";
 }
 
@@ -381,6 +406,10 @@ void notes(Lines& line, const scenario::Scenario& base, const Axis& axis, const 
       why.erase(0, cut < why.size() && why[cut] == ' ' ? cut + 1 : cut);
     }
   };
+  if (r.answer.same_run)
+    line("note        %s%.30s %s and %s gave the same run: the search stopped there\n", who.c_str(),
+         name.c_str(), value_text(axis, r.search->at(r.answer.same_run->first).value).c_str(),
+         value_text(axis, r.search->at(r.answer.same_run->second).value).c_str());
   if (r.answer.at_refusal) {
     line("note        %sthe scenario refuses %.30s beyond that value:\n", who.c_str(),
          name.c_str());

@@ -39,6 +39,11 @@
 // candidates are all refused, it tries the accepted integers between), and a note gives the
 // values and the first refusal's reason.
 //
+// Bracketing upward also stops when a doubling gives the same run as the value before it (every
+// figure equal: more instances than the trace keeps busy, more requests than it holds): the
+// answer is then at "where the key stopped changing the run", and a note names the two values.
+// Downward it never does: runs that more of a key leaves alike can differ with less.
+//
 // Outputs: a table of every probe by value and the answer on stdout; with --out, DIR/capacity.csv
 // (one row per probe, by value; columns in sim/report/README.md), and each probe's summary.json
 // and scenario.toml under DIR/points/<probe>/ (probe = the order simulated). A note names a

@@ -221,6 +221,40 @@ TEST(Capacity, ForAResourceFindsTheLeastThatHolds) {
   EXPECT_NE(screen.find("capacity    instances " + std::to_string(n) + " holds: "),
             std::string::npos)
       << screen;
+  // From 32: 32 and 16 run alike (this trace keeps no more than 16 busy), but halving past a
+  // same run still finds the answer: only doublings that change nothing end a search.
+  o.sets.back() = "cluster.instances=32";
+  o.probes = 1;  // one halving a round: 16 alone after 32
+  const Rows from_32 = capacity(o, &screen);
+  const auto same = [&](const char* count) {
+    for (const auto& r : from_32)
+      if (r.at("cluster.instances") == count) return r.at("slo_attainment");
+    return std::string("missing");
+  };
+  EXPECT_EQ(same("32"), same("16")) << screen;
+  EXPECT_NE(screen.find("capacity    instances " + std::to_string(n) + " holds: "),
+            std::string::npos)
+      << screen;
+}
+
+// A search that doubles a key which stopped changing the run ends there: past the trace's 1,750
+// requests, workload.max_requests of 2,000 and 4,000 replay the same requests, and no value can
+// meet a TTFT target of 0.
+TEST(Capacity, StopsDoublingAKeyThatNoLongerChangesTheRun) {
+  CapacityOptions o;
+  o.key = "workload.max_requests";
+  o.sets = {"workload.max_requests=1000", "slo.ttft_ms=0"};
+  o.probes = 2;
+  std::string screen;
+  const Rows rows = capacity(o, &screen);
+  ASSERT_EQ(rows.size(), 3u) << screen;
+  EXPECT_EQ(rows[2].at("workload.max_requests"), "4000");
+  EXPECT_EQ(rows[1].at("finished"), rows[2].at("finished"));
+  EXPECT_NE(screen.find("capacity    no value probed holds, up to max_requests 4000 (where the key "
+                        "stopped changing the run)\nnote        max_requests 2000 and 4000 gave "
+                        "the same run: the search stopped there\n"),
+            std::string::npos)
+      << screen;
 }
 
 // A window of the trace is in scaled time: the rate search says that each probe replays another
