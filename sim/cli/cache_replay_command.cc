@@ -140,10 +140,15 @@ std::vector<CacheReplayPoint> cache_replay(const CacheReplayOptions& o) {
   for (double c : caps) {
     if (!(c > 0 && c <= 1e9))
       throw InputError("--capacity-gb", 0, std::to_string(c), "expected GiB in (0, 1e9]");
-    if (o.tier == "cpu" && c * kGiB < 1) {  // LMCache's pool is whole bytes
+    // The point's scenario must pass the scenario's own checks (a CPU pool below one byte does
+    // not); the error names the capacity and the check.
+    try {
+      scenario::validate(point_scenario(base, o.tier, c));
+    } catch (const InputError& e) {
       char text[32];
       std::snprintf(text, sizeof text, "%g", c);
-      throw InputError("--capacity-gb", 0, text, "a CPU pool needs at least one byte");
+      const std::string what = e.what();
+      throw InputError("--capacity-gb", 0, text, what.substr(what.find(e.field())));
     }
     if (gpu && c * kGiB / static_cast<double>(gpu->block_bytes) >
                    static_cast<double>(engine::kMaxGpuBlocksPerInstance))

@@ -319,10 +319,16 @@ double start_of(const Axis& axis, const scenario::Scenario& s) {
   return x0;
 }
 
-// Where a search that never changed its verdict stopped.
-const char* bound(const Outcome& r) {
-  if (r.answer.same_run) return "where the key stopped changing the run";
-  return r.answer.at_refusal ? "the scenario's limit" : "the field's bound";
+// A search whose verdict never changed: "every value probed holds, down to instances 1 (the
+// field's bound)", or "no value probed holds, ...", with where it stopped.
+std::string bound_sentence(const Axis& axis, const Outcome& r) {
+  const char* where = r.answer.same_run     ? "where the key stopped changing the run"
+                      : r.answer.at_refusal ? "the scenario's limit"
+                                            : "the field's bound";
+  const bool all = r.ok() != nullptr;
+  return std::string(all ? "every" : "no") + " value probed holds, " +
+         (all == axis.more_helps ? "down" : "up") + " to " + short_name(axis).substr(0, 30) + " " +
+         value_text(axis, (all ? r.ok() : r.bad())->value) + " (" + where + ")";
 }
 
 Outcome run_search(const CapacityOptions& o, const Axis& axis, const scenario::Scenario& base,
@@ -391,9 +397,9 @@ void notes(Lines& line, const scenario::Scenario& base, const Axis& axis, const 
         "workload.arrivals =\n"
         "            \"spread\" spreads them over the gap to the next\n",
         who.c_str(), static_cast<unsigned long long>(r.bad()->summary.load.largest_arrival_group));
-  // Values the scenario refused: a bound short of the field's, or skipped between the answer's
-  // neighbours.
-  // A refusal without its "--for: " lead, in lines of at most 100 columns.
+  // Values the scenario refused, a bound short of the field's or skipped between the answer's
+  // neighbours: each note gives its refusal, without the "--for: " lead, in lines of at most 100
+  // columns.
   auto reason = [&](std::string why) {
     if (why.starts_with("--for: ")) why.erase(0, 7);
     while (!why.empty()) {
@@ -453,12 +459,8 @@ std::string screen(const scenario::Scenario& base, const CapacityOptions& o, con
          100 * r.ok()->summary.slo_attainment);
     line("            %.30s %s %s (%.3f req/s offered)\n", name.c_str(), text(*r.bad()).c_str(),
          verdict(*r.bad(), o.slo_attainment).c_str(), r.bad()->summary.load.offered_rate);
-  } else if (r.ok()) {
-    line("capacity    every value probed holds, %s to %.30s %s (%s)\n",
-         axis.more_helps ? "down" : "up", name.c_str(), text(*r.ok()).c_str(), bound(r));
   } else {
-    line("capacity    no value probed holds, %s to %.30s %s (%s)\n",
-         axis.more_helps ? "up" : "down", name.c_str(), text(*r.bad()).c_str(), bound(r));
+    line("capacity    %s\n", bound_sentence(axis, r).c_str());
   }
   notes(line, base, axis, r, "");
   return line.out;
@@ -472,10 +474,11 @@ struct GridSearch {
   std::vector<Outcome> outcomes;
 };
 
-// frontier.csv: one row per point (columns in sim/report/README.md); nullptr: the header.
-std::string frontier_line(const Axis& axis, const GridSearch& g, const size_t* i) {
+// A frontier.csv line without its leading `point` column (columns in sim/report/README.md):
+// point i's, or with nullptr the header's. The plot reads these, the grid's keys first.
+std::string frontier_fields(const Axis& axis, const GridSearch& g, const size_t* i) {
   if (i == nullptr) {
-    std::string out = "point,";
+    std::string out;
     for (const std::string& key : grid_keys(g.axes)) out += key + ",";
     return out +
            "holds,fails,offered_requests_per_s,requests_per_s,slo_attainment,ttft_p99_ms,"
@@ -483,7 +486,7 @@ std::string frontier_line(const Axis& axis, const GridSearch& g, const size_t* i
            resource_header() + ",probes,not_monotone\n";
   }
   const Outcome& r = g.outcomes[*i];
-  std::string out = std::to_string(*i) + ",";
+  std::string out;
   for (const std::string& v : g.points[*i]) out += v + ",";
   out += (r.ok() ? value_text(axis, r.ok()->value) : "") + ",";
   out += (r.bad() ? value_text(axis, r.bad()->value) : "") + ",";
@@ -530,15 +533,8 @@ std::string frontier_screen(const scenario::Scenario& base, const CapacityOption
        axis.more_helps ? "least" : "most", short_name(axis).c_str());
   for (size_t i = 0; i < g.points.size(); ++i) {
     const Outcome& r = g.outcomes[i];
-    const std::string name = short_name(axis);
-    if (!r.bad())
-      line("note        point %zu: every value probed holds, %s to %.30s %s (%s)\n", i,
-           axis.more_helps ? "down" : "up", name.c_str(), value_text(axis, r.ok()->value).c_str(),
-           bound(r));
-    else if (!r.ok())
-      line("note        point %zu: no value probed holds, %s to %.30s %s (%s)\n", i,
-           axis.more_helps ? "up" : "down", name.c_str(), value_text(axis, r.bad()->value).c_str(),
-           bound(r));
+    if (!r.ok() || !r.bad())
+      line("note        point %zu: %s\n", i, bound_sentence(axis, r).c_str());
     notes(line, g.scenarios[i], axis, r, "point " + std::to_string(i) + ": ");
   }
   return line.out;
@@ -546,21 +542,17 @@ std::string frontier_screen(const scenario::Scenario& base, const CapacityOption
 
 void write_frontier(const std::string& dir, const scenario::Scenario& base, const Axis& axis,
                     const GridSearch& g) {
-  const std::string header = frontier_line(axis, g, nullptr);
-  std::string rows;
-  for (size_t i = 0; i < g.points.size(); ++i) rows += frontier_line(axis, g, &i);
-  io::write_output(dir + "/frontier.csv", header + rows);
-  if (!base.output.plots) return;
-  // Gnuplot reads the table by position: the point column first, then the axes. The plot's x is
-  // the first axis, so the data drops the point column.
-  std::string data;
-  for (size_t pos = 0, end; pos < rows.size(); pos = end + 1) {
-    end = rows.find('\n', pos);
-    data += rows.substr(rows.find(',', pos) + 1, end - rows.find(',', pos));
+  const std::string header = frontier_fields(axis, g, nullptr);
+  std::string csv = "point," + header, data;
+  for (size_t i = 0; i < g.points.size(); ++i) {
+    const std::string fields = frontier_fields(axis, g, &i);
+    csv += std::to_string(i) + "," + fields;
+    data += fields;
   }
+  io::write_output(dir + "/frontier.csv", csv);
+  if (!base.output.plots) return;
   write_grid_plots(
-      dir, "frontier", "kvtwin capacity", g.axes, g.points, header.substr(header.find(',') + 1),
-      data,
+      dir, "frontier", "kvtwin capacity", g.axes, g.points, header, data,
       {{std::string(axis.more_helps ? "least " : "most ") + axis.field->key + " that holds",
         "holds"},
        // The rate found, in requests/s; a resource's search holds the rate, so its hit rate.

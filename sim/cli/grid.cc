@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 
 #include "sim/io/input_error.h"
@@ -44,15 +43,11 @@ GridAxis parse_axis(const std::string& vary, const char* option) {
   return a;
 }
 
-// Every value of a column is a number.
+// Every value of a column is a finite number.
 bool numeric(const GridAxis& a, size_t column) {
-  for (const std::vector<std::string>& value : a.values) {
-    const std::string& v = value[column];
-    char* end = nullptr;
-    std::strtod(v.c_str(), &end);
-    if (end == v.c_str() || *end != '\0') return false;
-  }
-  return true;
+  return std::all_of(a.values.begin(), a.values.end(), [&](const std::vector<std::string>& v) {
+    return io::parse_double(v[column]).has_value();
+  });
 }
 
 }  // namespace

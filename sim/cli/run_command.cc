@@ -30,7 +30,7 @@ report::Summary simulate(const scenario::Scenario& s, const std::string& trace_o
                                   " s simulated");
   });
   progress.finish();
-  recorder.set_largest_arrival_group(workload.largest_arrival_group());
+  recorder.set_largest_arrival_group(workload.arrival_groups().largest);
   report::Summary summary = recorder.finish(cluster.now());
   if (wall_s)
     *wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -182,7 +182,7 @@ struct Summary {
     // Mean arrival-to-first-schedule of each quarter of the finished requests by arrival (the
     // first n/4, ..., the last); 0 for an empty quarter.
     std::array<double, 4> queue_ms_by_arrival_quarter{};
-    // The most requests arriving at one instant (Workload::largest_arrival_group).
+    // The most requests arriving at one instant (Workload::arrival_groups).
     uint64_t largest_arrival_group = 0;
     // The last quarter waited more than slo.ttft_ms longer than the first, and drain_s exceeds
     // slo.ttft_ms: the queue grew over the run by more than the TTFT target, and latencies grow

@@ -43,16 +43,10 @@ TraceStats compute_trace_stats(Workload* workload, double window_s) {
   int64_t window_index = -1;
   uint64_t window_tokens = 0;
   TraceRequest r;
-  uint64_t group = 0;  // requests at the current arrival time so far
+  ArrivalGroups groups;  // every request read, as the other figures count them
   while (workload->next(&r)) {
     if (s.requests == 0) s.first_arrival = r.arrival;
-    // Arrivals never decrease: a group of equal times is a run of requests.
-    if (s.requests == 0 || r.arrival != s.last_arrival) {
-      ++s.arrival_instants;
-      group = 0;
-    }
-    ++group;
-    s.requests_sharing_an_arrival += group == 2 ? 2 : (group > 2 ? 1 : 0);
+    groups.add(r.arrival);
     s.last_arrival = r.arrival;
     ++s.requests;
     prompts.push_back(static_cast<double>(r.prompt_tokens));
@@ -94,7 +88,9 @@ TraceStats compute_trace_stats(Workload* workload, double window_s) {
       s.max_window_start_s = to_seconds(window_index * window_len);
     }
   }
-  s.largest_arrival_group = workload->largest_arrival_group();
+  s.arrival_instants = groups.instants;
+  s.largest_arrival_group = groups.largest;
+  s.requests_sharing_an_arrival = groups.sharing;
   s.unique_blocks = seen.size();
   s.sessions = sessions.size();
   s.prompt_tokens = percentiles(&prompts);

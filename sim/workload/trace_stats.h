@@ -51,8 +51,7 @@ struct TraceStats {
   double max_window_start_s = 0;   // where that window starts (workload.start_s replays it)
 };
 
-// Reads the whole workload. `window_s` > 0 sets the working-set window. largest_arrival_group is
-// the workload's own count (Workload::largest_arrival_group: the window's requests).
+// Reads the whole workload. `window_s` > 0 sets the working-set window.
 TraceStats compute_trace_stats(Workload* workload, double window_s);
 
 // Human-readable report; `kv_bytes_per_token` > 0 adds the working set in bytes.

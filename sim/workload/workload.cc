@@ -59,9 +59,7 @@ bool Workload::next(TraceRequest* out) {
   ++spaced_;
   if (!out->warmup) {
     ++emitted_;
-    group_ = out->arrival == group_arrival_ ? group_ + 1 : 1;
-    group_arrival_ = out->arrival;
-    largest_group_ = std::max(largest_group_, group_);
+    groups_.add(out->arrival);
   }
   return true;
 }

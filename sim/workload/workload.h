@@ -22,6 +22,7 @@
 // does not grow with the trace.
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -29,6 +30,27 @@
 #include "sim/workload/trace_reader.h"
 
 namespace kvtwin::sim::workload {
+
+// Requests that share their arrival time, counted over a stream of requests in arrival order (a
+// coarse trace clock's bursts): the distinct times, the most requests at one, and the requests
+// at a time that another shares.
+struct ArrivalGroups {
+  uint64_t instants = 0;
+  uint64_t largest = 0;
+  uint64_t sharing = 0;
+  // The next request's arrival, never earlier than the one before.
+  void add(SimTime arrival) {
+    current_ = instants > 0 && arrival == time_ ? current_ + 1 : 1;
+    if (current_ == 1) ++instants;
+    time_ = arrival;
+    largest = std::max(largest, current_);
+    sharing += current_ == 2 ? 2 : (current_ > 2 ? 1 : 0);
+  }
+
+ private:
+  SimTime time_ = 0;
+  uint64_t current_ = 0;  // requests at time_ so far
+};
 
 struct WorkloadOptions {
   bool spread_arrivals = false;  // workload.arrivals = "spread"
@@ -56,9 +78,9 @@ class Workload {
   // an arrival that rate_scale pushes past kMaxTraceArrival, and one when the window holds none.
   bool next(TraceRequest* out);
   const TraceReader& reader() const { return *reader_; }
-  // The most of the window's requests given so far that arrive at one instant (after every
-  // transform: a coarse trace clock's bursts, or 1 once spread).
-  uint64_t largest_arrival_group() const { return largest_group_; }
+  // The arrival instants of the window's requests given so far (after every transform: a coarse
+  // trace clock's bursts, or groups of 1 once spread).
+  const ArrivalGroups& arrival_groups() const { return groups_; }
 
   // Where the window starts on the replay's clock: warmup_s, or 0 without a warm-up. With
   // spacing_s the arrivals ignore the trace's times, and the window starts at the arrival of its
@@ -82,8 +104,7 @@ class Workload {
   std::vector<double> zipf_cdf_;  // cumulative popularity of groups 0..n-1
   int64_t emitted_ = 0;           // the window's requests (not the warm-up's)
   int64_t spaced_ = 0;            // every request, for spacing_s
-  SimTime group_arrival_ = -1;    // the arrival of the window's current group of equal times
-  uint64_t group_ = 0, largest_group_ = 0;
+  ArrivalGroups groups_;          // the window's requests
   bool done_ = false;
 };
 

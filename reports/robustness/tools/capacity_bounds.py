@@ -12,23 +12,16 @@ answer or refuse (a field that is not a resource, a start of 0); it is BAD when 
 signal, hangs (300 s), exits with a code other than 0 or 2, or refuses with anything but one line
 starting "kvtwin:". It prints each bad case, then the counts by exit code.
 """
-import re
+import os
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from scenario_fuzz import documented_fields  # noqa: E402
+
 
 def numeric_keys(repo):
-    keys, section = [], None
-    with open(f'{repo}/scenarios/README.md') as f:
-        for line in f:
-            m = re.match(r'^### \[(\w+)\]', line)
-            if m:
-                section = m.group(1)
-                continue
-            m = re.match(r'^\| `([a-z0-9_]+)` \| (integer|number) \|', line)
-            if m and section:
-                keys.append(f'{section}.{m.group(1)}')
-    return keys
+    return [key for key, kind, _ in documented_fields(repo) if kind in ('integer', 'number')]
 
 
 def main():

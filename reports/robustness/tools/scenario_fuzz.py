@@ -30,10 +30,10 @@ TOML_ODD = ['"x"', '""', 'true', 'false', '[]', '[1, 2]', '{}', '{ a = 1 }', '1e
             '"1"', "'single'", '"""multi\nline"""', '2026-11-27', '0b101', '0o17', '1__0']
 
 
-def documented_keys(repo):
-    """{key: [legal values worth trying]} from the field tables: a numeric field's bounds (and
-    values just inside them, and a middle one), a field's listed choices, both booleans."""
-    keys, section = {}, None
+def documented_fields(repo):
+    """(key, kind, range text) of every row of the field tables in scenarios/README.md, in order:
+    kind is the table's type (integer, number, string, boolean)."""
+    section = None
     with open(f'{repo}/scenarios/README.md') as f:
         for line in f:
             m = re.match(r'^### \[(\w+)\]', line)
@@ -41,26 +41,32 @@ def documented_keys(repo):
                 section = m.group(1)
                 continue
             m = re.match(r'^\| `([a-z0-9_]+)` \| (\w+) \|[^|]*\| ([^|]*) \|', line)
-            if not (m and section):
-                continue
-            name, kind, rng = m.group(1), m.group(2), m.group(3).strip()
-            legal = []
-            b = re.match(r'^(-?[0-9.e+]+) … (-?[0-9.e+]+)$', rng)
-            if b and kind in ('integer', 'number'):
-                lo, hi = float(b.group(1)), float(b.group(2))
-                mid = (lo + hi) / 2 if hi - lo < 100 else lo + (hi - lo) ** 0.5
-                for v in (lo, hi, mid, lo + 1 if kind == 'integer' else lo * 1.001 + 1e-9):
-                    v = min(max(v, lo), hi)
-                    legal.append(str(int(v)) if kind == 'integer' else repr(v))
-                if kind == 'number' and lo == 0:
-                    # Positive, but below one byte in GiB (stop 32: a CPU pool of 4e-10 GiB
-                    # passed the range check and aborted in the model).
-                    legal.append('4e-10')
-            elif rng and kind == 'string':
-                legal = [c.strip() for c in rng.split(',') if c.strip()]
-            elif kind == 'boolean':
-                legal = ['true', 'false']
-            keys[f'{section}.{name}'] = legal
+            if m and section:
+                yield f'{section}.{m.group(1)}', m.group(2), m.group(3).strip()
+
+
+def documented_keys(repo):
+    """{key: [legal values worth trying]} from the field tables: a numeric field's bounds (and
+    values just inside them, and a middle one), a field's listed choices, both booleans."""
+    keys = {}
+    for key, kind, rng in documented_fields(repo):
+        legal = []
+        b = re.match(r'^(-?[0-9.e+]+) … (-?[0-9.e+]+)$', rng)
+        if b and kind in ('integer', 'number'):
+            lo, hi = float(b.group(1)), float(b.group(2))
+            mid = (lo + hi) / 2 if hi - lo < 100 else lo + (hi - lo) ** 0.5
+            for v in (lo, hi, mid, lo + 1 if kind == 'integer' else lo * 1.001 + 1e-9):
+                v = min(max(v, lo), hi)
+                legal.append(str(int(v)) if kind == 'integer' else repr(v))
+            if kind == 'number' and lo == 0:
+                # Positive, but below one byte in GiB (stop 32: a CPU pool of 4e-10 GiB
+                # passed the range check and aborted in the model).
+                legal.append('4e-10')
+        elif rng and kind == 'string':
+            legal = [c.strip() for c in rng.split(',') if c.strip()]
+        elif kind == 'boolean':
+            legal = ['true', 'false']
+        keys[key] = legal
     return keys
 
 

@@ -288,7 +288,8 @@ TEST(InputEdges, CommandLineListsAndNumbersAreCheckedWhole) {
                    "--capacity-gb: empty item in the list");
   // Positive but below one byte: no CPU pool (it once reached the model's check and aborted).
   expect_bad_input(run_kvtwin("cache-replay --tier cpu --capacity-gb 1e-10"),
-                   "--capacity-gb: 1e-10: a CPU pool needs at least one byte");
+                   "--capacity-gb: 1e-10: lmcache.max_local_cpu_size_gb: LMCache needs a CPU pool "
+                   "of at least one byte (it stages I/O)");
   for (const char* bad : {"nan", "inf", "0", "-1"}) {
     CommandRun r = run_kvtwin(std::string("trace stats x --window-s ") + bad);
     EXPECT_EQ(r.exit_code, 2) << bad;

@@ -316,16 +316,20 @@ TEST(Capacity, SkipsTheValuesTheScenarioRefuses) {
       << screen;
 }
 
+// Whether run_capacity refuses `o` with an InputError whose text holds `message` (quietly: a
+// search it does not refuse runs to its end).
+bool refused(CapacityOptions o, const std::string& message) {
+  o.quiet = true;
+  try {
+    run_capacity(o);
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    return true;
+  }
+  return false;
+}
+
 TEST(Capacity, RefusesOptionsOutOfRange) {
-  auto refused = [](CapacityOptions o, const std::string& flag) {
-    try {
-      run_capacity(o);
-    } catch (const InputError& e) {
-      EXPECT_NE(std::string(e.what()).find(flag), std::string::npos) << e.what();
-      return true;
-    }
-    return false;
-  };
   CapacityOptions o;
   o.slo_attainment = 0;
   EXPECT_TRUE(refused(o, "--slo-attainment"));
@@ -501,16 +505,6 @@ TEST(CapacityVary, AResourceFrontierPlotsTheLeastValueAndTheHitRateThere) {
 }
 
 TEST(CapacityVary, RefusesAGridItCannotSearch) {
-  auto refused = [](CapacityOptions o, const std::string& message) {
-    o.quiet = true;
-    try {
-      run_capacity(o);
-    } catch (const InputError& e) {
-      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
-      return true;
-    }
-    return false;
-  };
   CapacityOptions o;
   o.vary = {"workload.rate_scale=1,2"};
   EXPECT_TRUE(refused(o, "--vary: workload.rate_scale: is the key searched (--for)"));

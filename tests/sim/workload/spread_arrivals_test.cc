@@ -159,7 +159,7 @@ TEST(SpreadArrivals, TheWorkloadCountsItsLargestGroupAsReplayed) {
     TraceRequest r;
     while (w.next(&r)) {
     }
-    return w.largest_arrival_group();
+    return w.arrival_groups().largest;
   };
   WorkloadOptions o;
   EXPECT_EQ(largest(o), 19u);
