@@ -438,6 +438,15 @@ void notes(Lines& line, const scenario::Scenario& base, const Axis& axis, const 
          who.empty() ? "" : "\n           ");  // a point's note takes two lines
 }
 
+// What the holding value costs (scenario [cost]): per hour, and per unit served there.
+void cost_line(Lines& line, const report::Cost& c) {
+  line("cost        %.2f per hour there\n", c.per_hour);
+  if (c.per_thousand_good_requests && c.per_million_output_tokens)
+    line("            %s per 1k requests within the SLOs, %s per 1M output tokens\n",
+         report::price_text(*c.per_thousand_good_requests).c_str(),
+         report::price_text(*c.per_million_output_tokens).c_str());
+}
+
 std::string screen(const scenario::Scenario& base, const CapacityOptions& o, const Axis& axis,
                    const Outcome& r) {
   Lines line;
@@ -462,6 +471,7 @@ std::string screen(const scenario::Scenario& base, const CapacityOptions& o, con
   } else {
     line("capacity    %s\n", bound_sentence(axis, r).c_str());
   }
+  if (r.ok() && r.ok()->summary.cost.priced) cost_line(line, r.ok()->summary.cost);
   notes(line, base, axis, r, "");
   return line.out;
 }
@@ -506,6 +516,26 @@ std::string frontier_fields(const Axis& axis, const GridSearch& g, const size_t*
   return out + buf;
 }
 
+// The point whose answer costs least: for a resource search (each point at its scenario's rate)
+// the least per hour, for a rate search the least per thousand requests within the SLOs at the
+// rate found; the first on a tie. None when no holding probe is priced (with a figure to rank).
+std::optional<size_t> cheapest_point(const Axis& axis, const GridSearch& g) {
+  std::optional<size_t> best;
+  double least = 0;
+  for (size_t i = 0; i < g.outcomes.size(); ++i) {
+    const Probe* ok = g.outcomes[i].ok();
+    if (ok == nullptr || !ok->summary.cost.priced) continue;
+    const report::Cost& c = ok->summary.cost;
+    if (!axis.more_helps && !c.per_thousand_good_requests) continue;
+    const double v = axis.more_helps ? c.per_hour : *c.per_thousand_good_requests;
+    if (!best || v < least) {
+      best = i;
+      least = v;
+    }
+  }
+  return best;
+}
+
 std::string frontier_screen(const scenario::Scenario& base, const CapacityOptions& o,
                             const Axis& axis, const GridSearch& g) {
   Lines line;
@@ -514,9 +544,14 @@ std::string frontier_screen(const scenario::Scenario& base, const CapacityOption
                                       [](const std::string& k) { return k.starts_with("slo."); });
   title(line, base, o, axis, " at each point", slo_varies);
   const std::vector<int> width = grid_widths(keys, g.points);
+  // With prices, what each answer costs, and the cheapest point: for a resource (the rate fixed)
+  // the least per hour, for the rate the least per request served within the SLOs.
+  const std::optional<size_t> cheapest = cheapest_point(axis, g);
+  const bool priced = cheapest.has_value();
   line("point  ");
   for (size_t k = 0; k < keys.size(); ++k) line("%-*s  ", width[k], keys[k].c_str());
-  line("%10s %10s %10s %10s %12s\n", "holds", "fails", "offered/s", "meet SLOs", "TTFT p99 ms");
+  line("%10s %10s %10s %10s %12s", "holds", "fails", "offered/s", "meet SLOs", "TTFT p99 ms");
+  line(priced ? " %10s %10s\n" : "\n", "cost/h", "/1k good");
   for (size_t i = 0; i < g.points.size(); ++i) {
     const Outcome& r = g.outcomes[i];
     line("%5zu  ", i);
@@ -524,13 +559,42 @@ std::string frontier_screen(const scenario::Scenario& base, const CapacityOption
     line("%10s %10s", r.ok() ? value_text(axis, r.ok()->value).c_str() : "-",
          r.bad() ? value_text(axis, r.bad()->value).c_str() : "-");
     if (r.ok())
-      line(" %10.3f %9.1f%% %12.1f\n", r.ok()->summary.load.offered_rate,
+      line(" %10.3f %9.1f%% %12.1f", r.ok()->summary.load.offered_rate,
            100 * r.ok()->summary.slo_attainment, r.ok()->summary.ttft.p99);
     else
-      line(" %10s %10s %12s\n", "-", "-", "-");
+      line(" %10s %10s %12s", "-", "-", "-");
+    const report::Cost* c = r.ok() ? &r.ok()->summary.cost : nullptr;
+    if (priced && c && c->priced && c->per_thousand_good_requests)
+      line(" %10.2f %10s\n", c->per_hour,
+           report::price_text(*c->per_thousand_good_requests).c_str());
+    else if (priced && c && c->priced)
+      line(" %10.2f %10s\n", c->per_hour, "-");
+    else
+      line(priced ? " %10s %10s\n" : "\n", "-", "-");
   }
   line("holds       the %s %.40s found to hold; fails: its neighbour that failed\n",
        axis.more_helps ? "least" : "most", short_name(axis).c_str());
+  if (priced) {
+    const report::Cost& c = g.outcomes[*cheapest].ok()->summary.cost;
+    if (axis.more_helps)
+      line("cheapest    point %zu, at %.2f per hour:", *cheapest, c.per_hour);
+    else
+      line("cheapest    point %zu, at %s per 1k requests within the SLOs:", *cheapest,
+           report::price_text(*c.per_thousand_good_requests).c_str());
+    // The point's values after it, continued under the figures past 100 columns.
+    size_t column = line.out.size() - line.out.rfind('\n') - 1;
+    for (size_t k = 0; k < keys.size(); ++k) {
+      const std::string item =
+          keys[k] + "=" + g.points[*cheapest][k] + (k + 1 < keys.size() ? "," : "");
+      if (column + 1 + item.size() > 100) {
+        line("\n           ");
+        column = 11;
+      }
+      line(" %s", item.c_str());
+      column += 1 + item.size();
+    }
+    line("\n");
+  }
   for (size_t i = 0; i < g.points.size(); ++i) {
     const Outcome& r = g.outcomes[i];
     if (!r.ok() || !r.bad())
@@ -551,13 +615,18 @@ void write_frontier(const std::string& dir, const scenario::Scenario& base, cons
   }
   io::write_output(dir + "/frontier.csv", csv);
   if (!base.output.plots) return;
-  write_grid_plots(
-      dir, "frontier", "kvtwin capacity", g.axes, g.points, header, data,
-      {{std::string(axis.more_helps ? "least " : "most ") + axis.field->key + " that holds",
-        "holds"},
-       // The rate found, in requests/s; a resource's search holds the rate, so its hit rate.
-       axis.more_helps ? GridPlotPanel{"hit rate (GPU + LMCache) there", "total_hit_rate"}
-                       : GridPlotPanel{"offered requests/s there", "offered_requests_per_s"}});
+  std::vector<GridPlotPanel> panels = {
+      {std::string(axis.more_helps ? "least " : "most ") + axis.field->key + " that holds",
+       "holds"},
+      // The rate found, in requests/s; a resource's search holds the rate, so its hit rate.
+      axis.more_helps ? GridPlotPanel{"hit rate (GPU + LMCache) there", "total_hit_rate"}
+                      : GridPlotPanel{"offered requests/s there", "offered_requests_per_s"}};
+  // With prices, what the screen ranks the points by.
+  if (cheapest_point(axis, g))
+    panels.push_back(axis.more_helps ? GridPlotPanel{"cost per hour there", "cost_per_hour"}
+                                     : GridPlotPanel{"cost per 1k requests within the SLOs there",
+                                                     "cost_per_k_good_requests"});
+  write_grid_plots(dir, "frontier", "kvtwin capacity", g.axes, g.points, header, data, panels);
 }
 
 Axis axis_of(const std::string& key) {

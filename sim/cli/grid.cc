@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "sim/io/input_error.h"
 #include "sim/io/output_file.h"
@@ -119,13 +120,22 @@ std::string resource_columns(const report::Summary& s) {
     std::snprintf(buf, sizeof buf, ",%.6f", s.busy_fraction(link));
     out += buf;
   }
+  // The cost: empty where not priced, or where nothing was served to divide by.
+  auto cost = [&](std::optional<double> v) {
+    if (!s.cost.priced || !v) return out.push_back(',');
+    std::snprintf(buf, sizeof buf, ",%.6f", *v);
+    out += buf;
+  };
+  cost(s.cost.per_hour);
+  cost(s.cost.per_million_output_tokens);
+  cost(s.cost.per_thousand_good_requests);
   return out;
 }
 
 std::string resource_header() {
   std::string out = ",kv_usage_peak,cpu_peak_gib,disk_peak_gib,remote_peak_gib";
   for (const char* link : kBusyLinks) out += std::string(",") + link + "_busy";
-  return out;
+  return out + ",cost_per_hour,cost_per_m_output_tokens,cost_per_k_good_requests";
 }
 
 std::string busiest_link(const report::Summary& s) {

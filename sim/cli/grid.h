@@ -54,8 +54,10 @@ inline constexpr const char* kBusyLinks[] = {"pcie_h2d", "pcie_d2h", "disk_read"
                                              "nic_rx",   "nic_tx",   "remote_rx", "remote_tx"};
 
 // What a run needed, as CSV columns each led by a comma: the fullest instance's KV usage, each
-// LMCache tier's peak (GiB, every rank and instance) and how busy the busiest instance's links
-// were (kBusyLinks in order). resource_header() names them.
+// LMCache tier's peak (GiB, every rank and instance), how busy the busiest instance's links
+// were (kBusyLinks in order), and what it cost (per hour, per million output tokens, per thousand
+// requests within the SLOs; empty when the scenario sets no price). resource_header() names
+// them.
 std::string resource_columns(const report::Summary& s);
 std::string resource_header();
 

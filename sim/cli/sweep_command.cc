@@ -1,5 +1,6 @@
 #include "sim/cli/sweep_command.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 
@@ -60,16 +61,33 @@ std::string screen_table(const std::vector<Axis>& axes, const std::vector<Point>
     std::snprintf(buf, sizeof buf, "%-*s  ", width[i], keys[i].c_str());
     out += buf;
   }
-  out += "   hit rate   TTFT p50 ms   TTFT p99 ms   out tok/s   goodput req/s   busiest link\n";
+  // With prices, each point's cost per hour and per million output tokens.
+  const bool priced = std::any_of(points.begin(), points.end(),
+                                  [](const Point& p) { return p.summary.cost.priced; });
+  out += "   hit rate   TTFT p50 ms   TTFT p99 ms   out tok/s   goodput req/s";
+  out += priced ? "     cost/h   /1M out   busiest link\n" : "   busiest link\n";
   for (const Point& p : points) {
     for (size_t i = 0; i < keys.size(); ++i) {
       std::snprintf(buf, sizeof buf, "%-*s  ", width[i], p.values[i].c_str());
       out += buf;
     }
     const report::Summary& s = p.summary;
-    std::snprintf(buf, sizeof buf, "%10.2f%% %13.1f %13.1f %11.0f %15.3f   %s%s\n",
+    std::snprintf(buf, sizeof buf, "%10.2f%% %13.1f %13.1f %11.0f %15.3f",
                   100 * (s.gpu_hit_rate + s.lmcache_hit_rate), s.ttft.p50, s.ttft.p99,
-                  s.output_token_throughput, s.goodput, busiest_link(s).c_str(),
+                  s.output_token_throughput, s.goodput);
+    out += buf;
+    if (priced) {
+      const report::Cost& c = s.cost;
+      if (!c.priced)
+        std::snprintf(buf, sizeof buf, " %10s %9s", "-", "-");
+      else if (c.per_million_output_tokens)
+        std::snprintf(buf, sizeof buf, " %10.2f %9s", c.per_hour,
+                      report::price_text(*c.per_million_output_tokens).c_str());
+      else
+        std::snprintf(buf, sizeof buf, " %10.2f %9s", c.per_hour, "-");
+      out += buf;
+    }
+    std::snprintf(buf, sizeof buf, "   %s%s\n", busiest_link(s).c_str(),
                   s.load.saturated ? "  saturated" : "");
     out += buf;
     any_saturated = any_saturated || s.load.saturated;
@@ -89,10 +107,14 @@ void write_plots(const std::string& dir, const std::vector<Axis>& axes,
     rows += csv_line(axes, &p);
     values.push_back(p.values);
   }
+  std::vector<GridPlotPanel> panels = {{"hit rate (GPU + LMCache)", "total_hit_rate"},
+                                       {"TTFT p50 (ms)", "ttft_p50_ms"},
+                                       {"output tokens/s", "output_tokens_per_s"}};
+  if (std::any_of(points.begin(), points.end(),
+                  [](const Point& p) { return p.summary.cost.priced; }))
+    panels.push_back({"cost per 1M output tokens", "cost_per_m_output_tokens"});
   write_grid_plots(dir, "sweep", "kvtwin sweep", axes, values, csv_line(axes, nullptr), rows,
-                   {{"hit rate (GPU + LMCache)", "total_hit_rate"},
-                    {"TTFT p50 (ms)", "ttft_p50_ms"},
-                    {"output tokens/s", "output_tokens_per_s"}});
+                   panels);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "model/check.h"
 #include "sim/io/input_error.h"
@@ -348,6 +349,7 @@ const Summary& RunRecorder::finish(SimTime end) {
     trace_->close();
     s.trace_events_dropped = trace_->dropped();
   }
+  s.cost = deployment_cost(scenario_.cost, s);
   if (!out_dir_.empty()) {
     io::close_output(&requests_csv_, out_dir_ + "/requests.csv");
     io::close_output(&timeseries_csv_, out_dir_ + "/timeseries.csv");
@@ -390,6 +392,25 @@ std::string RunRecorder::summary_json(const Summary& s) {
   j.field("requests_per_s", s.goodput);
   j.field("slo_attainment", s.slo_attainment);
   j.end_object();
+  if (s.cost.priced) {  // absent without prices, so that such runs keep their bytes
+    const Cost& c = s.cost;
+    const double none = std::numeric_limits<double>::quiet_NaN();  // written as null
+    j.key("cost");
+    j.begin_object();
+    j.field("per_hour", c.per_hour);
+    j.field("gpu_per_hour", c.gpu_per_hour);
+    j.field("instance_per_hour", c.instance_per_hour);
+    j.field("cpu_memory_per_hour", c.cpu_memory_per_hour);
+    j.field("disk_per_hour", c.disk_per_hour);
+    j.field("remote_per_hour", c.remote_per_hour);
+    j.field("gpus", c.gpus);
+    j.field("cpu_memory_gib", c.cpu_memory_gib);
+    j.field("disk_gib", c.disk_gib);
+    j.field("remote_gib", c.remote_gib);
+    j.field("per_million_output_tokens", c.per_million_output_tokens.value_or(none));
+    j.field("per_thousand_good_requests", c.per_thousand_good_requests.value_or(none));
+    j.end_object();
+  }
   auto lat = [&](const char* name, const LatencyStats& l) {
     j.key(name);
     j.begin_object();
@@ -545,6 +566,45 @@ std::string RunRecorder::screen(const Summary& s) {
   line("throughput  %.2f req/s, %.0f input tok/s, %.0f output tok/s\n", s.request_throughput,
        s.input_token_throughput, s.output_token_throughput);
   line("goodput     %.2f req/s (%.1f%% meet the SLOs)\n", s.goodput, 100 * s.slo_attainment);
+  if (s.cost.priced) {
+    const Cost& c = s.cost;
+    std::string parts;
+    auto part = [&](const char* name, double per_hour) {
+      if (per_hour <= 0) return;
+      std::snprintf(buf, sizeof buf, "%s%s %.2f", parts.empty() ? "" : ", ", name, per_hour);
+      parts += buf;
+    };
+    part("GPUs", c.gpu_per_hour);
+    part("instances", c.instance_per_hour);
+    part("CPU memory", c.cpu_memory_per_hour);
+    part("disk", c.disk_per_hour);
+    part("remote", c.remote_per_hour);
+    // The parts after the total, continued under it past 100 columns.
+    std::snprintf(buf, sizeof buf, "cost        %.2f per hour%s", c.per_hour,
+                  parts.empty() ? "" : ":");
+    std::string row = buf;
+    for (size_t at = 0; at < parts.size();) {
+      size_t end = parts.find(", ", at);
+      end = end == std::string::npos ? parts.size() : end + 1;
+      const std::string item = parts.substr(at, end - at);
+      if (row.size() + 1 + item.size() > 100) {
+        out += row + "\n";
+        row = "           ";
+      }
+      row += " " + item;
+      at = end == parts.size() ? end : end + 1;
+    }
+    out += row + "\n";
+    if (c.per_million_output_tokens && c.per_thousand_good_requests)
+      line("            %s per 1M output tokens, %s per 1k requests within the SLOs\n",
+           price_text(*c.per_million_output_tokens).c_str(),
+           price_text(*c.per_thousand_good_requests).c_str());
+    else if (c.per_million_output_tokens)
+      line("            %s per 1M output tokens; no request met the SLOs\n",
+           price_text(*c.per_million_output_tokens).c_str());
+    else
+      line("            nothing served\n");
+  }
   const auto& q = s.load.queue_ms_by_arrival_quarter;
   line("load        %.2f req/s offered; queue %.1f s first quarter of arrivals, %.1f s last\n",
        s.load.offered_rate, q[0] / 1e3, q[3] / 1e3);

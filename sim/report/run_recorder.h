@@ -32,6 +32,7 @@
 
 #include "sim/mover.h"
 #include "sim/report/chrome_trace.h"
+#include "sim/report/cost.h"
 #include "sim/report/histogram.h"
 #include "sim/scenario/scenario.h"
 #include "sim/time.h"
@@ -198,6 +199,8 @@ struct Summary {
     LatencyStats ttft, e2e, queue;
   };
   std::vector<PriorityClass> by_priority;
+  // What the deployment costs (scenario [cost]; sim/report/cost.h); not priced: cost.priced false.
+  Cost cost;
 };
 
 class RunRecorder {

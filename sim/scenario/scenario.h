@@ -203,6 +203,16 @@ struct SloConfig {
   double tpot_ms = 100;
 };
 
+// What the deployment's hardware costs, in any one currency per hour (a monthly price is
+// about 730 hours). All 0: not priced, and the outputs carry no cost (sim/report/cost.h).
+struct CostConfig {
+  double gpu_per_hour = 0;             // per GPU (an instance has gpu.tensor_parallel)
+  double instance_per_hour = 0;        // the rest of an instance: host, CPU, NIC, power
+  double cpu_memory_gib_per_hour = 0;  // host DRAM: LMCache's CPU pools and the page caches
+  double disk_gib_per_hour = 0;        // LMCache's local disk tiers, as sized
+  double remote_gib_per_hour = 0;      // the remote store, at the most it held
+};
+
 struct OutputConfig {
   double timeseries_interval_s = 1.0;
   // Latency percentiles of exact samples (TTFT, TPOT, E2E, queue): "nearest_rank", or "linear"
@@ -234,6 +244,7 @@ struct Scenario {
   ClusterConfig cluster;
   WorkloadConfig workload;
   SloConfig slo;
+  CostConfig cost;
   OutputConfig output;
 };
 

@@ -402,6 +402,18 @@ std::vector<FieldSpec> make_fields() {
                       "time-to-first-token target for goodput"));
   f.push_back(numeric("slo.tpot_ms", &S::slo, &SloConfig::tpot_ms, 0, 1e9, "ms",
                       "time-per-output-token target for goodput"));
+  // [cost]
+  f.push_back(numeric("cost.gpu_per_hour", &S::cost, &CostConfig::gpu_per_hour, 0, 1e9,
+                      "per GPU-hour", "price of one GPU for an hour (0 = not priced)"));
+  f.push_back(numeric("cost.instance_per_hour", &S::cost, &CostConfig::instance_per_hour, 0, 1e9,
+                      "per instance-hour", "the rest of an instance for an hour"));
+  f.push_back(numeric("cost.cpu_memory_gib_per_hour", &S::cost,
+                      &CostConfig::cpu_memory_gib_per_hour, 0, 1e9, "per GiB-hour",
+                      "host memory: LMCache's CPU pools and the page caches, as sized"));
+  f.push_back(numeric("cost.disk_gib_per_hour", &S::cost, &CostConfig::disk_gib_per_hour, 0, 1e9,
+                      "per GiB-hour", "LMCache's local disk tiers, as sized"));
+  f.push_back(numeric("cost.remote_gib_per_hour", &S::cost, &CostConfig::remote_gib_per_hour, 0,
+                      1e9, "per GiB-hour", "the remote store, at the most it held"));
   // [output]
   f.push_back(numeric("output.timeseries_interval_s", &S::output,
                       &OutputConfig::timeseries_interval_s, 0.01, 1e6, "s",

@@ -504,6 +504,87 @@ TEST(CapacityVary, AResourceFrontierPlotsTheLeastValueAndTheHitRateThere) {
   EXPECT_NE(gp.find(":xtic(1)"), std::string::npos) << gp;  // routers are names, not numbers
 }
 
+// With prices, frontier.csv gives what each answer costs and the screen names the cheapest
+// point. SLOs every run meets hold at one instance everywhere, so each answer costs (by hand) its
+// GPUs at 2 an hour and its CPU pools, one per rank, at 0.01 a GiB-hour:
+//   point 0: 40 GiB, TP 2: 2·2 + 80·0.01 = 4.80     point 1: 40 GiB, TP 1: 2 + 0.40 = 2.40
+//   point 2: 10 GiB, TP 2: 4 + 0.20 = 4.20           point 3: 10 GiB, TP 1: 2 + 0.10 = 2.10
+TEST(CapacityVary, NamesTheCheapestPointAndWhatEachAnswerCosts) {
+  CapacityOptions o;
+  o.key = "cluster.instances";
+  o.sets = {"workload.max_requests=3", "slo.ttft_ms=1e9", "slo.tpot_ms=1e9", "cost.gpu_per_hour=2",
+            "cost.cpu_memory_gib_per_hour=0.01"};
+  o.vary = {"lmcache.max_local_cpu_size_gb=40,10", "gpu.tensor_parallel=2,1"};
+  o.out = kvtwin::testing::scratch_subdir();
+  ::testing::internal::CaptureStdout();
+  ASSERT_EQ(run_capacity(o), 0);
+  const std::string screen = ::testing::internal::GetCapturedStdout();
+  const Rows rows = read_csv(o.out + "/frontier.csv");
+  ASSERT_EQ(rows.size(), 4u);
+  const double want[] = {4.8, 2.4, 4.2, 2.1};
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i].at("holds"), "1") << i;
+    EXPECT_EQ(rows[i].at("cost_per_hour"), std::to_string(want[i])) << i;  // "%.6f"
+    EXPECT_GT(num(rows[i], "cost_per_k_good_requests"), 0);
+  }
+  EXPECT_NE(screen.find("cost/h   /1k good\n"), std::string::npos) << screen;
+  EXPECT_NE(screen.find("cheapest    point 3, at 2.10 per hour: "
+                        "lmcache.max_local_cpu_size_gb=10, gpu.tensor_parallel=1\n"),
+            std::string::npos)
+      << screen;
+  const std::string gp = slurp(o.out + "/plots/frontier.gp");
+  EXPECT_NE(gp.find("set ylabel 'cost per hour there'"), std::string::npos) << gp;
+
+  // The rate: the cheapest point is the one whose requests within the SLOs cost least, not the
+  // one whose hour costs least. Instances of one GPU at 2 an hour and of two at 1 cost the same
+  // hour; every rate holds up to the bound, where the two GPUs serve the requests sooner (a
+  // larger goodput), so each of their requests costs less.
+  CapacityOptions rate;
+  rate.sets = {"workload.max_requests=3", "slo.ttft_ms=1e9", "slo.tpot_ms=1e9"};
+  rate.vary = {"gpu.tensor_parallel/cost.gpu_per_hour=1/2,2/1"};
+  rate.out = kvtwin::testing::scratch_subdir();
+  ::testing::internal::CaptureStdout();
+  ASSERT_EQ(run_capacity(rate), 0);
+  const std::string rate_screen = ::testing::internal::GetCapturedStdout();
+  const Rows r = read_csv(rate.out + "/frontier.csv");
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].at("cost_per_hour"), "8.000000");  // the scenario's 4 instances
+  EXPECT_EQ(r[1].at("cost_per_hour"), "8.000000");
+  EXPECT_LT(num(r[1], "cost_per_k_good_requests"), num(r[0], "cost_per_k_good_requests"));
+  EXPECT_NE(rate_screen.find("cheapest    point 1, at "), std::string::npos) << rate_screen;
+  EXPECT_NE(rate_screen.find(" per 1k requests within the SLOs: gpu.tensor_parallel=2,\n"
+                             "            cost.gpu_per_hour=1\n"),
+            std::string::npos)
+      << rate_screen;
+
+  // Unpriced: no cost columns filled, no cheapest point.
+  o.sets.resize(3);
+  o.out = kvtwin::testing::scratch_subdir();
+  ::testing::internal::CaptureStdout();
+  ASSERT_EQ(run_capacity(o), 0);
+  const std::string plain = ::testing::internal::GetCapturedStdout();
+  EXPECT_EQ(plain.find("cheapest"), std::string::npos) << plain;
+  EXPECT_EQ(plain.find("cost/h"), std::string::npos) << plain;
+  for (const auto& row : read_csv(o.out + "/frontier.csv")) EXPECT_EQ(row.at("cost_per_hour"), "");
+  EXPECT_EQ(slurp(o.out + "/plots/frontier.gp").find("cost"), std::string::npos);
+}
+
+// A single search with prices says what the holding value costs, per hour and per unit served.
+TEST(Capacity, SaysWhatTheHoldingValueCosts) {
+  CapacityOptions o;
+  o.key = "cluster.instances";
+  o.sets = {"workload.max_requests=3", "slo.ttft_ms=1e9", "slo.tpot_ms=1e9",
+            "cost.gpu_per_hour=2.5"};
+  std::string screen;
+  const Rows rows = capacity(o, &screen);
+  ASSERT_FALSE(rows.empty());
+  // Every count holds: the answer is one instance, one GPU.
+  EXPECT_NE(screen.find("cost        2.50 per hour there\n            "), std::string::npos)
+      << screen;
+  for (const auto& row : rows)
+    EXPECT_EQ(num(row, "cost_per_hour"), 2.5 * num(row, "cluster.instances"));
+}
+
 TEST(CapacityVary, RefusesAGridItCannotSearch) {
   CapacityOptions o;
   o.vary = {"workload.rate_scale=1,2"};

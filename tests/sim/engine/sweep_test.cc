@@ -326,6 +326,63 @@ TEST(Sweep, ALinkedAxisSetsItsKeysTogether) {
       << gp;
 }
 
+// With prices, sweep.csv's cost columns are each point's summary.json cost, empty at a point
+// that sets none; the table gives each priced point's cost per hour and per million output
+// tokens ("-" for the unpriced ones), and the plots gain the cost panel.
+TEST(Sweep, GivesWhatEachPricedPointCosts) {
+  const std::string dir = kvtwin::testing::scratch_dir();
+  SweepOptions o;
+  o.sets = {"workload.max_requests=40"};
+  o.vary = {"cluster.instances=1,2", "cost.gpu_per_hour=0,3"};
+  std::string table;
+  const auto rows = sweep_with_table(o, dir, &table);
+  ASSERT_EQ(rows.size(), 4u);
+  std::istringstream lines(table);
+  std::string line;
+  std::getline(lines, line);  // the header
+  for (size_t i = 0; i < rows.size(); ++i) {
+    simdjson::dom::parser parser;
+    const simdjson::dom::element s = point_summary(&parser, dir, i);
+    std::getline(lines, line);
+    if (i % 2 == 0) {  // GPUs at 0: nothing priced
+      EXPECT_TRUE(s["cost"].error()) << i;
+      EXPECT_EQ(rows[i].at("cost_per_hour"), "");
+      EXPECT_EQ(rows[i].at("cost_per_m_output_tokens"), "");
+      EXPECT_EQ(rows[i].at("cost_per_k_good_requests"), "");
+      EXPECT_NE(line.find("          -         -   "), std::string::npos) << line;
+      continue;
+    }
+    const double per_hour = 3.0 * double(s["instances"].get_int64());
+    EXPECT_EQ(double(s["cost"]["per_hour"].get_double()), per_hour);
+    EXPECT_EQ(std::stod(rows[i].at("cost_per_hour")), per_hour) << i;
+    EXPECT_NEAR(std::stod(rows[i].at("cost_per_m_output_tokens")),
+                double(s["cost"]["per_million_output_tokens"].get_double()), 5e-7);
+    EXPECT_NEAR(std::stod(rows[i].at("cost_per_k_good_requests")),
+                double(s["cost"]["per_thousand_good_requests"].get_double()), 5e-7);
+    char want[64];
+    std::snprintf(want, sizeof want, " %10.2f ", per_hour);
+    EXPECT_NE(line.find(want), std::string::npos) << want << "\n" << line;
+  }
+  EXPECT_NE(table.find("goodput req/s     cost/h   /1M out   busiest link\n"), std::string::npos)
+      << table;
+  const std::string gp = slurp(dir + "/plots/sweep.gp");
+  EXPECT_NE(gp.find("set ylabel 'cost per 1M output tokens'"), std::string::npos) << gp;
+
+  // No price at all: empty columns, and the table and plots as before.
+  o.sets = {"workload.max_requests=40"};
+  o.vary = {"cluster.instances=1,2", "cluster.router=round_robin,least_loaded"};
+  const std::string plain = kvtwin::testing::scratch_subdir();
+  const auto unpriced = sweep_with_table(o, plain, &table);
+  ASSERT_EQ(unpriced.size(), 4u);
+  for (const auto& row : unpriced) {
+    EXPECT_EQ(row.at("cost_per_hour"), "");
+    EXPECT_EQ(row.at("cost_per_m_output_tokens"), "");
+    EXPECT_EQ(row.at("cost_per_k_good_requests"), "");
+  }
+  EXPECT_NE(table.find("goodput req/s   busiest link\n"), std::string::npos) << table;
+  EXPECT_EQ(slurp(plain + "/plots/sweep.gp").find("cost"), std::string::npos);
+}
+
 TEST(Sweep, RefusesALinkedAxisWhoseValuesDoNotMatchItsKeys) {
   auto refused = [](const std::vector<std::string>& vary, const std::string& message) {
     SweepOptions o;

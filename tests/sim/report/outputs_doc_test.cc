@@ -151,8 +151,8 @@ std::set<std::string> emitted_paths(const Summary& s) {
 }
 
 // A summary with every optional block present: a warm-up, two priority classes, async loading,
-// the health monitor, blocking-GET timeouts, a leaked disk reservation, the page cache, and the
-// link kinds of a modelled mover with a page cache.
+// the health monitor, blocking-GET timeouts, a leaked disk reservation, the page cache, a cost,
+// and the link kinds of a modelled mover with a page cache.
 Summary every_block() {
   Summary s;
   s.has_warmup = true;
@@ -164,6 +164,7 @@ Summary every_block() {
   s.disk_leaked_bytes = 1;
   s.page_cache.capacity_bytes = 1;
   s.gpu_evictions = 0;
+  s.cost.priced = true;
   Simulator sim;
   scenario::LinksConfig links;
   links.page_cache_gb = 1;
@@ -198,7 +199,7 @@ TEST(OutputsDoc, APlainSummaryEmitsNoFieldOutsideThePage) {
   for (const char* optional :
        {"warmup.requests", "lmcache.health.unhealthy_s", "lmcache.async_loading.lookups",
         "by_priority[].priority", "lmcache.blocking_get_timeouts.fetches",
-        "lmcache.disk.page_cache.hit_bytes", "lmcache.disk_leaked_bytes"})
+        "lmcache.disk.page_cache.hit_bytes", "lmcache.disk_leaked_bytes", "cost.per_hour"})
     EXPECT_FALSE(emitted.count(optional)) << optional;
 }
 
