@@ -563,14 +563,18 @@ std::string frontier_screen(const scenario::Scenario& base, const CapacityOption
            100 * r.ok()->summary.slo_attainment, r.ok()->summary.ttft.p99);
     else
       line(" %10s %10s %12s", "-", "-", "-");
+    if (!priced) {
+      line("\n");
+      continue;
+    }
+    // The holding probe's cost; "-" where there is none, or nothing to divide by.
     const report::Cost* c = r.ok() ? &r.ok()->summary.cost : nullptr;
-    if (priced && c && c->priced && c->per_thousand_good_requests)
-      line(" %10.2f %10s\n", c->per_hour,
-           report::price_text(*c->per_thousand_good_requests).c_str());
-    else if (priced && c && c->priced)
-      line(" %10.2f %10s\n", c->per_hour, "-");
-    else
-      line(priced ? " %10s %10s\n" : "\n", "-", "-");
+    char per_hour[32] = "-";
+    if (c && c->priced) std::snprintf(per_hour, sizeof per_hour, "%.2f", c->per_hour);
+    const std::string per_request = c && c->priced && c->per_thousand_good_requests
+                                        ? report::price_text(*c->per_thousand_good_requests)
+                                        : "-";
+    line(" %10s %10s\n", per_hour, per_request.c_str());
   }
   line("holds       the %s %.40s found to hold; fails: its neighbour that failed\n",
        axis.more_helps ? "least" : "most", short_name(axis).c_str());

@@ -16,7 +16,8 @@ rnd = random.Random(seed)
 keys = ['cluster.instances', 'cluster.router', 'lmcache.max_local_cpu_size_gb', 'lmcache.chunk_size',
         'workload.rate_scale', 'slo.ttft_ms', 'gpu.memory_gb', 'gpu.name', 'vllm.block_size',
         'workload.arrivals', 'lmcache.enabled', 'vllm.num_gpu_blocks', 'no.such_key', 'cluster',
-        'cluster.instance', '', 'workload.trace']
+        'cluster.instance', '', 'workload.trace', 'cost.gpu_per_hour',
+        'cost.cpu_memory_gib_per_hour', 'cost.remote_gib_per_hour']
 vals = ['1', '2', '4', '0', '-1', '1e9', '1e300', 'nan', 'inf', 'round_robin', 'prefix_aware', 'x',
         'true', 'false', 'spread', 'trace', '16', '64', '0.5', '', ' ', 'H100', '1/2', 'a,b', '=',
         '3e-7', '80', '141']
