@@ -19,6 +19,9 @@
 //            other way. It ends at the first probe whose verdict differs from x0's (then a
 //            holding value `ok` and a failing one `bad` are neighbours among the probes), or at
 //            the key's bounds (then every, or no, value probed holds, and the report says so).
+//            A number key halved 20 times (to a millionth of x0) is next probed at its lower
+//            bound itself, when the scenario accepts that value: a disk size that holds
+//            everywhere ends at 0 rather than halving toward it for ever.
 //   narrow   N values spaced evenly in log from ok toward bad; the first of them that fails
 //            becomes bad and the one before it ok. Until max/min of the two <= 1 + P, or no
 //            value lies between them (an integer key's neighbours).

@@ -257,6 +257,28 @@ TEST(Capacity, StopsDoublingAKeyThatNoLongerChangesTheRun) {
       << screen;
 }
 
+// A number key whose every value holds is halved 20 times, then probed at its bound: a disk tier
+// of 1 GiB per rank and every size below it hold with SLOs no run misses, and the search ends at
+// 0 (off) after 22 probes. Halving toward 0 alone took 1,025, down through the denormals.
+TEST(Capacity, HalvesANumberKeyAMillionfoldThenProbesItsBound) {
+  CapacityOptions o;
+  o.key = "lmcache.max_local_disk_size_gb";
+  o.sets = {"workload.max_requests=3", "slo.ttft_ms=1e9", "slo.tpot_ms=1e9",
+            "lmcache.max_local_disk_size_gb=1"};
+  o.jobs = 2;
+  std::string screen;
+  const Rows rows = capacity(o, &screen);
+  ASSERT_EQ(rows.size(), 22u) << screen;
+  EXPECT_EQ(rows[0].at("lmcache.max_local_disk_size_gb"), "0");
+  EXPECT_EQ(rows[1].at("lmcache.max_local_disk_size_gb"), "9.5367e-07");  // 2^-20
+  EXPECT_EQ(rows[21].at("lmcache.max_local_disk_size_gb"), "1");
+  for (const auto& row : rows) EXPECT_EQ(row.at("holds"), "1");
+  EXPECT_NE(screen.find("capacity    every value probed holds, down to max_local_disk_size_gb 0 "
+                        "(the field's bound)\n"),
+            std::string::npos)
+      << screen;
+}
+
 // A window of the trace is in scaled time: the rate search says that each probe replays another
 // part of it; a search over the first N requests does not.
 TEST(Capacity, SaysWhenEachRateReplaysAnotherWindow) {
