@@ -649,6 +649,10 @@ Axis axis_of(const std::string& key) {
                      "unknown key" + scenario::did_you_mean(scenario::suggest_keys(key)));
   if (f->type != scenario::FieldType::kInt && f->type != scenario::FieldType::kDouble)
     throw InputError("--for", 0, key, "expected a numeric key");
+  if (key.starts_with("cost."))  // every probe would be the same run
+    throw InputError("--for", 0, key,
+                     "a price changes no run; search a resource (cluster.instances, a tier's "
+                     "size) and read what its answer costs, or --vary prices");
   return Axis{f, f->type == scenario::FieldType::kInt, key != kRateKey};
 }
 

@@ -7,7 +7,7 @@
 // KEY is workload.rate_scale by default (arrival times are divided by it): the search finds the
 // most that holds. Any other numeric key is taken as a resource, more of which helps
 // (cluster.instances, vllm.num_gpu_blocks, a tier's size, a link's speed): it finds the least
-// that holds. Every other field stays the scenario's. A probe *holds* when
+// that holds. A price (cost.*) is refused: it changes no run. Every other field stays the scenario's. A probe *holds* when
 //   goodput.slo_attainment >= A   (the share of finished requests within slo.ttft_ms and
 //                                  slo.tpot_ms), and
 //   !load.saturated               (its queue did not grow through the run; sim/report/README.md).

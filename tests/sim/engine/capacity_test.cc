@@ -373,6 +373,9 @@ TEST(Capacity, RefusesOptionsOutOfRange) {
   EXPECT_TRUE(refused(o, "--for: cluster.instance: unknown key; did you mean cluster.instances?"));
   o.key = "lmcache.max_local_disk_size_gb";  // 0 in the default scenario: nothing to double
   EXPECT_TRUE(refused(o, "the scenario's value is 0"));
+  o.key = "cost.gpu_per_hour";  // a price: every probe the same run
+  o.sets = {"cost.gpu_per_hour=2"};
+  EXPECT_TRUE(refused(o, "--for: cost.gpu_per_hour: a price changes no run; search a resource"));
 }
 
 // The answer a single search's screen gives: {holding value, failing value}, either empty at a
