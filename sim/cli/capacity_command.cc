@@ -4,7 +4,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 
 #include "sim/cli/common.h"
@@ -61,14 +63,17 @@ struct Probe {
 class Search {
  public:
   // Probes write under `out` (none when empty) and run on `jobs` threads; `quiet`: no bar.
+  // `on_probe`, when given, is called after each probe's simulation (from the thread that ran
+  // it): a grid's bar follows each point's search with it.
   Search(const CapacityOptions& o, const Axis& axis, scenario::Scenario base, std::string out,
-         int jobs, bool quiet)
+         int jobs, bool quiet, std::function<void()> on_probe = {})
       : o_(o),
         axis_(axis),
         base_(std::move(base)),
         out_(std::move(out)),
         jobs_(jobs),
-        quiet_(quiet) {}
+        quiet_(quiet),
+        on_probe_(std::move(on_probe)) {}
 
   // The scenario with the key at `x`, or nullopt when its validation refuses that value (a
   // tensor-parallel size that does not divide the heads, a CPU pool below one byte); `why`, when
@@ -108,6 +113,7 @@ class Search {
       p.summary = simulate(s, o_.trace, dir, true, nullptr, {}, progress.reporter(i));
       p.holds = p.summary.slo_attainment >= o_.slo_attainment && !p.summary.load.saturated;
       progress.point(i, 1.0);
+      if (on_probe_) on_probe_();
     });
     progress.finish();
     std::vector<size_t> index(values.size());
@@ -124,6 +130,7 @@ class Search {
   const std::string out_;
   const int jobs_;
   const bool quiet_;
+  const std::function<void()> on_probe_;
   std::vector<Probe> probes_;
 };
 
@@ -341,10 +348,11 @@ std::string bound_sentence(const Axis& axis, const Outcome& r) {
 }
 
 Outcome run_search(const CapacityOptions& o, const Axis& axis, const scenario::Scenario& base,
-                   const std::string& out, int jobs, bool quiet) {
+                   const std::string& out, int jobs, bool quiet,
+                   std::function<void()> on_probe = {}) {
   const double x0 = start_of(axis, base);
   Outcome r;
-  r.search = std::make_unique<Search>(o, axis, base, out, jobs, quiet);
+  r.search = std::make_unique<Search>(o, axis, base, out, jobs, quiet, std::move(on_probe));
   r.answer = search(r.search.get(), axis, x0, o.probes, o.precision);
   for (const Probe& p : r.search->probes()) r.by_value.push_back(&p);
   std::stable_sort(r.by_value.begin(), r.by_value.end(),
@@ -690,10 +698,21 @@ int run_capacity(const CapacityOptions& o) {
   const int outer = static_cast<int>(std::min<size_t>(n, static_cast<size_t>(std::max(o.jobs, 1))));
   const int inner = std::max(1, o.jobs / outer);
   g.outcomes.resize(n);
+  // The bar follows each point's search probe by probe. How many probes a search takes is not
+  // known before it ends (a typical one takes 5 to 10), so a point that has run d shows
+  // d / (d + 3): rising with each probe, short of done until the search returns.
   PointsProgress progress("kvtwin capacity", o.quiet, n);
+  std::vector<int> probes_done(n, 0);
+  std::mutex probes_mu;
   parallel_for(n, outer, [&](size_t i) {
     const std::string dir = o.out.empty() ? "" : o.out + "/points/" + std::to_string(i);
-    g.outcomes[i] = run_search(o, axis, g.scenarios[i], dir, inner, true);
+    auto on_probe = [&, i] {  // under the lock, so that a point's share never goes back
+      std::lock_guard<std::mutex> lock(probes_mu);
+      const double d = ++probes_done[i];
+      progress.point(i, d / (d + 3));
+    };
+    g.outcomes[i] = run_search(o, axis, g.scenarios[i], dir, inner, true,
+                               progress.enabled() ? std::function<void()>(on_probe) : nullptr);
     progress.point(i, 1.0);
   });
   progress.finish();

@@ -57,11 +57,12 @@
 // of the grid, each exactly the search that --set of the point's values runs alone: the frontier
 // of KEY along the varied keys (the least instances at each CPU-tier size, the most rate at each
 // router). Points run side by side on min(J, points) threads, each search's rounds on
-// J / that many. The screen gives one row per point (its answer and the holding probe's figures)
-// and the notes by point; with --out, DIR/frontier.csv (one row per point; columns in
-// sim/report/README.md), plots/frontier.svg (the answer, and the offered rate or for a resource
-// the hit rate there, against the first varied key, one line per combination of the others) and
-// each point's own outputs under DIR/points/<point>/.
+// J / that many; the progress bar follows each point's search probe by probe. The screen gives
+// one row per point (its answer and the holding probe's figures) and the notes by point; with
+// --out, DIR/frontier.csv (one row per point; columns in sim/report/README.md),
+// plots/frontier.svg (the answer, and the offered rate or for a resource the hit rate there,
+// against the first varied key, one line per combination of the others) and each point's own
+// outputs under DIR/points/<point>/.
 //
 // With prices in the scenario ([cost]; sim/report/cost.h) the holding probe's cost is in every
 // CSV and on the screen, and --vary names the cheapest point: for a resource (each point at its

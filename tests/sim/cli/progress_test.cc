@@ -106,6 +106,20 @@ TEST(Progress, SweepsAndCacheReplaysDrawOneBarOverTheirPoints) {
   EXPECT_NE(grid.out.find("point  cluster.instances"), std::string::npos) << grid.out;
 }
 
+// A grid's bar follows each point's search probe by probe: before its one point ends, it has
+// drawn a share above 0 (each probe done adds to it), where a bar of whole points sat at 0 % until
+// the search returned.
+TEST(Progress, AGridBarMovesWithEachProbeOfAPointsSearch) {
+  const TtyRun grid = run_on_tty(
+      "capacity --vary cluster.instances=4 --set workload.max_requests=300 --precision 0.2 -j 1");
+  expect_bar(grid, "kvtwin capacity", " of 1 points");
+  bool moved = false;  // a frame of the unfinished point ("0 of 1") at a share other than "  0%"
+  for (size_t at = grid.tty.find("% 0 of 1 points"); at != std::string::npos && !moved;
+       at = grid.tty.find("% 0 of 1 points", at + 1))
+    moved = at >= 3 && grid.tty.compare(at - 3, 3, "  0") != 0;
+  EXPECT_TRUE(moved) << grid.tty;
+}
+
 TEST(Progress, QuietOrNotATerminalMeansNoBar) {
   const TtyRun quiet = run_on_tty(
       "run -q --set workload.max_requests=600 --set output.plots=false "
