@@ -584,37 +584,28 @@ std::string frontier_screen(const scenario::Scenario& base, const CapacityOption
       line("\n");
       continue;
     }
-    // The holding probe's cost; "-" where there is none, or nothing to divide by.
-    const report::Cost* c = r.ok() ? &r.ok()->summary.cost : nullptr;
-    char per_hour[32] = "-";
-    if (c && c->priced) std::snprintf(per_hour, sizeof per_hour, "%.2f", c->per_hour);
-    const std::string per_request = c && c->priced && c->per_thousand_good_requests
-                                        ? report::price_text(*c->per_thousand_good_requests)
-                                        : "-";
-    line(" %10s %10s\n", per_hour, per_request.c_str());
+    // The holding probe's cost; "-" where there is none.
+    static const report::Cost kNone;
+    const report::Cost& c = r.ok() ? r.ok()->summary.cost : kNone;
+    line(" %10s %10s\n", report::hourly_cell(c).c_str(),
+         report::unit_cell(c.per_thousand_good_requests).c_str());
   }
   line("holds       the %s %.40s found to hold; fails: its neighbour that failed\n",
        axis.more_helps ? "least" : "most", short_name(axis).c_str());
   if (priced) {
     const report::Cost& c = g.outcomes[*cheapest].ok()->summary.cost;
+    char head[128];
     if (axis.more_helps)
-      line("cheapest    point %zu, at %.2f per hour:", *cheapest, c.per_hour);
+      std::snprintf(head, sizeof head, "cheapest    point %zu, at %.2f per hour:", *cheapest,
+                    c.per_hour);
     else
-      line("cheapest    point %zu, at %s per 1k requests within the SLOs:", *cheapest,
-           report::price_text(*c.per_thousand_good_requests).c_str());
-    // The point's values after it, continued under the figures past 100 columns.
-    size_t column = line.out.size() - line.out.rfind('\n') - 1;
-    for (size_t k = 0; k < keys.size(); ++k) {
-      const std::string item =
-          keys[k] + "=" + g.points[*cheapest][k] + (k + 1 < keys.size() ? "," : "");
-      if (column + 1 + item.size() > 100) {
-        line("\n           ");
-        column = 11;
-      }
-      line(" %s", item.c_str());
-      column += 1 + item.size();
-    }
-    line("\n");
+      std::snprintf(head, sizeof head,
+                    "cheapest    point %zu, at %s per 1k requests within the SLOs:", *cheapest,
+                    report::price_text(*c.per_thousand_good_requests).c_str());
+    std::vector<std::string> values;  // the point's, after it
+    for (size_t k = 0; k < keys.size(); ++k)
+      values.push_back(keys[k] + "=" + g.points[*cheapest][k]);
+    line.out += report::screen_list(head, values);
   }
   for (size_t i = 0; i < g.points.size(); ++i) {
     const Outcome& r = g.outcomes[i];
@@ -699,7 +690,8 @@ int run_capacity(const CapacityOptions& o) {
   const int inner = std::max(1, o.jobs / outer);
   g.outcomes.resize(n);
   // The bar follows each point's search probe by probe. How many probes a search takes is not
-  // known before it ends (a typical one takes 5 to 10), so a point that has run d shows
+  // known before it ends (those of the stop-33 report's frontiers took 3 to 10), so a point that
+  // has run d shows
   // d / (d + 3): rising with each probe, short of done until the search returns.
   PointsProgress progress("kvtwin capacity", o.quiet, n);
   std::vector<int> probes_done(n, 0);

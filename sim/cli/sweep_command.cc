@@ -49,6 +49,12 @@ std::string csv_line(const std::vector<Axis>& axes, const Point* p) {
   return out + buf;
 }
 
+// Whether some point sets a price: its table and plots then show the cost.
+bool any_priced(const std::vector<Point>& points) {
+  return std::any_of(points.begin(), points.end(),
+                     [](const Point& p) { return p.summary.cost.priced; });
+}
+
 std::string screen_table(const std::vector<Axis>& axes, const std::vector<Point>& points) {
   const std::vector<std::string> keys = grid_keys(axes);
   std::vector<std::vector<std::string>> values;
@@ -62,8 +68,7 @@ std::string screen_table(const std::vector<Axis>& axes, const std::vector<Point>
     out += buf;
   }
   // With prices, each point's cost per hour and per million output tokens.
-  const bool priced = std::any_of(points.begin(), points.end(),
-                                  [](const Point& p) { return p.summary.cost.priced; });
+  const bool priced = any_priced(points);
   out += "   hit rate   TTFT p50 ms   TTFT p99 ms   out tok/s   goodput req/s";
   out += priced ? "     cost/h   /1M out   busiest link\n" : "   busiest link\n";
   for (const Point& p : points) {
@@ -77,14 +82,8 @@ std::string screen_table(const std::vector<Axis>& axes, const std::vector<Point>
                   s.output_token_throughput, s.goodput);
     out += buf;
     if (priced) {
-      const report::Cost& c = s.cost;
-      if (!c.priced)
-        std::snprintf(buf, sizeof buf, " %10s %9s", "-", "-");
-      else if (c.per_million_output_tokens)
-        std::snprintf(buf, sizeof buf, " %10.2f %9s", c.per_hour,
-                      report::price_text(*c.per_million_output_tokens).c_str());
-      else
-        std::snprintf(buf, sizeof buf, " %10.2f %9s", c.per_hour, "-");
+      std::snprintf(buf, sizeof buf, " %10s %9s", report::hourly_cell(s.cost).c_str(),
+                    report::unit_cell(s.cost.per_million_output_tokens).c_str());
       out += buf;
     }
     std::snprintf(buf, sizeof buf, "   %s%s\n", busiest_link(s).c_str(),
@@ -110,8 +109,7 @@ void write_plots(const std::string& dir, const std::vector<Axis>& axes,
   std::vector<GridPlotPanel> panels = {{"hit rate (GPU + LMCache)", "total_hit_rate"},
                                        {"TTFT p50 (ms)", "ttft_p50_ms"},
                                        {"output tokens/s", "output_tokens_per_s"}};
-  if (std::any_of(points.begin(), points.end(),
-                  [](const Point& p) { return p.summary.cost.priced; }))
+  if (any_priced(points))
     panels.push_back({"cost per 1M output tokens", "cost_per_m_output_tokens"});
   write_grid_plots(dir, "sweep", "kvtwin sweep", axes, values, csv_line(axes, nullptr), rows,
                    panels);

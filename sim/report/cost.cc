@@ -12,6 +12,17 @@ std::string price_text(double v) {
   return buf;
 }
 
+std::string hourly_cell(const Cost& c) {
+  if (!c.priced) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.2f", c.per_hour);
+  return buf;
+}
+
+std::string unit_cell(const std::optional<double>& v) {
+  return v ? price_text(*v) : "-";
+}
+
 Cost deployment_cost(const scenario::CostConfig& prices, const Summary& s) {
   Cost c;
   c.priced = prices.gpu_per_hour > 0 || prices.instance_per_hour > 0 ||

@@ -45,6 +45,11 @@ struct Cost {
 // A price as the screens write it: whole units from 1,000 on, else 4 significant digits.
 std::string price_text(double v);
 
+// A table's cells of a cost: the hourly price to the cent ("-" when not priced), and a unit price
+// (price_text; "-" when absent: not priced, or nothing served).
+std::string hourly_cell(const Cost& c);
+std::string unit_cell(const std::optional<double>& v);
+
 // REQUIRES: s's figures final (instances, tensor_parallel, tier capacities and peaks, page
 // cache, output-token throughput, goodput).
 Cost deployment_cost(const scenario::CostConfig& prices, const Summary& s);

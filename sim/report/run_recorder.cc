@@ -568,33 +568,20 @@ std::string RunRecorder::screen(const Summary& s) {
   line("goodput     %.2f req/s (%.1f%% meet the SLOs)\n", s.goodput, 100 * s.slo_attainment);
   if (s.cost.priced) {
     const Cost& c = s.cost;
-    std::string parts;
+    std::vector<std::string> parts;  // the priced ones, after the total
     auto part = [&](const char* name, double per_hour) {
       if (per_hour <= 0) return;
-      std::snprintf(buf, sizeof buf, "%s%s %.2f", parts.empty() ? "" : ", ", name, per_hour);
-      parts += buf;
+      std::snprintf(buf, sizeof buf, "%s %.2f", name, per_hour);
+      parts.emplace_back(buf);
     };
     part("GPUs", c.gpu_per_hour);
     part("instances", c.instance_per_hour);
     part("CPU memory", c.cpu_memory_per_hour);
     part("disk", c.disk_per_hour);
     part("remote", c.remote_per_hour);
-    // The parts after the total, continued under it past 100 columns.
     std::snprintf(buf, sizeof buf, "cost        %.2f per hour%s", c.per_hour,
                   parts.empty() ? "" : ":");
-    std::string row = buf;
-    for (size_t at = 0; at < parts.size();) {
-      size_t end = parts.find(", ", at);
-      end = end == std::string::npos ? parts.size() : end + 1;
-      const std::string item = parts.substr(at, end - at);
-      if (row.size() + 1 + item.size() > 100) {
-        out += row + "\n";
-        row = "           ";
-      }
-      row += " " + item;
-      at = end == parts.size() ? end : end + 1;
-    }
-    out += row + "\n";
+    out += screen_list(buf, parts);
     if (c.per_million_output_tokens && c.per_thousand_good_requests)
       line("            %s per 1M output tokens, %s per 1k requests within the SLOs\n",
            price_text(*c.per_million_output_tokens).c_str(),
@@ -720,6 +707,19 @@ std::string RunRecorder::screen(const Summary& s) {
     }
   if (!links.empty()) out += "links                  GiB moved   busiest busy\n" + links;
   return out;
+}
+
+std::string screen_list(const std::string& head, const std::vector<std::string>& items) {
+  std::string out, row = head;
+  for (size_t k = 0; k < items.size(); ++k) {
+    const std::string item = items[k] + (k + 1 < items.size() ? "," : "");
+    if (row.size() + 1 + item.size() > 100) {
+      out += row + "\n";
+      row = std::string(11, ' ');  // the space before the item makes 12
+    }
+    row += " " + item;
+  }
+  return out + row + "\n";
 }
 
 std::string gnuplot_text(const std::string& text) {

@@ -301,6 +301,10 @@ int run_gnuplot(const std::string& dir, const std::string& script);
 // (which end a gnuplot line) as spaces.
 std::string gnuplot_text(const std::string& text);
 
+// A screen line: `head`, then `items` separated by ", ", continued on lines that start under the
+// figures (12 columns in) wherever the next item would pass 100 columns. Ends in a new line.
+std::string screen_list(const std::string& head, const std::vector<std::string>& items);
+
 // The 1-based position of the column `name` in a comma-separated CSV header line (gnuplot's
 // `using` numbering), so that a plot names its columns instead of counting them.
 // REQUIRES: `name` is one of the header's columns.

@@ -591,7 +591,9 @@ TEST(CapacityVary, NamesTheCheapestPointAndWhatEachAnswerCosts) {
   EXPECT_EQ(plain.find("cheapest"), std::string::npos) << plain;
   EXPECT_EQ(plain.find("cost/h"), std::string::npos) << plain;
   for (const auto& row : read_csv(o.out + "/frontier.csv")) EXPECT_EQ(row.at("cost_per_hour"), "");
-  EXPECT_EQ(slurp(o.out + "/plots/frontier.gp").find("cost"), std::string::npos);
+  const std::string plain_gp = slurp(o.out + "/plots/frontier.gp");
+  ASSERT_FALSE(plain_gp.empty());
+  EXPECT_EQ(plain_gp.find("cost"), std::string::npos);
 }
 
 // A single search with prices says what the holding value costs, per hour and per unit served.

@@ -380,7 +380,9 @@ TEST(Sweep, GivesWhatEachPricedPointCosts) {
     EXPECT_EQ(row.at("cost_per_k_good_requests"), "");
   }
   EXPECT_NE(table.find("goodput req/s   busiest link\n"), std::string::npos) << table;
-  EXPECT_EQ(slurp(plain + "/plots/sweep.gp").find("cost"), std::string::npos);
+  const std::string plain_gp = slurp(plain + "/plots/sweep.gp");
+  ASSERT_FALSE(plain_gp.empty());
+  EXPECT_EQ(plain_gp.find("cost"), std::string::npos);
 }
 
 TEST(Sweep, RefusesALinkedAxisWhoseValuesDoNotMatchItsKeys) {

@@ -42,12 +42,11 @@ Summary deployment() {
 // (19.02 / 3.6 = 5.283333 per million) and 1,800 requests within the SLOs (19.02 / 1.8 =
 // 10.566667 per thousand).
 TEST(Cost, IsThePriceOfEachQuantityTheDeploymentHolds) {
-  scenario::CostConfig prices;
-  prices.gpu_per_hour = 2.5;
-  prices.instance_per_hour = 1;
-  prices.cpu_memory_gib_per_hour = 0.01;
-  prices.disk_gib_per_hour = 0.0005;
-  prices.remote_gib_per_hour = 0.02;
+  const scenario::CostConfig prices{.gpu_per_hour = 2.5,
+                                    .instance_per_hour = 1,
+                                    .cpu_memory_gib_per_hour = 0.01,
+                                    .disk_gib_per_hour = 0.0005,
+                                    .remote_gib_per_hour = 0.02};
   const Cost c = deployment_cost(prices, deployment());
   ASSERT_TRUE(c.priced);
   EXPECT_DOUBLE_EQ(c.gpus, 6);
@@ -66,9 +65,7 @@ TEST(Cost, IsThePriceOfEachQuantityTheDeploymentHolds) {
   EXPECT_NEAR(*c.per_thousand_good_requests, 10.566667, 1e-6);
 
   // One price alone counts one quantity alone.
-  scenario::CostConfig gpus_only;
-  gpus_only.gpu_per_hour = 2.5;
-  const Cost g = deployment_cost(gpus_only, deployment());
+  const Cost g = deployment_cost({.gpu_per_hour = 2.5}, deployment());
   EXPECT_DOUBLE_EQ(g.per_hour, 15);
   EXPECT_DOUBLE_EQ(g.cpu_memory_per_hour, 0);
 }
@@ -87,8 +84,7 @@ TEST(Cost, NothingPricedIsNoCostAndNoJsonBlock) {
 // A deployment that served nothing has an hourly price and no price per unit served: null in
 // summary.json, "nothing served" on the screen; one that met no SLO has no price per request.
 TEST(Cost, NothingServedHasNoPricePerUnit) {
-  scenario::CostConfig prices;
-  prices.gpu_per_hour = 2;
+  const scenario::CostConfig prices{.gpu_per_hour = 2};
   Summary s = deployment();
   s.output_token_throughput = 0;
   s.goodput = 0;
@@ -114,14 +110,13 @@ TEST(Cost, NothingServedHasNoPricePerUnit) {
 // The screen lists the priced parts after the total and continues them under it rather than
 // pass 100 columns.
 TEST(Cost, TheScreenLineStaysWithinAHundredColumns) {
-  scenario::CostConfig prices;
-  prices.gpu_per_hour = 123456;
-  prices.instance_per_hour = 23456;
-  prices.cpu_memory_gib_per_hour = 3456;
-  prices.disk_gib_per_hour = 456;
-  prices.remote_gib_per_hour = 56;
   Summary s = deployment();
-  s.cost = deployment_cost(prices, s);
+  s.cost = deployment_cost({.gpu_per_hour = 123456,
+                            .instance_per_hour = 23456,
+                            .cpu_memory_gib_per_hour = 3456,
+                            .disk_gib_per_hour = 456,
+                            .remote_gib_per_hour = 56},
+                           s);
   const std::string screen = RunRecorder::screen(s);
   const size_t at = screen.find("cost        ");
   ASSERT_NE(at, std::string::npos) << screen;
