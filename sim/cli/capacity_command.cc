@@ -29,7 +29,9 @@ constexpr const char* kRateKey = "workload.rate_scale";
 struct Axis {
   const scenario::FieldSpec* field;
   bool integer;
-  bool more_helps;  // a resource (find the least that holds); else the rate (the most)
+  bool more_helps;  // find the least that holds (a resource); else the most (the rate, a latency)
+  bool rate;        // the key is workload.rate_scale: its notes, its cost per request served
+  bool chosen;      // --most or --least was given
 };
 
 // A computed value as probed: an integer key's nearest integer, else 5 significant digits. What
@@ -187,7 +189,7 @@ Answer search(Search* s, const Axis& axis, double x0, int n, double precision) {
   (held ? a.ok : a.bad) = start;
   // Bracket: doublings or halvings from x0, n per round, away from the side x0 is on: toward
   // less help while it holds, toward more while it fails. An integer key halves to its floor.
-  const bool up = held != axis.more_helps;  // the rate rises while it holds; a resource falls
+  const bool up = held != axis.more_helps;  // a most search rises while it holds; a least falls
   double last = x0;
   bool refused = false;  // a value the scenario refuses ends the bracket after its round
   std::string why;
@@ -384,7 +386,7 @@ void title(Lines& line, const scenario::Scenario& base, const CapacityOptions& o
 // The probes on the wrong side of the answer, by value: beyond the failing neighbour and held, or
 // before the holding one and failed. Any means the verdict was not monotone along the key.
 std::vector<const Probe*> wrong_side(const Axis& axis, const Outcome& r) {
-  // Values are compared as "toward failing": the rate rising, a resource falling.
+  // Values are compared as "toward failing": rising in a most search, falling in a least one.
   const double sign = axis.more_helps ? -1 : 1;
   std::vector<const Probe*> wrong;
   for (const Probe* p : r.by_value) {
@@ -400,15 +402,14 @@ std::vector<const Probe*> wrong_side(const Axis& axis, const Outcome& r) {
 void notes(Lines& line, const scenario::Scenario& base, const Axis& axis, const Outcome& r,
            const std::string& who) {
   const std::string name = short_name(axis);
-  if (!axis.more_helps && (base.workload.start_s > 0 || base.workload.max_duration_s > 0))
+  if (axis.rate && (base.workload.start_s > 0 || base.workload.max_duration_s > 0))
     line(
         "note        %sworkload.start_s and max_duration_s are in scaled time: each rate probed\n"
         "            replays another part of the trace (workload.max_requests keeps the same "
         "ones)\n",
         who.c_str());
   // No rate held: arrivals that share an instant stay together at any rate_scale.
-  if (!axis.more_helps && !r.ok() &&
-      r.bad()->summary.load.largest_arrival_group >= report::kBurstHint)
+  if (axis.rate && !r.ok() && r.bad()->summary.load.largest_arrival_group >= report::kBurstHint)
     line(
         "note        %sup to %llu requests arrive at one instant at every rate; "
         "workload.arrivals =\n"
@@ -429,6 +430,14 @@ void notes(Lines& line, const scenario::Scenario& base, const Axis& axis, const 
       why.erase(0, cut < why.size() && why[cut] == ' ' ? cut + 1 : cut);
     }
   };
+  // A least search of another key than the rate whose verdict never changed, holding all the way
+  // down or failing all the way up: the key may be one more of which hurts.
+  if (axis.more_helps && !axis.chosen && !axis.rate && !(r.ok() && r.bad()) &&
+      !r.answer.at_refusal && !r.answer.same_run)
+    line(
+        "note        %sif more %.30s hurts (a latency, an overhead), --most finds the most that\n"
+        "            holds\n",
+        who.c_str(), name.c_str());
   if (r.answer.same_run)
     line("note        %s%.30s %s and %s gave the same run: the search stopped there\n", who.c_str(),
          name.c_str(), value_text(axis, r.search->at(r.answer.same_run->first).value).c_str(),
@@ -533,9 +542,10 @@ std::string frontier_fields(const Axis& axis, const GridSearch& g, const size_t*
   return out + buf;
 }
 
-// The point whose answer costs least: for a resource search (each point at its scenario's rate)
-// the least per hour, for a rate search the least per thousand requests within the SLOs at the
-// rate found; the first on a tie. None when no holding probe is priced (with a figure to rank).
+// The point whose answer costs least: for a search of another key than the rate (each point at
+// its scenario's rate) the least per hour, for a rate search the least per thousand requests
+// within the SLOs at the rate found; the first on a tie. None when no holding probe is priced (with
+// a figure to rank).
 std::optional<size_t> cheapest_point(const Axis& axis, const GridSearch& g) {
   std::optional<size_t> best;
   double least = 0;
@@ -543,8 +553,8 @@ std::optional<size_t> cheapest_point(const Axis& axis, const GridSearch& g) {
     const Probe* ok = g.outcomes[i].ok();
     if (ok == nullptr || !ok->summary.cost.priced) continue;
     const report::Cost& c = ok->summary.cost;
-    if (!axis.more_helps && !c.per_thousand_good_requests) continue;
-    const double v = axis.more_helps ? c.per_hour : *c.per_thousand_good_requests;
+    if (axis.rate && !c.per_thousand_good_requests) continue;
+    const double v = axis.rate ? *c.per_thousand_good_requests : c.per_hour;
     if (!best || v < least) {
       best = i;
       least = v;
@@ -561,8 +571,8 @@ std::string frontier_screen(const scenario::Scenario& base, const CapacityOption
                                       [](const std::string& k) { return k.starts_with("slo."); });
   title(line, base, o, axis, " at each point", slo_varies);
   const std::vector<int> width = grid_widths(keys, g.points);
-  // With prices, what each answer costs, and the cheapest point: for a resource (the rate fixed)
-  // the least per hour, for the rate the least per request served within the SLOs.
+  // With prices, what each answer costs, and the cheapest point: for another key than the rate
+  // (the rate fixed) the least per hour, for the rate the least per request within the SLOs.
   const std::optional<size_t> cheapest = cheapest_point(axis, g);
   const bool priced = cheapest.has_value();
   line("point  ");
@@ -595,7 +605,7 @@ std::string frontier_screen(const scenario::Scenario& base, const CapacityOption
   if (priced) {
     const report::Cost& c = g.outcomes[*cheapest].ok()->summary.cost;
     char head[128];
-    if (axis.more_helps)
+    if (!axis.rate)
       std::snprintf(head, sizeof head, "cheapest    point %zu, at %.2f per hour:", *cheapest,
                     c.per_hour);
     else
@@ -630,18 +640,19 @@ void write_frontier(const std::string& dir, const scenario::Scenario& base, cons
   std::vector<GridPlotPanel> panels = {
       {std::string(axis.more_helps ? "least " : "most ") + axis.field->key + " that holds",
        "holds"},
-      // The rate found, in requests/s; a resource's search holds the rate, so its hit rate.
-      axis.more_helps ? GridPlotPanel{"hit rate (GPU + LMCache) there", "total_hit_rate"}
-                      : GridPlotPanel{"offered requests/s there", "offered_requests_per_s"}};
+      // The rate found, in requests/s; another key's search holds the rate, so its hit rate.
+      axis.rate ? GridPlotPanel{"offered requests/s there", "offered_requests_per_s"}
+                : GridPlotPanel{"hit rate (GPU + LMCache) there", "total_hit_rate"}};
   // With prices, what the screen ranks the points by.
   if (cheapest_point(axis, g))
-    panels.push_back(axis.more_helps ? GridPlotPanel{"cost per hour there", "cost_per_hour"}
-                                     : GridPlotPanel{"cost per 1k requests within the SLOs there",
-                                                     "cost_per_k_good_requests"});
+    panels.push_back(axis.rate ? GridPlotPanel{"cost per 1k requests within the SLOs there",
+                                               "cost_per_k_good_requests"}
+                               : GridPlotPanel{"cost per hour there", "cost_per_hour"});
   write_grid_plots(dir, "frontier", "kvtwin capacity", g.axes, g.points, header, data, panels);
 }
 
-Axis axis_of(const std::string& key) {
+Axis axis_of(const std::string& key, bool most, bool least) {
+  if (most && least) throw InputError("--most", 0, key, "give --most or --least, not both");
   const scenario::FieldSpec* f = scenario::find_field(key);
   if (f == nullptr)
     throw InputError("--for", 0, key,
@@ -652,7 +663,9 @@ Axis axis_of(const std::string& key) {
     throw InputError("--for", 0, key,
                      "a price changes no run; search a resource (cluster.instances, a tier's "
                      "size) and read what its answer costs, or --vary prices");
-  return Axis{f, f->type == scenario::FieldType::kInt, key != kRateKey};
+  const bool rate = key == kRateKey;
+  const bool more_helps = least || (!most && !rate);
+  return Axis{f, f->type == scenario::FieldType::kInt, more_helps, rate, most || least};
 }
 
 }  // namespace
@@ -665,7 +678,7 @@ int run_capacity(const CapacityOptions& o) {
     throw InputError("--precision", 0, option_text(o.precision), "expected 0.001 .. 1");
   if (o.probes < 1 || o.probes > 64)
     throw InputError("--probes", 0, std::to_string(o.probes), "expected 1 .. 64");
-  const Axis axis = axis_of(o.key);
+  const Axis axis = axis_of(o.key, o.most, o.least);
   const scenario::Scenario base = load_scenario(o.scenario, o.sets);
   if (o.vary.empty()) {
     const Outcome r = run_search(o, axis, base, o.out, o.jobs, o.quiet);

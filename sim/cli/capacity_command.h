@@ -1,22 +1,27 @@
-// `kvtwin capacity [--for KEY] [--scenario F] [--trace F] [--set key=value ...]
-// [--vary key=v1,v2,... ...] [--slo-attainment A] [--precision P] [--probes N] [--jobs J]
-// [--out DIR]`: how much load a
+// `kvtwin capacity [--for KEY] [--most | --least] [--scenario F] [--trace F]
+// [--set key=value ...] [--vary key=v1,v2,... ...] [--slo-attainment A] [--precision P]
+// [--probes N] [--jobs J] [--out DIR]`: how much load a
 // deployment takes within its SLOs, or how much of a resource a load needs, found by simulating
 // the scenario at probed values of one numeric key.
 //
 // KEY is workload.rate_scale by default (arrival times are divided by it): the search finds the
 // most that holds. Any other numeric key is taken as a resource, more of which helps
 // (cluster.instances, vllm.num_gpu_blocks, a tier's size, a link's speed): it finds the least
-// that holds. A price (cost.*) is refused: it changes no run. Every other field stays the scenario's. A probe *holds* when
+// that holds. --most turns that round for a key more of which hurts (a link's latency, the step
+// overhead, the remote GET failure rate, the model's size): the most that still holds, the
+// search the rate gets. --least is the other way. A least search of another key whose verdict
+// never changed to the key's bound (every value held, or none) says that --most may be the
+// question. A price (cost.*) is refused: it changes no run. Every other field stays the
+// scenario's. A probe *holds* when
 //   goodput.slo_attainment >= A   (the share of finished requests within slo.ttft_ms and
 //                                  slo.tpot_ms), and
 //   !load.saturated               (its queue did not grow through the run; sim/report/README.md).
 //
 // Rounds of N probes each (the N of a round run in parallel on J threads):
 //   start    the scenario's own value x0 (which must be above 0), alone.
-//   bracket  away from x0's side: while it holds, x0·2^k for the rate (x0/2^k for a resource,
-//            the floor for an integer key), the next N values of k a round; while it fails, the
-//            other way. It ends at the first probe whose verdict differs from x0's (then a
+//   bracket  away from x0's side: while it holds, x0·2^k for a most search (x0/2^k for a least
+//            one, the floor for an integer key), the next N values of k a round; while it fails,
+//            the other way. It ends at the first probe whose verdict differs from x0's (then a
 //            holding value `ok` and a failing one `bad` are neighbours among the probes), or at
 //            the key's bounds (then every, or no, value probed holds, and the report says so).
 //            A number key halved 20 times (to a millionth of x0) is next probed at its lower
@@ -78,6 +83,8 @@ namespace kvtwin::sim::cli {
 
 struct CapacityOptions {
   std::string key = "workload.rate_scale";  // --for
+  bool most = false;   // --most: the most of the key that holds (the rate's default)
+  bool least = false;  // --least: the least that holds (every other key's default)
   std::string scenario;
   std::string trace;
   std::vector<std::string> sets;

@@ -167,12 +167,19 @@ int dispatch(int argc, char** argv) {
   CLI::App* capacity_cmd = app.add_subcommand(
       "capacity",
       "The highest request rate (workload.rate_scale) at which the scenario meets its SLOs "
-      "with a queue that does not grow, or with --for the least of a resource: a search of "
-      "simulated runs");
+      "with a queue that does not grow, or with --for the least of a resource (--most: the most "
+      "of a key that hurts): a search of simulated runs");
   add_scenario_options(capacity_cmd, &capacity.scenario, &capacity.trace, &capacity.sets);
   capacity_cmd->add_option("--for", capacity.key,
                            "numeric key to search: workload.rate_scale (the most that holds; the "
                            "default) or a resource such as cluster.instances (the least)");
+  CLI::Option* most_flag =
+      capacity_cmd->add_flag("--most", capacity.most,
+                             "find the most of the key that holds: a key more of which hurts (a "
+                             "link's latency, the step overhead)");
+  capacity_cmd
+      ->add_flag("--least", capacity.least, "find the least of the key that holds (a resource)")
+      ->excludes(most_flag);
   capacity_cmd->add_option(
       "--vary", capacity.vary,
       "key=v1,v2,... or k1/k2=a1/b1,... (repeatable): one search at each point of the "

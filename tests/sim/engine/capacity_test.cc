@@ -280,7 +280,7 @@ TEST(Capacity, HalvesANumberKeyAMillionfoldThenProbesItsBound) {
 }
 
 // A window of the trace is in scaled time: the rate search says that each probe replays another
-// part of it; a search over the first N requests does not.
+// part of it; a search over the first N requests does not, nor one of another key.
 TEST(Capacity, SaysWhenEachRateReplaysAnotherWindow) {
   CapacityOptions o;
   o.sets = {"workload.start_s=300", "workload.max_duration_s=60"};
@@ -293,6 +293,14 @@ TEST(Capacity, SaysWhenEachRateReplaysAnotherWindow) {
   EXPECT_NE(screen.find(note), std::string::npos) << screen;
   o.sets = {"workload.max_requests=40"};
   capacity(o, &screen);
+  EXPECT_EQ(screen.find(note), std::string::npos) << screen;
+  // Nor does a most search of another key: the window stays where it is.
+  o.key = "gpu.step_overhead_us";
+  o.most = true;
+  o.sets = {"workload.start_s=300", "workload.max_duration_s=60"};
+  capacity(o, &screen);
+  EXPECT_NE(screen.find("(the most gpu.step_overhead_us that holds)"), std::string::npos)
+      << screen;
   EXPECT_EQ(screen.find(note), std::string::npos) << screen;
 }
 
@@ -376,6 +384,9 @@ TEST(Capacity, RefusesOptionsOutOfRange) {
   o.key = "cost.gpu_per_hour";  // a price: every probe the same run
   o.sets = {"cost.gpu_per_hour=2"};
   EXPECT_TRUE(refused(o, "--for: cost.gpu_per_hour: a price changes no run; search a resource"));
+  o = {};
+  o.most = o.least = true;
+  EXPECT_TRUE(refused(o, "--most: workload.rate_scale: give --most or --least, not both"));
 }
 
 // The answer a single search's screen gives: {holding value, failing value}, either empty at a
@@ -393,6 +404,83 @@ std::pair<std::string, std::string> answer_of(const std::string& screen, const s
   if (screen.find("capacity    every value probed holds") != std::string::npos)
     return {word_after(", up to " + name + " "), ""};
   return {"", bound.empty() ? word_after(", up to " + name + " ") : bound};
+}
+
+// --most: the most of a key more of which hurts. At 40 % of the trace's rate the default
+// scenario's 3 ms of step overhead holds; the search doubles it to a failing value and narrows to
+// neighbours. Plain runs at the two values give the verdicts the search gave. Without --most
+// the same key is searched as a resource: every value holds down to 0, and a note points to
+// --most; with --least given, no note. --most on the rate is the default search, byte for byte.
+TEST(Capacity, MostFindsTheMostOfAKeyThatHurts) {
+  CapacityOptions o;
+  o.key = "gpu.step_overhead_us";
+  o.most = true;
+  o.sets = {"workload.max_requests=300", "workload.rate_scale=0.4"};
+  o.jobs = 2;
+  std::string screen;
+  const Rows rows = capacity(o, &screen);
+  EXPECT_NE(screen.find("(the most gpu.step_overhead_us that holds)"), std::string::npos) << screen;
+  const auto [ok, bad] = answer_of(screen, "step_overhead_us");
+  ASSERT_FALSE(ok.empty()) << screen;
+  ASSERT_FALSE(bad.empty()) << screen;
+  EXPECT_GT(std::stod(ok), 3000);  // the start held, so the answer lies above it
+  EXPECT_GT(std::stod(bad), std::stod(ok));
+  EXPECT_LE(std::stod(bad) / std::stod(ok), 1.05);
+  for (const auto& r : rows) {
+    const double v = num(r, "gpu.step_overhead_us");
+    if (v <= std::stod(ok)) {
+      EXPECT_EQ(r.at("holds"), "1") << v;
+    }
+    if (v >= std::stod(bad)) {
+      EXPECT_EQ(r.at("holds"), "0") << v;
+    }
+  }
+  for (const auto& [value, holds] : {std::pair{ok, true}, std::pair{bad, false}}) {
+    const report::Summary plain =
+        simulate(load_scenario("", {"workload.max_requests=300", "workload.rate_scale=0.4",
+                                    "gpu.step_overhead_us=" + value}),
+                 "", "", true, nullptr);
+    EXPECT_EQ(plain.slo_attainment >= 0.9 && !plain.load.saturated, holds) << value;
+  }
+  const std::string hint =
+      "note        if more step_overhead_us hurts (a latency, an overhead), --most finds the most "
+      "that\n            holds\n";
+  EXPECT_EQ(screen.find(hint), std::string::npos) << screen;
+
+  o.most = false;
+  o.sets[0] = "workload.max_requests=40";  // fewer requests: 22 probes to come
+  capacity(o, &screen);
+  EXPECT_NE(screen.find("(the least gpu.step_overhead_us that holds)"), std::string::npos)
+      << screen;
+  EXPECT_NE(screen.find("capacity    every value probed holds, down to step_overhead_us 0 (the "
+                        "field's bound)\n" +
+                        hint),
+            std::string::npos)
+      << screen;
+  o.least = true;
+  capacity(o, &screen);
+  EXPECT_NE(screen.find("down to step_overhead_us 0 (the field's bound)\n"), std::string::npos)
+      << screen;
+  EXPECT_EQ(screen.find("--most"), std::string::npos) << screen;
+  // From a value that fails, a least search climbs to the bound and gives the note too.
+  o.least = false;
+  o.sets = {"workload.max_requests=40", "slo.ttft_ms=0"};
+  capacity(o, &screen);
+  EXPECT_NE(screen.find("capacity    no value probed holds, up to step_overhead_us "),
+            std::string::npos)
+      << screen;
+  EXPECT_NE(screen.find(hint), std::string::npos) << screen;
+
+  // The rate's default is --most: the same bytes.
+  CapacityOptions rate;
+  rate.sets = {"workload.max_requests=100"};
+  rate.precision = 0.2;
+  std::string dir_default, dir_most;
+  capacity(rate, nullptr, &dir_default);
+  rate.most = true;
+  capacity(rate, nullptr, &dir_most);
+  EXPECT_EQ(slurp(dir_default + "/capacity.csv"), slurp(dir_most + "/capacity.csv"));
+  EXPECT_FALSE(slurp(dir_most + "/capacity.csv").empty());
 }
 
 // --vary runs one search per point of the grid (first axis outermost), each the very search that
@@ -594,6 +682,34 @@ TEST(CapacityVary, NamesTheCheapestPointAndWhatEachAnswerCosts) {
   const std::string plain_gp = slurp(o.out + "/plots/frontier.gp");
   ASSERT_FALSE(plain_gp.empty());
   EXPECT_EQ(plain_gp.find("cost"), std::string::npos);
+}
+
+// A most search of another key than the rate holds the rate, as a resource's does: its cheapest
+// point is the least per hour, its plot the hit rate. Instances of one GPU at 2 an hour and of
+// two at 1 cost the same hour (point 0 first on the tie), while the two GPUs serve the requests
+// sooner and so cost less per request: ranking by request would pick point 1.
+TEST(CapacityVary, AMostSearchOfAnotherKeyRanksPointsByTheHour) {
+  CapacityOptions o;
+  o.key = "gpu.step_overhead_us";
+  o.most = true;
+  o.sets = {"workload.max_requests=3", "slo.ttft_ms=1e9", "slo.tpot_ms=1e9"};
+  o.vary = {"gpu.tensor_parallel/cost.gpu_per_hour=1/2,2/1"};
+  o.out = kvtwin::testing::scratch_subdir();
+  ::testing::internal::CaptureStdout();
+  ASSERT_EQ(run_capacity(o), 0);
+  const std::string screen = ::testing::internal::GetCapturedStdout();
+  const Rows r = read_csv(o.out + "/frontier.csv");
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].at("cost_per_hour"), "8.000000");
+  EXPECT_EQ(r[1].at("cost_per_hour"), "8.000000");
+  EXPECT_LT(num(r[1], "cost_per_k_good_requests"), num(r[0], "cost_per_k_good_requests"));
+  EXPECT_NE(screen.find("cheapest    point 0, at 8.00 per hour: "), std::string::npos) << screen;
+  EXPECT_NE(screen.find("holds       the most step_overhead_us found to hold"), std::string::npos)
+      << screen;
+  const std::string gp = slurp(o.out + "/plots/frontier.gp");
+  EXPECT_NE(gp.find("set ylabel 'most gpu.step_overhead_us that holds'"), std::string::npos) << gp;
+  EXPECT_NE(gp.find("set ylabel 'hit rate (GPU + LMCache) there'"), std::string::npos) << gp;
+  EXPECT_NE(gp.find("set ylabel 'cost per hour there'"), std::string::npos) << gp;
 }
 
 // A single search with prices says what the holding value costs, per hour and per unit served.
