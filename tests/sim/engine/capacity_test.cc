@@ -299,8 +299,7 @@ TEST(Capacity, SaysWhenEachRateReplaysAnotherWindow) {
   o.most = true;
   o.sets = {"workload.start_s=300", "workload.max_duration_s=60"};
   capacity(o, &screen);
-  EXPECT_NE(screen.find("(the most gpu.step_overhead_us that holds)"), std::string::npos)
-      << screen;
+  EXPECT_NE(screen.find("(the most gpu.step_overhead_us that holds)"), std::string::npos) << screen;
   EXPECT_EQ(screen.find(note), std::string::npos) << screen;
 }
 
