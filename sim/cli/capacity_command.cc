@@ -62,6 +62,14 @@ struct Probe {
   bool holds = false;
 };
 
+// The share of the window's requests that finished within both SLOs: a rejected or failed
+// request counts as a miss. goodput.slo_attainment counts finished requests only (as vllm bench
+// serve does), so a GPU pool that rejects the long prompts, or a remote tier whose failed loads
+// end requests, would meet it by serving fewer.
+double window_attainment(const report::Summary& s) {
+  return s.requests ? static_cast<double>(s.slo_met) / static_cast<double>(s.requests) : 0;
+}
+
 class Search {
  public:
   // Probes write under `out` (none when empty) and run on `jobs` threads; `quiet`: no bar.
@@ -113,7 +121,7 @@ class Search {
         s.output.plots = false;
       }
       p.summary = simulate(s, o_.trace, dir, true, nullptr, {}, progress.reporter(i));
-      p.holds = p.summary.slo_attainment >= o_.slo_attainment && !p.summary.load.saturated;
+      p.holds = window_attainment(p.summary) >= o_.slo_attainment && !p.summary.load.saturated;
       progress.point(i, 1.0);
       if (on_probe_) on_probe_();
     });
@@ -206,7 +214,14 @@ Answer search(Search* s, const Axis& axis, double x0, int n, double precision) {
       if (!up && !axis.integer && j > kMaxHalvings && v > axis.field->min &&
           s->accepts(axis.field->min))
         v = axis.field->min;
-      if (v > axis.field->max || v < axis.field->min || v == last) break;
+      // A step past a bound probes the bound itself, when the scenario accepts it, so that a
+      // search which never changed its verdict ends there ("up to 1", not 0.64, for a share).
+      if (v > axis.field->max || v < axis.field->min) {
+        const double bound = v > axis.field->max ? axis.field->max : axis.field->min;
+        if (last == bound || !s->accepts(bound)) break;
+        v = bound;
+      }
+      if (v == last) break;
       if (!s->accepts(v, &why)) {  // beyond what the scenario accepts: a bound as well
         refused = true;
         break;
@@ -270,29 +285,40 @@ Answer search(Search* s, const Axis& axis, double x0, int n, double precision) {
   return a;
 }
 
+// "holds", or why not: the finished requests missed the SLOs, or they met them and the rejected
+// or failed ones pulled the share below the target, or the queue grew.
 std::string verdict(const Probe& p, double target) {
   if (p.holds) return "holds";
   std::string why;
-  if (p.summary.slo_attainment < target) why = "SLOs";
+  const report::Summary& s = p.summary;
+  if (window_attainment(s) < target) {
+    if (s.slo_attainment < target || (!s.rejected && !s.failed))
+      why = "SLOs";
+    else
+      why = s.rejected && s.failed ? "rejected, failed" : s.rejected ? "rejected" : "failed";
+  }
   if (p.summary.load.saturated) why += why.empty() ? "saturated" : ", saturated";
   return "fails: " + why;
 }
 
 std::string csv(const Axis& axis, const std::vector<const Probe*>& by_value) {
   std::string out = "probe," + axis.field->key +
-                    ",offered_requests_per_s,requests_per_s,finished,slo_attainment,"
-                    "ttft_p50_ms,ttft_p99_ms,tpot_p50_ms,queue_q1_ms,queue_q4_ms,saturated,holds,"
-                    "total_hit_rate" +
+                    ",offered_requests_per_s,requests_per_s,finished,rejected,failed,"
+                    "slo_attainment,window_attainment,ttft_p50_ms,ttft_p99_ms,tpot_p50_ms,"
+                    "queue_q1_ms,queue_q4_ms,saturated,holds,total_hit_rate" +
                     resource_header() + "\n";
   char buf[512];
   for (const Probe* p : by_value) {
     const report::Summary& s = p->summary;
-    std::snprintf(buf, sizeof buf, "%zu,%s,%.6f,%.6f,%llu,%.6f,%.3f,%.3f,%.3f,%.3f,%.3f,%d,%d,%.6f",
+    std::snprintf(buf, sizeof buf,
+                  "%zu,%s,%.6f,%.6f,%llu,%llu,%llu,%.6f,%.6f,%.3f,%.3f,%.3f,%.3f,%.3f,%d,%d,%.6f",
                   p->order, value_text(axis, p->value).c_str(), s.load.offered_rate,
                   s.request_throughput, static_cast<unsigned long long>(s.finished),
-                  s.slo_attainment, s.ttft.p50, s.ttft.p99, s.tpot.p50,
-                  s.load.queue_ms_by_arrival_quarter[0], s.load.queue_ms_by_arrival_quarter[3],
-                  s.load.saturated ? 1 : 0, p->holds ? 1 : 0, s.gpu_hit_rate + s.lmcache_hit_rate);
+                  static_cast<unsigned long long>(s.rejected),
+                  static_cast<unsigned long long>(s.failed), s.slo_attainment, window_attainment(s),
+                  s.ttft.p50, s.ttft.p99, s.tpot.p50, s.load.queue_ms_by_arrival_quarter[0],
+                  s.load.queue_ms_by_arrival_quarter[3], s.load.saturated ? 1 : 0, p->holds ? 1 : 0,
+                  s.gpu_hit_rate + s.lmcache_hit_rate);
     out += buf + resource_columns(s) + "\n";
   }
   return out;
@@ -371,15 +397,15 @@ void title(Lines& line, const scenario::Scenario& base, const CapacityOptions& o
        axis.more_helps ? "least" : "most", axis.field->key.c_str(), where);
   if (slo_varies)
     line(
-        "target      %.1f%% of finished requests within each point's slo.ttft_ms and "
-        "slo.tpot_ms; a\n"
-        "            queue that does not grow through the run\n",
+        "target      %.1f%% of requests finished within each point's slo.ttft_ms and "
+        "slo.tpot_ms (a\n"
+        "            rejected or failed one misses); a queue that does not grow through the run\n",
         100 * o.slo_attainment);
   else
     line(
-        "target      %.1f%% of finished requests with TTFT <= %.6g ms and TPOT <= %.6g ms; a "
-        "queue\n"
-        "            that does not grow through the run\n",
+        "target      %.1f%% of requests finished with TTFT <= %.6g ms and TPOT <= %.6g ms (a "
+        "rejected\n"
+        "            or failed one misses); a queue that does not grow through the run\n",
         100 * o.slo_attainment, base.slo.ttft_ms, base.slo.tpot_ms);
 }
 
@@ -485,13 +511,13 @@ std::string screen(const scenario::Scenario& base, const CapacityOptions& o, con
   for (const Probe* p : r.by_value) {
     const report::Summary& m = p->summary;
     line("%*s %12.3f %11.3f %10.1f%% %13.1f %12.1f   %s\n", width, text(*p).c_str(),
-         m.load.offered_rate, m.request_throughput, 100 * m.slo_attainment, m.ttft.p99,
+         m.load.offered_rate, m.request_throughput, 100 * window_attainment(m), m.ttft.p99,
          m.load.queue_ms_by_arrival_quarter[3] / 1e3, verdict(*p, o.slo_attainment).c_str());
   }
   if (r.ok() && r.bad()) {
     line("capacity    %.30s %s holds: %.3f req/s offered, %.1f%% meet the SLOs\n", name.c_str(),
          text(*r.ok()).c_str(), r.ok()->summary.load.offered_rate,
-         100 * r.ok()->summary.slo_attainment);
+         100 * window_attainment(r.ok()->summary));
     line("            %.30s %s %s (%.3f req/s offered)\n", name.c_str(), text(*r.bad()).c_str(),
          verdict(*r.bad(), o.slo_attainment).c_str(), r.bad()->summary.load.offered_rate);
   } else {
@@ -517,8 +543,8 @@ std::string frontier_fields(const Axis& axis, const GridSearch& g, const size_t*
     std::string out;
     for (const std::string& key : grid_keys(g.axes)) out += key + ",";
     return out +
-           "holds,fails,offered_requests_per_s,requests_per_s,slo_attainment,ttft_p99_ms,"
-           "total_hit_rate" +
+           "holds,fails,offered_requests_per_s,requests_per_s,slo_attainment,window_attainment,"
+           "ttft_p99_ms,total_hit_rate" +
            resource_header() + ",probes,not_monotone\n";
   }
   const Outcome& r = g.outcomes[*i];
@@ -529,13 +555,13 @@ std::string frontier_fields(const Axis& axis, const GridSearch& g, const size_t*
   char buf[256];
   if (r.ok()) {
     const report::Summary& m = r.ok()->summary;
-    std::snprintf(buf, sizeof buf, "%.6f,%.6f,%.6f,%.3f,%.6f", m.load.offered_rate,
-                  m.request_throughput, m.slo_attainment, m.ttft.p99,
+    std::snprintf(buf, sizeof buf, "%.6f,%.6f,%.6f,%.6f,%.3f,%.6f", m.load.offered_rate,
+                  m.request_throughput, m.slo_attainment, window_attainment(m), m.ttft.p99,
                   m.gpu_hit_rate + m.lmcache_hit_rate);
     out += buf + resource_columns(m) + ",";
   } else {  // no holding probe: its columns empty
     const std::string header = resource_header();
-    out += ",,,," + std::string(std::count(header.begin(), header.end(), ','), ',') + ",";
+    out += ",,,,," + std::string(std::count(header.begin(), header.end(), ','), ',') + ",";
   }
   std::snprintf(buf, sizeof buf, "%zu,%d\n", r.by_value.size(),
                 wrong_side(axis, r).empty() ? 0 : 1);
@@ -587,7 +613,7 @@ std::string frontier_screen(const scenario::Scenario& base, const CapacityOption
          r.bad() ? value_text(axis, r.bad()->value).c_str() : "-");
     if (r.ok())
       line(" %10.3f %9.1f%% %12.1f", r.ok()->summary.load.offered_rate,
-           100 * r.ok()->summary.slo_attainment, r.ok()->summary.ttft.p99);
+           100 * window_attainment(r.ok()->summary), r.ok()->summary.ttft.p99);
     else
       line(" %10s %10s %12s", "-", "-", "-");
     if (!priced) {

@@ -185,7 +185,8 @@ int dispatch(int argc, char** argv) {
       "key=v1,v2,... or k1/k2=a1/b1,... (repeatable): one search at each point of the "
       "grid");
   capacity_cmd->add_option("--slo-attainment", capacity.slo_attainment,
-                           "share of finished requests that must meet both SLOs, in (0, 1]");
+                           "share of the requests that must finish within both SLOs (a rejected or "
+                           "failed one misses), in (0, 1]");
   capacity_cmd->add_option("--precision", capacity.precision,
                            "stop when the bracket's hi / lo <= 1 + this (0.001 .. 1)");
   capacity_cmd->add_option("--probes", capacity.probes, "values simulated per round (1 .. 64)");

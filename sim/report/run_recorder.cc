@@ -297,6 +297,7 @@ const Summary& RunRecorder::finish(SimTime end) {
     s.output_token_throughput = static_cast<double>(output_tokens_) / s.duration_s;
     s.goodput = slo_ok_ / s.duration_s;
   }
+  s.slo_met = slo_ok_;
   s.slo_attainment = s.finished ? static_cast<double>(slo_ok_) / s.finished : 0;
   s.load = load();
   // Per priority first: stats_of sorts the run's latencies in place, and the split reads them in

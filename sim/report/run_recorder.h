@@ -105,7 +105,8 @@ struct Summary {
   double input_token_throughput = 0;   // prompt tokens of the finished requests / duration
   double output_token_throughput = 0;  // tokens the finished requests generated / duration
   double goodput = 0;                  // requests/s meeting both SLOs
-  double slo_attainment = 0;
+  uint64_t slo_met = 0;                // finished requests meeting both SLOs
+  double slo_attainment = 0;           // slo_met / finished
   LatencyStats ttft, tpot, itl, e2e, queue;
   // Caches. prefix_caching: vLLM's prefix cache is on (the KV layout's enable_caching, which the
   // cluster sets: vllm.enable_prefix_caching, and not a Mamba hybrid with mamba_cache_mode

@@ -154,26 +154,30 @@ TEST(Capacity, AProbeWhoseQueueGrewFailsWhateverItsAttainment) {
 
 // SLOs no run can meet: no scale holds, down to the field's bound; SLOs every run meets (no
 // saturation can exceed a TTFT target of 1e9 ms): every scale holds, up to it. The search stops
-// at the bounds [1e-6, 1e6], by doublings from the scenario's scale.
+// at the bounds [1e-6, 1e6], by doublings from the scenario's scale and then the bound itself.
 TEST(Capacity, SaysWhenNoScaleOrEveryScaleHolds) {
   CapacityOptions o;
   o.sets = {"workload.max_requests=40", "slo.ttft_ms=0"};
   std::string screen;
   Rows rows = capacity(o, &screen);
-  EXPECT_NE(screen.find("capacity    no value probed holds, down to rate_scale 1.9073e-06 (the "
+  EXPECT_NE(screen.find("capacity    no value probed holds, down to rate_scale 1e-06 (the "
                         "field's bound)\n"),
             std::string::npos)
       << screen;
-  ASSERT_EQ(rows.size(), 20u);  // 1, 1/2, ..., 2^-19
+  ASSERT_EQ(rows.size(), 21u);  // 1e-6 (the bound, past 2^-20), 2^-19, ..., 1/2, 1
+  EXPECT_EQ(rows[0].at("workload.rate_scale"), "1e-06");
+  EXPECT_EQ(rows[1].at("workload.rate_scale"), "1.9073e-06");
   for (const auto& r : rows) EXPECT_EQ(r.at("holds"), "0");
 
   o.sets = {"workload.max_requests=40", "slo.ttft_ms=1e9", "slo.tpot_ms=1e9"};
   rows = capacity(o, &screen);
-  EXPECT_NE(screen.find("capacity    every value probed holds, up to rate_scale 5.2429e+05 (the "
+  EXPECT_NE(screen.find("capacity    every value probed holds, up to rate_scale 1e+06 (the "
                         "field's bound)\n"),
             std::string::npos)
       << screen;
-  ASSERT_EQ(rows.size(), 20u);  // 1, 2, ..., 2^19
+  ASSERT_EQ(rows.size(), 21u);  // 1, 2, ..., 2^19, 1e6 (the bound, short of 2^20)
+  EXPECT_EQ(rows[19].at("workload.rate_scale"), "5.2429e+05");
+  EXPECT_EQ(rows[20].at("workload.rate_scale"), "1e+06");
   for (const auto& r : rows) EXPECT_EQ(r.at("holds"), "1");
 }
 
@@ -482,6 +486,116 @@ TEST(Capacity, MostFindsTheMostOfAKeyThatHurts) {
   EXPECT_FALSE(slurp(dir_most + "/capacity.csv").empty());
 }
 
+// A rejected or a failed request is a miss: the verdict is the share of the window's requests
+// that finished within the SLOs (window_attainment), not goodput.slo_attainment's share of the
+// finished ones. From a GPU pool of 300 blocks, which rejects most of the default scenario's
+// prompts at half its rate while the few it serves meet the SLOs, the search climbs to a pool
+// that serves them; judged by the finished alone it had answered 58 blocks. A remote tier whose
+// GETs fail ends requests (vLLM's kv_load_failure_policy "fail"): with SLOs every finished request
+// meets, the most failure rate that holds is where the failed share passes 1 - A.
+TEST(Capacity, RejectedAndFailedRequestsCountAsMisses) {
+  CapacityOptions o;
+  o.key = "vllm.num_gpu_blocks";
+  o.sets = {"workload.max_requests=400", "workload.rate_scale=0.5", "vllm.num_gpu_blocks=300"};
+  o.jobs = 2;
+  std::string screen;
+  Rows rows = capacity(o, &screen);
+  auto check_rows = [&](const Rows& rs, double target) {
+    for (const auto& r : rs) {
+      const double all = num(r, "finished") + num(r, "rejected") + num(r, "failed");
+      const double met = num(r, "slo_attainment") * num(r, "finished");
+      EXPECT_NEAR(num(r, "window_attainment"), met / all, 1e-6);
+      const bool holds = num(r, "window_attainment") >= target && r.at("saturated") == "0";
+      EXPECT_EQ(r.at("holds"), holds ? "1" : "0") << r.at("probe");
+    }
+  };
+  check_rows(rows, 0.9);
+  ASSERT_EQ(rows.front().at("vllm.num_gpu_blocks"), "300");
+  EXPECT_GT(num(rows.front(), "rejected"), 200);
+  EXPECT_GE(num(rows.front(), "slo_attainment"), 0.9);  // the finished alone would hold
+  EXPECT_EQ(rows.front().at("holds"), "0");
+  // The screen's "meet SLOs" is the verdict's share: 300 blocks' row, and the answer's line.
+  auto percent = [](const std::string& share) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "%.1f%%", 100 * std::stod(share));
+    return std::string(buf);
+  };
+  const size_t row300 = screen.find("\n           300 ");
+  ASSERT_NE(row300, std::string::npos) << screen;
+  const std::string line300 = screen.substr(row300, screen.find('\n', row300 + 1) - row300);
+  EXPECT_NE(line300.find(" " + percent(rows.front().at("window_attainment")) + " "),
+            std::string::npos)
+      << line300;
+  EXPECT_NE(line300.find("fails: rejected"), std::string::npos) << line300;
+  const auto [ok, bad] = answer_of(screen, "num_gpu_blocks");
+  ASSERT_FALSE(ok.empty()) << screen;
+  ASSERT_FALSE(bad.empty()) << screen;
+  EXPECT_GT(std::stoi(ok), 300);
+  EXPECT_LT(std::stoi(bad), std::stoi(ok));
+  for (const auto& r : rows) {
+    if (r.at("vllm.num_gpu_blocks") != ok) continue;
+    EXPECT_NE(
+        screen.find(" req/s offered, " + percent(r.at("window_attainment")) + " meet the SLOs\n"),
+        std::string::npos)
+        << screen;
+  }
+  EXPECT_NE(screen.find("target      90.0% of requests finished with TTFT <= 2000 ms and TPOT <= "
+                        "100 ms (a rejected\n            or failed one misses)"),
+            std::string::npos)
+      << screen;
+
+  o = {};
+  o.key = "links.remote_get_failure_rate";
+  o.most = true;
+  o.slo_attainment = 0.97;
+  o.sets = {"workload.max_requests=300",
+            "slo.ttft_ms=1e9",
+            "slo.tpot_ms=1e9",
+            "lmcache.remote=true",
+            "cluster.router=round_robin",
+            "links.remote_get_failure_rate=0.01"};
+  o.jobs = 2;
+  rows = capacity(o, &screen);
+  check_rows(rows, 0.97);
+  bool some_failed = false;
+  for (const auto& r : rows) {
+    EXPECT_EQ(r.at("slo_attainment"), "1.000000");
+    EXPECT_EQ(r.at("rejected"), "0");
+    some_failed = some_failed || (r.at("holds") == "0" && num(r, "failed") > 0);
+  }
+  EXPECT_TRUE(some_failed);
+  const auto [most_ok, most_bad] = answer_of(screen, "remote_get_failure_rate");
+  ASSERT_FALSE(most_ok.empty()) << screen;
+  ASSERT_FALSE(most_bad.empty()) << screen;
+  EXPECT_LT(std::stod(most_ok), std::stod(most_bad));
+  EXPECT_NE(screen.find(most_bad + " fails: failed ("), std::string::npos) << screen;
+  std::string most_window;  // the holding probe's, below 1: some of its requests failed
+  for (const auto& r : rows)
+    if (r.at("links.remote_get_failure_rate") == most_ok) most_window = r.at("window_attainment");
+  ASSERT_FALSE(most_window.empty());
+  EXPECT_LT(std::stod(most_window), 1);
+  EXPECT_NE(screen.find(" req/s offered, " + percent(most_window) + " meet the SLOs\n"),
+            std::string::npos)
+      << screen;
+
+  // A frontier's row gives the holding probe's window_attainment beside its slo_attainment.
+  o.vary = {"cluster.instances=4"};
+  o.out = kvtwin::testing::scratch_subdir();
+  ::testing::internal::CaptureStdout();
+  ASSERT_EQ(run_capacity(o), 0);
+  const std::string frontier_screen = ::testing::internal::GetCapturedStdout();
+  const Rows frontier = read_csv(o.out + "/frontier.csv");
+  ASSERT_EQ(frontier.size(), 1u);
+  EXPECT_EQ(frontier[0].at("holds"), most_ok);
+  EXPECT_EQ(frontier[0].at("slo_attainment"), "1.000000");
+  EXPECT_EQ(frontier[0].at("window_attainment"), most_window);
+  const size_t point0 = frontier_screen.find("\n    0  4 ");
+  ASSERT_NE(point0, std::string::npos) << frontier_screen;
+  const std::string row0 =
+      frontier_screen.substr(point0, frontier_screen.find('\n', point0 + 1) - point0);
+  EXPECT_NE(row0.find(" " + percent(most_window) + " "), std::string::npos) << row0;
+}
+
 // --vary runs one search per point of the grid (first axis outermost), each the very search that
 // --set of the point's values runs alone: the point's capacity.csv is byte-equal, and its
 // frontier.csv row is that search's answer, the holding probe's figures, its probe count and
@@ -608,7 +722,7 @@ TEST(CapacityVary, AResourceFrontierPlotsTheLeastValueAndTheHitRateThere) {
   ::testing::internal::CaptureStdout();
   ASSERT_EQ(run_capacity(o), 0);
   const std::string screen = ::testing::internal::GetCapturedStdout();
-  EXPECT_NE(screen.find("target      90.0% of finished requests within each point's "
+  EXPECT_NE(screen.find("target      90.0% of requests finished within each point's "
                         "slo.ttft_ms and slo.tpot_ms"),
             std::string::npos)
       << screen;
