@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -200,6 +201,24 @@ TEST(Cli, ARunPrintsItsSummaryOnOneScreen) {
   EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
   EXPECT_EQ(lines[lines.size() - 2].rfind("wall time   ", 0), 0u) << r.out;
   EXPECT_EQ(lines.back(), "outputs     " + dir + "/run/");
+  EXPECT_EQ(lines[4].rfind("goodput     ", 0), 0u) << r.out;
+  EXPECT_EQ(lines[4].find(" of all requests"), std::string::npos) << r.out;
+
+  // Rejected requests: the goodput line gives the share of all requests beside the finished
+  // ones'. A pool of 100 blocks (1,600 tokens) rejects the longer prompts.
+  const auto small = kvtwin::testing::run_kvtwin(
+      "run --set workload.max_requests=40 --set vllm.num_gpu_blocks=100 --out " + dir + "/small");
+  ASSERT_EQ(small.exit_code, 0) << small.err;
+  const std::string s = kvtwin::testing::slurp(dir + "/small/summary.json");
+  const double total = kvtwin::testing::number_after(s, "\"total\": ");
+  const double finished = kvtwin::testing::number_after(s, "\"finished\": ");
+  const double rejected = kvtwin::testing::number_after(s, "\"rejected\": ");
+  const double attainment = kvtwin::testing::number_after(s, "\"slo_attainment\": ");
+  ASSERT_GT(rejected, 0) << s;
+  std::snprintf(want, sizeof want,
+                "(%.1f%% of the finished, %.1f%% of all requests meet the SLOs)\n",
+                100 * attainment, 100 * std::round(attainment * finished) / total);
+  EXPECT_NE(small.out.find(want), std::string::npos) << want << "\n" << small.out;
 }
 
 // `trace stats --json` gives the text report's figures: every count as printed, the reuse ratios
