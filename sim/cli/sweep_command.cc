@@ -62,7 +62,7 @@ std::string screen_table(const std::vector<Axis>& axes, const std::vector<Point>
   const std::vector<int> width = grid_widths(keys, values);
   std::string out;
   char buf[256];
-  bool any_saturated = false;
+  bool any_saturated = false, any_lost = false;
   for (size_t i = 0; i < keys.size(); ++i) {
     std::snprintf(buf, sizeof buf, "%-*s  ", width[i], keys[i].c_str());
     out += buf;
@@ -86,15 +86,28 @@ std::string screen_table(const std::vector<Axis>& axes, const std::vector<Point>
                     report::unit_cell(s.cost.per_million_output_tokens).c_str());
       out += buf;
     }
-    std::snprintf(buf, sizeof buf, "   %s%s\n", busiest_link(s).c_str(),
+    std::snprintf(buf, sizeof buf, "   %s%s", busiest_link(s).c_str(),
                   s.load.saturated ? "  saturated" : "");
     out += buf;
+    // Requests the point never served: its latencies and hit rate flatter it by their absence.
+    for (const auto& [count, what] : {std::pair{s.rejected, "rejected"}, {s.failed, "failed"}}) {
+      if (count == 0) continue;
+      std::snprintf(buf, sizeof buf, "  %llu %s", static_cast<unsigned long long>(count), what);
+      out += buf;
+    }
+    out += "\n";
     any_saturated = any_saturated || s.load.saturated;
+    any_lost = any_lost || s.rejected > 0 || s.failed > 0;
   }
   if (any_saturated)
     out +=
         "saturated: the queue grew by more than the TTFT SLO over the run; arrivals outpace "
         "service,\n           and the latencies grow with the trace's length\n";
+  if (any_lost)
+    out +=
+        "rejected:  requests never served (a prompt over vllm.max_model_len or the GPU pool); "
+        "failed:\n           ended by a failed KV load. Latencies and goodput count the finished "
+        "ones only\n";
   return out;
 }
 

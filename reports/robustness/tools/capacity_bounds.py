@@ -11,7 +11,9 @@ runs at values near both bounds, through every probe's validation and simulation
 answer or refuse (a field that is not a resource, a start of 0); it is BAD when it dies by a
 signal, hangs (300 s), exits with a code other than 0 or 2, or refuses with anything but one line
 starting "kvtwin:", or takes more than kMaxProbes probes. A field whose scenario value is 0 (a
-refused start) is searched again from 1. It prints each bad case, then the counts by exit code.
+refused start) is searched again from 1. Each search runs twice, the second time with --most
+(stop 34), which turns its direction: every field goes toward both bounds under both SLOs. It
+prints each bad case, then the counts by exit code.
 """
 import os
 import subprocess
@@ -31,11 +33,11 @@ def numeric_keys(repo):
     return [key for key, kind, _ in documented_fields(repo) if kind in ('integer', 'number')]
 
 
-def search(kvtwin, scenario, key, slo, start, out):
-    """One `capacity --for KEY` search into `out`: (process or None on a hang, probes)."""
+def search(kvtwin, scenario, key, slo, start, out, most):
+    """One `capacity --for KEY [--most]` search into `out`: (process or None on a hang, probes)."""
     args = [kvtwin, 'capacity', '-q', '--scenario', scenario, '--for', key,
             '--set', 'workload.max_requests=3', '--set', 'output.plots=false',
-            '--precision', '1', '--probes', '2', '--out', out]
+            '--precision', '1', '--probes', '2', '--out', out] + (['--most'] if most else [])
     for s in slo + ([f'{key}={start}'] if start else []):
         args += ['--set', s]
     try:
@@ -53,31 +55,31 @@ def main():
     kvtwin, scenario = sys.argv[1], sys.argv[2]
     keys = numeric_keys('.')
     bad, cases, outcomes = 0, 0, {}
-    for key in keys:
-        for slo in (['slo.ttft_ms=1e9', 'slo.tpot_ms=1e9'], ['slo.ttft_ms=0']):
-            # The scenario's own start, and a start of 1 where its value is 0 (stop 33: a disk
-            # size that held everywhere was halved 1,025 times toward 0, unseen while every such
-            # field started at the scenario's 0 and was refused).
-            for start in (None, '1'):
-                with tempfile.TemporaryDirectory() as out:
-                    p, probes = search(kvtwin, scenario, key, slo, start, out)
-                cases += 1
-                if p is None:
-                    bad += 1
-                    print('HANG', key, slo, start)
-                    break
-                err = p.stderr.strip()
-                ok = p.returncode == 0 or (p.returncode == 2 and err.count('\n') == 0 and
-                                           err.startswith('kvtwin:'))
-                outcomes[p.returncode] = outcomes.get(p.returncode, 0) + 1
-                if not ok:
-                    bad += 1
-                    print('BAD', p.returncode, key, slo, start, err[:300])
-                elif probes > kMaxProbes:
-                    bad += 1
-                    print('LONG', probes, 'probes', key, slo, start)
-                if 'give a start above 0' not in err:
-                    break  # the scenario's value was a start: no second one needed
+    slos = (['slo.ttft_ms=1e9', 'slo.tpot_ms=1e9'], ['slo.ttft_ms=0'])
+    for key, slo, most in [(k, s, m) for k in keys for s in slos for m in (False, True)]:
+        # The scenario's own start, and a start of 1 where its value is 0 (stop 33: a disk
+        # size that held everywhere was halved 1,025 times toward 0, unseen while every such
+        # field started at the scenario's 0 and was refused).
+        for start in (None, '1'):
+            with tempfile.TemporaryDirectory() as out:
+                p, probes = search(kvtwin, scenario, key, slo, start, out, most)
+            cases += 1
+            if p is None:
+                bad += 1
+                print('HANG', key, slo, start, most)
+                break
+            err = p.stderr.strip()
+            ok = p.returncode == 0 or (p.returncode == 2 and err.count('\n') == 0 and
+                                       err.startswith('kvtwin:'))
+            outcomes[p.returncode] = outcomes.get(p.returncode, 0) + 1
+            if not ok:
+                bad += 1
+                print('BAD', p.returncode, key, slo, start, most, err[:300])
+            elif probes > kMaxProbes:
+                bad += 1
+                print('LONG', probes, 'probes', key, slo, start, most)
+            if 'give a start above 0' not in err:
+                break  # the scenario's value was a start: no second one needed
     print(f'{scenario}: {len(keys)} keys, {cases} searches, {bad} bad, exit codes {outcomes}')
 
 

@@ -84,15 +84,42 @@ std::vector<std::map<std::string, std::string>> sweep_two_points(std::vector<std
   return rows;
 }
 
+// Runs a sweep into `dir`, its table captured into *table; returns sweep.csv's rows.
+std::vector<std::map<std::string, std::string>> sweep_with_table(SweepOptions o,
+                                                                 const std::string& dir,
+                                                                 std::string* table) {
+  o.out = dir;
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(run_sweep(o), 0);
+  *table = ::testing::internal::GetCapturedStdout();
+  return read_csv(dir + "/sweep.csv");
+}
+
 // sweep.csv says how many requests each point rejected (a pool smaller than their prompts) or
-// failed, and the share of prompt tokens whose KV load failed, as the point's summary.json does.
+// failed, and the share of prompt tokens whose KV load failed, as the point's summary.json does;
+// the table flags the points that lost requests.
 TEST(Sweep, TheTableCountsRejectedAndFailedRequests) {
-  const auto rows =
-      sweep_two_points({"workload.max_requests=20"}, "vllm.num_gpu_blocks=200,100000");
+  const std::string dir = kvtwin::testing::scratch_dir();
+  SweepOptions o;
+  o.sets = {"workload.max_requests=20", "output.plots=false"};
+  o.vary = {"vllm.num_gpu_blocks=200,100000"};
+  std::string table;
+  const auto rows = sweep_with_table(o, dir, &table);
   ASSERT_EQ(rows.size(), 2u);
   // 200 blocks of 16 tokens hold 3,184 tokens: most of the first 20 prompts do not fit.
   EXPECT_GT(std::stoi(rows[0].at("rejected")), 0);
   EXPECT_EQ(rows[1].at("rejected"), "0");
+  // The screen's table flags them after the busiest link, and a note says what they are.
+  std::istringstream lines(table);
+  std::string header, first, second, note;
+  std::getline(lines, header);
+  std::getline(lines, first);
+  std::getline(lines, second);
+  std::getline(lines, note);
+  EXPECT_TRUE(first.ends_with("%  " + rows[0].at("rejected") + " rejected")) << table;
+  EXPECT_EQ(second.find("rejected"), std::string::npos) << table;
+  EXPECT_EQ(note.rfind("rejected:  requests never served (a prompt over vllm.max_model_len", 0), 0u)
+      << table;
 }
 
 // Failed LMCache loads, recomputed (kv_load_failure_policy = recompute): a 1-GiB CPU tier cannot
@@ -107,17 +134,6 @@ TEST(Sweep, TheTableGivesTheShareOfPromptTokensWhoseLoadFailed) {
   EXPECT_GT(std::stod(rows[0].at("failed_load_rate")), 0);
   EXPECT_LT(std::stod(rows[0].at("failed_load_rate")), std::stod(rows[0].at("lmcache_hit_rate")));
   EXPECT_EQ(rows[1].at("failed_load_rate"), rows[1].at("lmcache_hit_rate"));
-}
-
-// Runs a sweep into `dir`, its table captured into *table; returns sweep.csv's rows.
-std::vector<std::map<std::string, std::string>> sweep_with_table(SweepOptions o,
-                                                                 const std::string& dir,
-                                                                 std::string* table) {
-  o.out = dir;
-  ::testing::internal::CaptureStdout();
-  EXPECT_EQ(run_sweep(o), 0);
-  *table = ::testing::internal::GetCapturedStdout();
-  return read_csv(dir + "/sweep.csv");
 }
 
 // Point i's summary.json, parsed by `parser` (which must outlive the element).
@@ -167,9 +183,13 @@ TEST(Sweep, TheTableGivesWhatEachPointNeeded) {
         busiest = link;
       }
     }
-    // The table's line of this point (after the header) ends with its busiest link.
-    const std::string want =
+    // The table's line of this point (after the header) ends with its busiest link, then the
+    // requests it failed (the 1-GiB tier fails one: a load it cannot stage) or rejected.
+    std::string want =
         "   " + busiest + " " + std::to_string(std::lround(100 * busiest_share)) + "%";
+    if (row.at("failed") != "0") want += "  " + row.at("failed") + " failed";
+    EXPECT_EQ(row.at("rejected"), "0");
+    EXPECT_EQ(row.at("failed") != "0", i == 0);
     std::istringstream lines(table);
     std::string line;
     for (size_t skip = 0; skip <= i + 1; ++skip) std::getline(lines, line);
