@@ -6,13 +6,15 @@ usage: grid_fuzz.py KVTWIN CASES SEED   (run from the repository root)
 Each case draws sweep or capacity, one to three --vary axes (one to three keys joined by '/',
 known, misspelt and empty keys; zero to three values of legal, odd and malformed parts, the
 parts' count sometimes not the keys'), for capacity a --for key, a precision and a probe count,
-on the first 2 to 5 requests of the embedded trace. A case is BAD when it dies by a signal, hangs
+and (stop 34) sometimes --most, --least or both, on the first 2 to 5 requests of the embedded
+trace. The direction flags come from a second generator, so a seed's other draws are as before. A case is BAD when it dies by a signal, hangs
 (120 s), exits with a code other than 0 or 2, or refuses with more or less than one line. It
 prints each bad case, then the count.
 """
 import random, subprocess, sys, os, tempfile
 kvtwin, cases, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 rnd = random.Random(seed)
+direction = random.Random(seed ^ 0x5EED)
 keys = ['cluster.instances', 'cluster.router', 'lmcache.max_local_cpu_size_gb', 'lmcache.chunk_size',
         'workload.rate_scale', 'slo.ttft_ms', 'gpu.memory_gb', 'gpu.name', 'vllm.block_size',
         'workload.arrivals', 'lmcache.enabled', 'vllm.num_gpu_blocks', 'no.such_key', 'cluster',
@@ -41,6 +43,7 @@ for c in range(cases):
         if rnd.random() < 0.5: args += ['--for', rnd.choice(keys)]
         args += ['--precision', rnd.choice(['0.5', '1', '0.05']), '--probes', rnd.choice(['1', '2', '3'])]
         if rnd.random() < 0.3: args += ['--set', 'slo.ttft_ms=1e9', '--set', 'slo.tpot_ms=1e9']
+        args += direction.choice([[], [], ['--most'], ['--least'], ['--most', '--least']])
     out = tempfile.mkdtemp(prefix='fz', dir=None)
     args += ['--out', out]
     try:
