@@ -12,6 +12,8 @@
 #include "sim/cli/common.h"
 #include "sim/cli/grid.h"
 #include "sim/cli/run_command.h"
+#include "sim/engine/kv_cache_layout.h"
+#include "sim/hw/model_geometry.h"
 #include "sim/io/input_error.h"
 #include "sim/io/output_file.h"
 #include "sim/report/run_recorder.h"
@@ -86,14 +88,16 @@ class Search {
         on_probe_(std::move(on_probe)) {}
 
   // The scenario with the key at `x`, or nullopt when its validation refuses that value (a
-  // tensor-parallel size that does not divide the heads, a CPU pool below one byte); `why`, when
-  // given, then gets the reason. The search treats refused values as beyond the key's range while
-  // bracketing and skips them while narrowing.
+  // tensor-parallel size that does not divide the heads, a CPU pool below one byte) or vLLM would
+  // not start with it (a max_model_len whose one request the KV cache cannot hold, weights that
+  // leave no memory for KV); `why`, when given, then gets the reason. The search treats refused
+  // values as beyond the key's range while bracketing and skips them while narrowing.
   std::optional<scenario::Scenario> at_value(double x, std::string* why = nullptr) const {
     scenario::Scenario s = base_;
     try {
       scenario::apply_override(&s, axis_.field->key + "=" + value_text(axis_, x), "--for");
       scenario::validate(s);
+      engine::derive_kv_cache_layout(s, hw::derive_geometry(s));  // vLLM's start-up check
     } catch (const InputError& e) {
       if (why) *why = e.what();
       return std::nullopt;
@@ -297,7 +301,7 @@ std::string verdict(const Probe& p, double target) {
     else
       why = s.rejected && s.failed ? "rejected, failed" : s.rejected ? "rejected" : "failed";
   }
-  if (p.summary.load.saturated) why += why.empty() ? "saturated" : ", saturated";
+  if (s.load.saturated) why += why.empty() ? "saturated" : ", saturated";
   return "fails: " + why;
 }
 
@@ -426,7 +430,7 @@ std::vector<const Probe*> wrong_side(const Axis& axis, const Outcome& r) {
 // The notes under an answer: a window in scaled time, and each probe on the wrong side of the
 // answer. `who` starts each probe's note ("" or "point 2: ").
 void notes(Lines& line, const scenario::Scenario& base, const Axis& axis, const Outcome& r,
-           const std::string& who) {
+           const std::string& who, double target) {
   const std::string name = short_name(axis);
   if (axis.rate && (base.workload.start_s > 0 || base.workload.max_duration_s > 0))
     line(
@@ -434,8 +438,20 @@ void notes(Lines& line, const scenario::Scenario& base, const Axis& axis, const 
         "            replays another part of the trace (workload.max_requests keeps the same "
         "ones)\n",
         who.c_str());
-  // No rate held: arrivals that share an instant stay together at any rate_scale.
-  if (axis.rate && !r.ok() && r.bad()->summary.load.largest_arrival_group >= report::kBurstHint)
+  // At every probe the rejected requests alone left too few to reach the target (prompts over
+  // vllm.max_model_len, say): the key searched was not what stood in the way. (Then no value
+  // held: a holding probe finished a share >= target of its requests.)
+  const auto too_many_rejected = [&](const Probe* p) {
+    const report::Summary& m = p->summary;
+    return m.requests > 0 &&
+           static_cast<double>(m.requests - m.rejected) < target * static_cast<double>(m.requests);
+  };
+  const bool rejected_everywhere =
+      std::all_of(r.by_value.begin(), r.by_value.end(), too_many_rejected);
+  // No rate held: arrivals that share an instant stay together at any rate_scale (unless the
+  // rejected requests were what kept it from holding).
+  if (axis.rate && !r.ok() && !rejected_everywhere &&
+      r.bad()->summary.load.largest_arrival_group >= report::kBurstHint)
     line(
         "note        %sup to %llu requests arrive at one instant at every rate; "
         "workload.arrivals =\n"
@@ -456,10 +472,15 @@ void notes(Lines& line, const scenario::Scenario& base, const Axis& axis, const 
       why.erase(0, cut < why.size() && why[cut] == ' ' ? cut + 1 : cut);
     }
   };
+  if (rejected_everywhere)
+    line(
+        "note        %severy probe rejected more than %.1f%% of the requests (prompts over\n"
+        "            vllm.max_model_len or the GPU pool): the target was out of reach there\n",
+        who.c_str(), 100 * (1 - target));
   // A least search of another key than the rate whose verdict never changed, holding all the way
   // down or failing all the way up: the key may be one more of which hurts.
   if (axis.more_helps && !axis.chosen && !axis.rate && !(r.ok() && r.bad()) &&
-      !r.answer.at_refusal && !r.answer.same_run)
+      !r.answer.at_refusal && !r.answer.same_run && !rejected_everywhere)
     line(
         "note        %sif more %.30s hurts (a latency, an overhead), --most finds the most that\n"
         "            holds\n",
@@ -524,7 +545,7 @@ std::string screen(const scenario::Scenario& base, const CapacityOptions& o, con
     line("capacity    %s\n", bound_sentence(axis, r).c_str());
   }
   if (r.ok() && r.ok()->summary.cost.priced) cost_line(line, r.ok()->summary.cost);
-  notes(line, base, axis, r, "");
+  notes(line, base, axis, r, "", o.slo_attainment);
   return line.out;
 }
 
@@ -570,8 +591,8 @@ std::string frontier_fields(const Axis& axis, const GridSearch& g, const size_t*
 
 // The point whose answer costs least: for a search of another key than the rate (each point at
 // its scenario's rate) the least per hour, for a rate search the least per thousand requests
-// within the SLOs at the rate found; the first on a tie. None when no holding probe is priced (with
-// a figure to rank).
+// within the SLOs at the rate found; the first on a tie. None when no holding probe is priced
+// (with a figure to rank).
 std::optional<size_t> cheapest_point(const Axis& axis, const GridSearch& g) {
   std::optional<size_t> best;
   double least = 0;
@@ -647,7 +668,7 @@ std::string frontier_screen(const scenario::Scenario& base, const CapacityOption
     const Outcome& r = g.outcomes[i];
     if (!r.ok() || !r.bad())
       line("note        point %zu: %s\n", i, bound_sentence(axis, r).c_str());
-    notes(line, g.scenarios[i], axis, r, "point " + std::to_string(i) + ": ");
+    notes(line, g.scenarios[i], axis, r, "point " + std::to_string(i) + ": ", o.slo_attainment);
   }
   return line.out;
 }

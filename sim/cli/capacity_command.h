@@ -48,7 +48,8 @@
 // names any probe beyond `bad` that held, or before `ok` that failed.
 //
 // A value the scenario's validation refuses (a tensor-parallel size that does not divide the
-// heads, a CPU pool below one byte) is never probed: bracketing stops before it (the answer is
+// heads, a CPU pool below one byte), or with which vLLM would not start (a max_model_len whose one
+// request the KV cache cannot hold), is never probed: bracketing stops before it (the answer is
 // then at "the scenario's limit"), narrowing skips it (for an integer key whose log-spaced
 // candidates are all refused, it tries the accepted integers between), and a note gives the
 // values and the first refusal's reason.
@@ -61,8 +62,10 @@
 // Outputs: a table of every probe by value and the answer on stdout; with --out, DIR/capacity.csv
 // (one row per probe, by value; columns in sim/report/README.md), and each probe's summary.json
 // and scenario.toml under DIR/points/<probe>/ (probe = the order simulated). A note names a
-// search over the rate in which no value held while the trace's largest arrival group (requests
-// at one instant, which no rate_scale separates) is report::kBurstHint or more.
+// search in which every probe rejected more than 1 - A of its requests (prompts over
+// max_model_len: no value of the key could hold), and otherwise a search over the rate in which
+// no value held while the trace's largest arrival group (requests at one instant, which no
+// rate_scale separates) is report::kBurstHint or more.
 //
 // --vary (sweep's grid, sim/cli/grid.h; never the key searched) runs one such search per point
 // of the grid, each exactly the search that --set of the point's values runs alone: the frontier

@@ -164,6 +164,7 @@ TEST(Capacity, SaysWhenNoScaleOrEveryScaleHolds) {
                         "field's bound)\n"),
             std::string::npos)
       << screen;
+  EXPECT_EQ(screen.find("every probe rejected"), std::string::npos) << screen;  // none was
   ASSERT_EQ(rows.size(), 21u);  // 1e-6 (the bound, past 2^-20), 2^-19, ..., 1/2, 1
   EXPECT_EQ(rows[0].at("workload.rate_scale"), "1e-06");
   EXPECT_EQ(rows[1].at("workload.rate_scale"), "1.9073e-06");
@@ -594,6 +595,75 @@ TEST(Capacity, RejectedAndFailedRequestsCountAsMisses) {
   const std::string row0 =
       frontier_screen.substr(point0, frontier_screen.find('\n', point0 + 1) - point0);
   EXPECT_NE(row0.find(" " + percent(most_window) + " "), std::string::npos) << row0;
+}
+
+// Prompts over vllm.max_model_len are rejected at any rate and any step overhead: with a 2,048-
+// token limit, 34 of the first 40 requests are. No value holds, and a note says that the rejected
+// requests alone kept the target out of reach, in place of the burst note (rate) or the --most
+// hint (another key).
+TEST(Capacity, SaysWhenTheRejectedRequestsAloneMissTheTarget) {
+  CapacityOptions o;
+  o.sets = {"workload.max_requests=40", "vllm.max_model_len=2048"};
+  std::string screen;
+  Rows rows = capacity(o, &screen);
+  const std::string note =
+      "note        every probe rejected more than 10.0% of the requests (prompts over\n"
+      "            vllm.max_model_len or the GPU pool): the target was out of reach there\n";
+  for (const auto& r : rows) {
+    EXPECT_GT(num(r, "rejected"), 4) << r.at("probe");
+    EXPECT_EQ(r.at("holds"), "0");
+  }
+  EXPECT_NE(screen.find(note), std::string::npos) << screen;
+  EXPECT_EQ(screen.find("arrive at one instant"), std::string::npos) << screen;
+
+  // The step overhead, doubled from a failing 3 ms to its bound, changes every run: a least
+  // search of it that never held would end with the --most hint, but not here.
+  o.key = "gpu.step_overhead_us";
+  rows = capacity(o, &screen);
+  EXPECT_NE(screen.find("capacity    no value probed holds, up to step_overhead_us 1e+07 (the "
+                        "field's bound)\n"),
+            std::string::npos)
+      << screen;
+  EXPECT_NE(screen.find(note), std::string::npos) << screen;
+  EXPECT_EQ(screen.find("--most"), std::string::npos) << screen;
+
+  // A limit that rejects 2 of the 40 (5 %): no note, though no value holds.
+  o.key = "workload.rate_scale";
+  o.sets = {"workload.max_requests=40", "vllm.max_model_len=32000", "slo.ttft_ms=0"};
+  rows = capacity(o, &screen);
+  for (const auto& r : rows) EXPECT_EQ(r.at("rejected"), "2") << r.at("probe");
+  EXPECT_EQ(screen.find("every probe rejected"), std::string::npos) << screen;
+  // Nor when only some probes reject too many: a longer limit rejects fewer.
+  o.key = "vllm.max_model_len";
+  o.sets = {"workload.max_requests=40", "vllm.max_model_len=2048", "slo.ttft_ms=0"};
+  rows = capacity(o, &screen);
+  EXPECT_GT(num(rows.front(), "rejected"), 4);
+  EXPECT_LE(num(rows.back(), "rejected"), 4);
+  EXPECT_EQ(screen.find("every probe rejected"), std::string::npos) << screen;
+}
+
+// A value with which vLLM would not start is refused like one the scenario's validation refuses:
+// with 24 GB of GPU memory one request of 32,768 tokens does not fit the KV cache, so the search
+// for the least max_model_len stops below it, at "the scenario's limit", and says why. (It was
+// an error that ended the search.)
+TEST(Capacity, RefusesTheValuesVllmWouldNotStartWith) {
+  CapacityOptions o;
+  o.key = "vllm.max_model_len";
+  o.sets = {"workload.max_requests=20", "gpu.memory_gb=24", "vllm.max_model_len=8192",
+            "slo.ttft_ms=1e9", "slo.tpot_ms=1e9"};
+  std::string screen;
+  const Rows rows = capacity(o, &screen);
+  ASSERT_EQ(rows.size(), 2u) << screen;
+  EXPECT_EQ(rows[0].at("vllm.max_model_len"), "8192");
+  EXPECT_EQ(rows[1].at("vllm.max_model_len"), "16384");
+  EXPECT_NE(screen.find("up to max_model_len 16384 (the scenario's limit)\n"), std::string::npos)
+      << screen;
+  EXPECT_NE(screen.find("note        the scenario refuses max_model_len beyond that value:\n"
+                        "            vllm.max_model_len: one request of 32768 tokens needs 4.00 "
+                        "GiB of KV cache"),
+            std::string::npos)
+      << screen;
+  EXPECT_NE(screen.find("vLLM refuses to start"), std::string::npos) << screen;
 }
 
 // --vary runs one search per point of the grid (first axis outermost), each the very search that
