@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 
+#include "model/check.h"
 #include "sim/cli/common.h"
 #include "sim/cli/grid.h"
 #include "sim/cli/run_command.h"
@@ -112,8 +113,10 @@ class Search {
     const size_t first = probes_.size();
     std::vector<scenario::Scenario> scenarios;
     for (double x : values) {
+      std::optional<scenario::Scenario> s = at_value(x);
+      KVTWIN_CHECK(s.has_value()) << "probe of a refused value " << value_text(axis_, x);
       probes_.push_back(Probe{probes_.size(), x, {}, false});
-      scenarios.push_back(*at_value(x));
+      scenarios.push_back(std::move(*s));
     }
     PointsProgress progress("kvtwin capacity", quiet_, values.size());
     parallel_for(values.size(), jobs_, [&](size_t i) {
@@ -356,7 +359,9 @@ struct Outcome {
 };
 
 // The scenario's value of the key searched, as probed: the search's start. Throws InputError
-// unless it is above 0.
+// unless it is above 0, and with the scenario at it, as Search::at_value sets it, unless it is
+// valid and vLLM starts (that error as it is: a max_model_len whose one request the KV cache
+// cannot hold), as a plain run would.
 double start_of(const Axis& axis, const scenario::Scenario& s) {
   const std::string start = axis.field->get(s);
   const double x0 = round_value(axis, std::strtod(start.c_str(), nullptr));
@@ -364,6 +369,10 @@ double start_of(const Axis& axis, const scenario::Scenario& s) {
     throw InputError("--for", 0, axis.field->key,
                      "the scenario's value is " + start +
                          "; the search doubles and halves it: give a start above 0 with --set");
+  scenario::Scenario at = s;
+  scenario::apply_override(&at, axis.field->key + "=" + value_text(axis, x0), "--for");
+  scenario::validate(at);
+  engine::derive_kv_cache_layout(at, hw::derive_geometry(at));  // vLLM's start-up check
   return x0;
 }
 

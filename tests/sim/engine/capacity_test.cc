@@ -388,6 +388,11 @@ TEST(Capacity, RefusesOptionsOutOfRange) {
   o.key = "cost.gpu_per_hour";  // a price: every probe the same run
   o.sets = {"cost.gpu_per_hour=2"};
   EXPECT_TRUE(refused(o, "--for: cost.gpu_per_hour: a price changes no run; search a resource"));
+  o = {};  // a start vLLM would not start with, as a plain run refuses it
+  o.sets = {"vllm.max_model_len=524288"};
+  EXPECT_TRUE(refused(o, "--set: vllm.max_model_len: one request of 524288 tokens needs"));
+  o.key = "vllm.max_model_len";
+  EXPECT_TRUE(refused(o, "--for: vllm.max_model_len: one request of 524288 tokens needs"));
   o = {};
   o.most = o.least = true;
   EXPECT_TRUE(refused(o, "--most: workload.rate_scale: give --most or --least, not both"));
@@ -926,6 +931,15 @@ TEST(CapacityVary, RefusesAGridItCannotSearch) {
   o.key = "vllm.num_gpu_blocks";  // 0 (from the GPU's memory) at every point: nothing to double
   o.vary = {"lmcache.max_local_cpu_size_gb=4,8"};
   EXPECT_TRUE(refused(o, "--for: vllm.num_gpu_blocks: the scenario's value is 0"));
+  // A point vLLM would not start with (one request of 524,288 tokens does not fit 80 GB), before
+  // anything runs: it crashed the search (a probe of a refused start) at dbbabce.
+  o = {};
+  o.vary = {"vllm.max_model_len=8192,524288"};
+  EXPECT_TRUE(refused(o, "--vary: vllm.max_model_len: one request of 524288 tokens needs"));
+  o.key = "vllm.max_model_len";
+  o.vary = {"gpu.memory_gb=80,24"};
+  o.sets = {"vllm.max_model_len=65536"};
+  EXPECT_TRUE(refused(o, "vLLM refuses to start"));
 }
 
 }  // namespace
