@@ -7,7 +7,9 @@ Each case draws sweep or capacity, one to three --vary axes (one to three keys j
 known, misspelt and empty keys; zero to three values of legal, odd and malformed parts, the
 parts' count sometimes not the keys'), for capacity a --for key, a precision and a probe count,
 and (stop 34) sometimes --most, --least or both, on the first 2 to 5 requests of the embedded
-trace. The direction flags come from a second generator, so a seed's other draws are as before. A case is BAD when it dies by a signal, hangs
+trace. The direction flags come from a second generator. Stop 34 also added vllm.max_model_len and
+the values 524288 (which vLLM refuses to start with on 80 GB) and 2048, so seeds before stop 34
+draw other cases now. A case is BAD when it dies by a signal, hangs
 (120 s), exits with a code other than 0 or 2, or refuses with more or less than one line. It
 prints each bad case, then the count.
 """
@@ -19,10 +21,10 @@ keys = ['cluster.instances', 'cluster.router', 'lmcache.max_local_cpu_size_gb', 
         'workload.rate_scale', 'slo.ttft_ms', 'gpu.memory_gb', 'gpu.name', 'vllm.block_size',
         'workload.arrivals', 'lmcache.enabled', 'vllm.num_gpu_blocks', 'no.such_key', 'cluster',
         'cluster.instance', '', 'workload.trace', 'cost.gpu_per_hour',
-        'cost.cpu_memory_gib_per_hour', 'cost.remote_gib_per_hour']
+        'cost.cpu_memory_gib_per_hour', 'cost.remote_gib_per_hour', 'vllm.max_model_len']
 vals = ['1', '2', '4', '0', '-1', '1e9', '1e300', 'nan', 'inf', 'round_robin', 'prefix_aware', 'x',
         'true', 'false', 'spread', 'trace', '16', '64', '0.5', '', ' ', 'H100', '1/2', 'a,b', '=',
-        '3e-7', '80', '141']
+        '3e-7', '80', '141', '524288', '2048']
 def part(n): return '/'.join(rnd.choice(vals) for _ in range(n))
 def axis():
     k = rnd.randint(1, 3)
