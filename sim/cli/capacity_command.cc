@@ -58,6 +58,18 @@ std::string option_text(double x) {
   return buf;
 }
 
+// `base` with the key at `x` as probed, valid and one vLLM starts with; else throws the InputError
+// of the scenario's validation (a tensor-parallel size that does not divide the heads, a CPU pool
+// below one byte) or of vLLM's start-up check (a max_model_len whose one request the KV cache
+// cannot hold, weights that leave no memory for KV), as a plain run would.
+scenario::Scenario scenario_at(const Axis& a, const scenario::Scenario& base, double x) {
+  scenario::Scenario s = base;
+  scenario::apply_override(&s, a.field->key + "=" + value_text(a, x), "--for");
+  scenario::validate(s);
+  engine::derive_kv_cache_layout(s, hw::derive_geometry(s));  // vLLM's start-up check
+  return s;
+}
+
 struct Probe {
   size_t order = 0;  // the order simulated: points/<order>/
   double value = 0;  // of the key searched
@@ -65,13 +77,7 @@ struct Probe {
   bool holds = false;
 };
 
-// The share of the window's requests that finished within both SLOs: a rejected or failed
-// request counts as a miss. goodput.slo_attainment counts finished requests only (as vllm bench
-// serve does), so a GPU pool that rejects the long prompts, or a remote tier whose failed loads
-// end requests, would meet it by serving fewer.
-double window_attainment(const report::Summary& s) {
-  return s.requests ? static_cast<double>(s.slo_met) / static_cast<double>(s.requests) : 0;
-}
+using report::window_attainment;
 
 class Search {
  public:
@@ -88,22 +94,16 @@ class Search {
         quiet_(quiet),
         on_probe_(std::move(on_probe)) {}
 
-  // The scenario with the key at `x`, or nullopt when its validation refuses that value (a
-  // tensor-parallel size that does not divide the heads, a CPU pool below one byte) or vLLM would
-  // not start with it (a max_model_len whose one request the KV cache cannot hold, weights that
-  // leave no memory for KV); `why`, when given, then gets the reason. The search treats refused
-  // values as beyond the key's range while bracketing and skips them while narrowing.
+  // scenario_at(x), or nullopt when it refuses the value; `why`, when given, then gets the
+  // reason. The search treats refused values as beyond the key's range while bracketing and
+  // skips them while narrowing.
   std::optional<scenario::Scenario> at_value(double x, std::string* why = nullptr) const {
-    scenario::Scenario s = base_;
     try {
-      scenario::apply_override(&s, axis_.field->key + "=" + value_text(axis_, x), "--for");
-      scenario::validate(s);
-      engine::derive_kv_cache_layout(s, hw::derive_geometry(s));  // vLLM's start-up check
+      return scenario_at(axis_, base_, x);
     } catch (const InputError& e) {
       if (why) *why = e.what();
       return std::nullopt;
     }
-    return s;
   }
   bool accepts(double x, std::string* why = nullptr) const { return at_value(x, why).has_value(); }
 
@@ -359,9 +359,7 @@ struct Outcome {
 };
 
 // The scenario's value of the key searched, as probed: the search's start. Throws InputError
-// unless it is above 0, and with the scenario at it, as Search::at_value sets it, unless it is
-// valid and vLLM starts (that error as it is: a max_model_len whose one request the KV cache
-// cannot hold), as a plain run would.
+// unless it is above 0 and scenario_at accepts it (then scenario_at's error as it is).
 double start_of(const Axis& axis, const scenario::Scenario& s) {
   const std::string start = axis.field->get(s);
   const double x0 = round_value(axis, std::strtod(start.c_str(), nullptr));
@@ -369,10 +367,7 @@ double start_of(const Axis& axis, const scenario::Scenario& s) {
     throw InputError("--for", 0, axis.field->key,
                      "the scenario's value is " + start +
                          "; the search doubles and halves it: give a start above 0 with --set");
-  scenario::Scenario at = s;
-  scenario::apply_override(&at, axis.field->key + "=" + value_text(axis, x0), "--for");
-  scenario::validate(at);
-  engine::derive_kv_cache_layout(at, hw::derive_geometry(at));  // vLLM's start-up check
+  scenario_at(axis, s, x0);
   return x0;
 }
 

@@ -570,8 +570,7 @@ std::string RunRecorder::screen(const Summary& s) {
   // that rejects the long prompts meets the SLOs on the rest.
   if (s.rejected + s.failed > 0 && s.requests > 0)
     line("goodput     %.2f req/s (%.1f%% of the finished, %.1f%% of all requests meet the SLOs)\n",
-         s.goodput, 100 * s.slo_attainment,
-         100 * static_cast<double>(s.slo_met) / static_cast<double>(s.requests));
+         s.goodput, 100 * s.slo_attainment, 100 * window_attainment(s));
   else
     line("goodput     %.2f req/s (%.1f%% meet the SLOs)\n", s.goodput, 100 * s.slo_attainment);
   if (s.cost.priced) {

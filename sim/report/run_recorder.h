@@ -204,6 +204,15 @@ struct Summary {
   Cost cost;
 };
 
+// The share of the window's requests (finished, rejected and failed) that finished within both
+// SLOs: a rejected or failed request is a miss. slo_attainment counts the finished ones only (as
+// vllm bench serve does), so a GPU pool that rejects the long prompts, or a remote tier whose
+// failed loads end requests, meets it by serving fewer. kvtwin capacity's verdict; 0 without
+// requests.
+inline double window_attainment(const Summary& s) {
+  return s.requests ? static_cast<double>(s.slo_met) / static_cast<double>(s.requests) : 0;
+}
+
 class RunRecorder {
  public:
   // `out_dir` empty: build the summary only.
