@@ -194,6 +194,32 @@ std::vector<double> accepted_integers_between(const Search* s, double a, double 
   return out;
 }
 
+// The accepted value nearest `bad` between `good` (which the scenario accepts) and `bad` (which it
+// refuses), found by halving the interval on acceptance alone (no run): within a factor
+// 1 + precision of the last refused one (a number key) or its neighbour (an integer key). `why`
+// gets the last refused value's reason. A bracket that meets a refusal probes this edge before it
+// ends: with 24 GB the scenario refuses a max_model_len of 32,768, but one of 29,000 fits and
+// holds where the 16,384 before it did not.
+double accepted_edge(const Search* s, const Axis& axis, double good, double bad, double precision,
+                     std::string* why) {
+  for (int i = 0; i < 200; ++i) {
+    if (axis.integer ? std::abs(bad - good) <= 1
+                     : std::max(good, bad) / std::min(good, bad) <= 1 + precision)
+      break;
+    const double mid =
+        round_value(axis, good > 0 && bad > 0 ? std::sqrt(good * bad) : (good + bad) / 2);
+    if (mid == good || mid == bad) break;
+    std::string w;
+    if (s->accepts(mid, &w)) {
+      good = mid;
+    } else {
+      bad = mid;
+      *why = w;
+    }
+  }
+  return good;
+}
+
 // Halvings of a number key before the next probe is its lower bound (2^-20: a millionth).
 constexpr int kMaxHalvings = 20;
 
@@ -231,6 +257,8 @@ Answer search(Search* s, const Axis& axis, double x0, int n, double precision) {
       if (v == last) break;
       if (!s->accepts(v, &why)) {  // beyond what the scenario accepts: a bound as well
         refused = true;
+        const double edge = accepted_edge(s, axis, last, v, precision, &why);
+        if (edge != last) values.push_back(last = edge);
         break;
       }
       values.push_back(last = v);

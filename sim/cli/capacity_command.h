@@ -49,10 +49,12 @@
 //
 // A value the scenario's validation refuses (a tensor-parallel size that does not divide the
 // heads, a CPU pool below one byte), or with which vLLM would not start (a max_model_len whose one
-// request the KV cache cannot hold), is never probed: bracketing stops before it (the answer is
-// then at "the scenario's limit"), narrowing skips it (for an integer key whose log-spaced
-// candidates are all refused, it tries the accepted integers between), and a note gives the
-// values and the first refusal's reason.
+// request the KV cache cannot hold), is never probed. Bracketing stops at it, after probing the
+// accepted value nearest it (found by halving the interval on acceptance alone, to within 1 + P,
+// or to integer neighbours), so the answer is either found below the limit or is "the scenario's
+// limit" itself; narrowing skips refused values (for an integer key whose log-spaced candidates
+// are all refused, it tries the accepted integers between); and a note gives the values and the
+// refusal's reason.
 //
 // Bracketing upward also stops when a doubling gives the same run as the value before it (every
 // figure equal: more instances than the trace keeps busy, more requests than it holds): the

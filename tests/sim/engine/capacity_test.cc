@@ -647,25 +647,43 @@ TEST(Capacity, SaysWhenTheRejectedRequestsAloneMissTheTarget) {
   EXPECT_EQ(screen.find("every probe rejected"), std::string::npos) << screen;
 }
 
-// A value with which vLLM would not start is refused like one the scenario's validation refuses:
-// with 24 GB of GPU memory one request of 32,768 tokens does not fit the KV cache, so the search
-// for the least max_model_len stops below it, at "the scenario's limit", and says why. (It was
-// an error that ended the search.)
+// A value with which vLLM would not start is refused like one the scenario's validation refuses.
+// With 24 GB of GPU memory one request of 32,768 tokens does not fit the KV cache (29,664 does):
+// the search for the least max_model_len doubles from a failing 8,192 to 16,384, meets the
+// refusal, probes the accepted edge, 29,664, which holds, and narrows to the answer between. (It
+// was an error that ended the search at dbbabce's parent, and "no value holds up to 16384, the
+// scenario's limit" at dbbabce.) With SLOs no run meets, the search ends at that edge and says
+// why the next value is refused.
 TEST(Capacity, RefusesTheValuesVllmWouldNotStartWith) {
   CapacityOptions o;
   o.key = "vllm.max_model_len";
   o.sets = {"workload.max_requests=20", "gpu.memory_gb=24", "vllm.max_model_len=8192",
             "slo.ttft_ms=1e9", "slo.tpot_ms=1e9"};
   std::string screen;
-  const Rows rows = capacity(o, &screen);
-  ASSERT_EQ(rows.size(), 2u) << screen;
+  Rows rows = capacity(o, &screen);
+  ASSERT_GE(rows.size(), 4u) << screen;
   EXPECT_EQ(rows[0].at("vllm.max_model_len"), "8192");
   EXPECT_EQ(rows[1].at("vllm.max_model_len"), "16384");
-  EXPECT_NE(screen.find("up to max_model_len 16384 (the scenario's limit)\n"), std::string::npos)
+  EXPECT_EQ(rows.back().at("vllm.max_model_len"), "29664");
+  EXPECT_EQ(rows.back().at("holds"), "1");
+  const auto [ok, bad] = answer_of(screen, "max_model_len");
+  ASSERT_FALSE(ok.empty()) << screen;
+  ASSERT_FALSE(bad.empty()) << screen;
+  EXPECT_GT(std::stoi(ok), 16384);
+  EXPECT_LT(std::stoi(bad), std::stoi(ok));
+  EXPECT_LE(std::stod(ok) / std::stod(bad), 1.05);
+  EXPECT_EQ(screen.find("the scenario's limit"), std::string::npos) << screen;
+
+  o.sets[3] = "slo.ttft_ms=0";
+  rows = capacity(o, &screen);
+  ASSERT_EQ(rows.size(), 3u) << screen;
+  EXPECT_EQ(rows[2].at("vllm.max_model_len"), "29664");
+  EXPECT_NE(screen.find("capacity    no value probed holds, up to max_model_len 29664 (the "
+                        "scenario's limit)\n"),
+            std::string::npos)
       << screen;
   EXPECT_NE(screen.find("note        the scenario refuses max_model_len beyond that value:\n"
-                        "            vllm.max_model_len: one request of 32768 tokens needs 4.00 "
-                        "GiB of KV cache"),
+                        "            vllm.max_model_len: one request of 29665 tokens needs"),
             std::string::npos)
       << screen;
   EXPECT_NE(screen.find("vLLM refuses to start"), std::string::npos) << screen;
