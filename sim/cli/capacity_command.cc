@@ -13,8 +13,6 @@
 #include "sim/cli/common.h"
 #include "sim/cli/grid.h"
 #include "sim/cli/run_command.h"
-#include "sim/engine/kv_cache_layout.h"
-#include "sim/hw/model_geometry.h"
 #include "sim/io/input_error.h"
 #include "sim/io/output_file.h"
 #include "sim/report/run_recorder.h"
@@ -60,13 +58,12 @@ std::string option_text(double x) {
 
 // `base` with the key at `x` as probed, valid and one vLLM starts with; else throws the InputError
 // of the scenario's validation (a tensor-parallel size that does not divide the heads, a CPU pool
-// below one byte) or of vLLM's start-up check (a max_model_len whose one request the KV cache
-// cannot hold, weights that leave no memory for KV), as a plain run would.
+// below one byte) or of check_vllm_starts, as a plain run would.
 scenario::Scenario scenario_at(const Axis& a, const scenario::Scenario& base, double x) {
   scenario::Scenario s = base;
   scenario::apply_override(&s, a.field->key + "=" + value_text(a, x), "--for");
   scenario::validate(s);
-  engine::derive_kv_cache_layout(s, hw::derive_geometry(s));  // vLLM's start-up check
+  check_vllm_starts(s);
   return s;
 }
 
@@ -783,8 +780,7 @@ int run_capacity(const CapacityOptions& o) {
   g.outcomes.resize(n);
   // The bar follows each point's search probe by probe. How many probes a search takes is not
   // known before it ends (those of the stop-33 report's frontiers took 3 to 10), so a point that
-  // has run d shows
-  // d / (d + 3): rising with each probe, short of done until the search returns.
+  // has run d shows d / (d + 3): rising with each probe, short of done until the search returns.
   PointsProgress progress("kvtwin capacity", o.quiet, n);
   std::vector<int> probes_done(n, 0);
   std::mutex probes_mu;

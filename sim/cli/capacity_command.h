@@ -76,15 +76,15 @@
 // J / that many; the progress bar follows each point's search probe by probe. The screen gives
 // one row per point (its answer and the holding probe's figures) and the notes by point; with
 // --out, DIR/frontier.csv (one row per point; columns in sim/report/README.md),
-// plots/frontier.svg (the answer, and the offered rate or for a resource the hit rate there,
+// plots/frontier.svg (the answer, and the offered rate or for another key the hit rate there,
 // against the first varied key, one line per combination of the others) and each point's own
 // outputs under DIR/points/<point>/.
 //
 // With prices in the scenario ([cost]; sim/report/cost.h) the holding probe's cost is in every
-// CSV and on the screen, and --vary names the cheapest point: for a resource (each point at its
-// scenario's rate) the least per hour, for the rate the least per thousand requests within the
-// SLOs at the rate found (a first point on a tie); the plot gains that figure.
-// Returns 0 whatever the answer; bad options are InputErrors.
+// CSV and on the screen, and --vary names the cheapest point: for another key than the rate (each
+// point at its scenario's rate) the least per hour, for the rate the least per thousand requests
+// within the SLOs at the rate found (a first point on a tie); the plot gains that figure. Returns 0
+// whatever the answer; bad options are InputErrors.
 #pragma once
 
 #include <string>

@@ -11,6 +11,8 @@
 #include <thread>
 
 #include "sim/embedded/embedded.h"
+#include "sim/engine/kv_cache_layout.h"
+#include "sim/hw/model_geometry.h"
 #include "sim/io/input_error.h"
 #include "sim/io/line_reader.h"
 #include "sim/io/parse.h"
@@ -31,6 +33,10 @@ scenario::Scenario load_scenario(const std::string& path, const std::vector<std:
   for (const std::string& set : sets) scenario::apply_override(&s, set);
   scenario::validate(s);
   return s;
+}
+
+void check_vllm_starts(const scenario::Scenario& s) {
+  engine::derive_kv_cache_layout(s, hw::derive_geometry(s));
 }
 
 workload::WorkloadOptions workload_options(const scenario::Scenario& s) {

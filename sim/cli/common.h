@@ -18,6 +18,13 @@ namespace kvtwin::sim::cli {
 // applied in order, then validated. Throws InputError.
 scenario::Scenario load_scenario(const std::string& path, const std::vector<std::string>& sets);
 
+// vLLM's start-up check, which scenario::validate cannot run (it needs the model's geometry and
+// the KV-cache layout): throws the InputError a run of `s` would throw when it starts (a
+// max_model_len whose one request the KV cache cannot hold, weights that leave no memory for
+// KV). For scenarios a command builds before running them (a grid's points, a search's probes),
+// so that such a value is refused before anything runs.
+void check_vllm_starts(const scenario::Scenario& s);
+
 // The [workload] transforms of a scenario.
 workload::WorkloadOptions workload_options(const scenario::Scenario& s);
 

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "sim/cli/common.h"
 #include "sim/io/input_error.h"
 #include "sim/io/output_file.h"
 #include "sim/io/parse.h"
@@ -105,6 +106,7 @@ scenario::Scenario grid_scenario(const scenario::Scenario& base, const std::vect
   for (size_t c = 0; c < keys.size(); ++c)
     scenario::apply_override(&s, keys[c] + "=" + point[c], option);
   scenario::validate(s);
+  check_vllm_starts(s);
   return s;
 }
 

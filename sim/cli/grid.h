@@ -43,8 +43,9 @@ std::vector<std::vector<std::string>> grid_points(const std::vector<GridAxis>& a
 std::vector<int> grid_widths(const std::vector<std::string>& keys,
                              const std::vector<std::vector<std::string>>& points);
 
-// `base` with a point's values applied in column order, then validated. Throws InputError
-// (naming `option`) for an unknown key or a value out of range.
+// `base` with a point's values applied in column order, then validated and put through vLLM's
+// start-up check (check_vllm_starts). Throws InputError (naming `option`) for an unknown key, a
+// value out of range, or one vLLM would not start with.
 scenario::Scenario grid_scenario(const scenario::Scenario& base, const std::vector<GridAxis>& axes,
                                  const std::vector<std::string>& point, const char* option);
 

@@ -568,7 +568,7 @@ std::string RunRecorder::screen(const Summary& s) {
        s.input_token_throughput, s.output_token_throughput);
   // With rejected or failed requests the finished ones' share alone flatters the run: a GPU pool
   // that rejects the long prompts meets the SLOs on the rest.
-  if (s.rejected + s.failed > 0 && s.requests > 0)
+  if (s.rejected + s.failed > 0)
     line("goodput     %.2f req/s (%.1f%% of the finished, %.1f%% of all requests meet the SLOs)\n",
          s.goodput, 100 * s.slo_attainment, 100 * window_attainment(s));
   else

@@ -23,7 +23,8 @@ using kvtwin::testing::read_csv;
 using kvtwin::testing::slurp;
 using Rows = std::vector<std::map<std::string, std::string>>;
 
-// Runs a capacity search into a directory of its own; returns capacity.csv's rows and the screen.
+// Runs a capacity search (with --vary, a grid of them) into a directory of its own; returns
+// capacity.csv's rows (frontier.csv's), the screen and the directory.
 Rows capacity(CapacityOptions o, std::string* screen = nullptr, std::string* dir_out = nullptr) {
   const std::string dir = kvtwin::testing::scratch_subdir();
   o.out = dir;
@@ -32,7 +33,7 @@ Rows capacity(CapacityOptions o, std::string* screen = nullptr, std::string* dir
   const std::string text = ::testing::internal::GetCapturedStdout();
   if (screen) *screen = text;
   if (dir_out) *dir_out = dir;
-  return read_csv(dir + "/capacity.csv");
+  return read_csv(dir + (o.vary.empty() ? "/capacity.csv" : "/frontier.csv"));
 }
 
 double num(const std::map<std::string, std::string>& row, const char* key) {
@@ -586,11 +587,8 @@ TEST(Capacity, RejectedAndFailedRequestsCountAsMisses) {
 
   // A frontier's row gives the holding probe's window_attainment beside its slo_attainment.
   o.vary = {"cluster.instances=4"};
-  o.out = kvtwin::testing::scratch_subdir();
-  ::testing::internal::CaptureStdout();
-  ASSERT_EQ(run_capacity(o), 0);
-  const std::string frontier_screen = ::testing::internal::GetCapturedStdout();
-  const Rows frontier = read_csv(o.out + "/frontier.csv");
+  std::string frontier_screen;
+  const Rows frontier = capacity(o, &frontier_screen);
   ASSERT_EQ(frontier.size(), 1u);
   EXPECT_EQ(frontier[0].at("holds"), most_ok);
   EXPECT_EQ(frontier[0].at("slo_attainment"), "1.000000");
@@ -834,11 +832,8 @@ TEST(CapacityVary, NamesTheCheapestPointAndWhatEachAnswerCosts) {
   o.sets = {"workload.max_requests=3", "slo.ttft_ms=1e9", "slo.tpot_ms=1e9", "cost.gpu_per_hour=2",
             "cost.cpu_memory_gib_per_hour=0.01"};
   o.vary = {"lmcache.max_local_cpu_size_gb=40,10", "gpu.tensor_parallel=2,1"};
-  o.out = kvtwin::testing::scratch_subdir();
-  ::testing::internal::CaptureStdout();
-  ASSERT_EQ(run_capacity(o), 0);
-  const std::string screen = ::testing::internal::GetCapturedStdout();
-  const Rows rows = read_csv(o.out + "/frontier.csv");
+  std::string screen, dir;
+  const Rows rows = capacity(o, &screen, &dir);
   ASSERT_EQ(rows.size(), 4u);
   const double want[] = {4.8, 2.4, 4.2, 2.1};
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -851,7 +846,7 @@ TEST(CapacityVary, NamesTheCheapestPointAndWhatEachAnswerCosts) {
                         "lmcache.max_local_cpu_size_gb=10, gpu.tensor_parallel=1\n"),
             std::string::npos)
       << screen;
-  const std::string gp = slurp(o.out + "/plots/frontier.gp");
+  const std::string gp = slurp(dir + "/plots/frontier.gp");
   EXPECT_NE(gp.find("set ylabel 'cost per hour there'"), std::string::npos) << gp;
 
   // The rate: the cheapest point is the one whose requests within the SLOs cost least, not the
@@ -861,11 +856,8 @@ TEST(CapacityVary, NamesTheCheapestPointAndWhatEachAnswerCosts) {
   CapacityOptions rate;
   rate.sets = {"workload.max_requests=3", "slo.ttft_ms=1e9", "slo.tpot_ms=1e9"};
   rate.vary = {"gpu.tensor_parallel/cost.gpu_per_hour=1/2,2/1"};
-  rate.out = kvtwin::testing::scratch_subdir();
-  ::testing::internal::CaptureStdout();
-  ASSERT_EQ(run_capacity(rate), 0);
-  const std::string rate_screen = ::testing::internal::GetCapturedStdout();
-  const Rows r = read_csv(rate.out + "/frontier.csv");
+  std::string rate_screen;
+  const Rows r = capacity(rate, &rate_screen);
   ASSERT_EQ(r.size(), 2u);
   EXPECT_EQ(r[0].at("cost_per_hour"), "8.000000");  // the scenario's 4 instances
   EXPECT_EQ(r[1].at("cost_per_hour"), "8.000000");
@@ -878,14 +870,13 @@ TEST(CapacityVary, NamesTheCheapestPointAndWhatEachAnswerCosts) {
 
   // Unpriced: no cost columns filled, no cheapest point.
   o.sets.resize(3);
-  o.out = kvtwin::testing::scratch_subdir();
-  ::testing::internal::CaptureStdout();
-  ASSERT_EQ(run_capacity(o), 0);
-  const std::string plain = ::testing::internal::GetCapturedStdout();
+  std::string plain, plain_dir;
+  const Rows unpriced = capacity(o, &plain, &plain_dir);
   EXPECT_EQ(plain.find("cheapest"), std::string::npos) << plain;
   EXPECT_EQ(plain.find("cost/h"), std::string::npos) << plain;
-  for (const auto& row : read_csv(o.out + "/frontier.csv")) EXPECT_EQ(row.at("cost_per_hour"), "");
-  const std::string plain_gp = slurp(o.out + "/plots/frontier.gp");
+  ASSERT_EQ(unpriced.size(), 4u);
+  for (const auto& row : unpriced) EXPECT_EQ(row.at("cost_per_hour"), "");
+  const std::string plain_gp = slurp(plain_dir + "/plots/frontier.gp");
   ASSERT_FALSE(plain_gp.empty());
   EXPECT_EQ(plain_gp.find("cost"), std::string::npos);
 }
@@ -900,11 +891,8 @@ TEST(CapacityVary, AMostSearchOfAnotherKeyRanksPointsByTheHour) {
   o.most = true;
   o.sets = {"workload.max_requests=3", "slo.ttft_ms=1e9", "slo.tpot_ms=1e9"};
   o.vary = {"gpu.tensor_parallel/cost.gpu_per_hour=1/2,2/1"};
-  o.out = kvtwin::testing::scratch_subdir();
-  ::testing::internal::CaptureStdout();
-  ASSERT_EQ(run_capacity(o), 0);
-  const std::string screen = ::testing::internal::GetCapturedStdout();
-  const Rows r = read_csv(o.out + "/frontier.csv");
+  std::string screen, dir;
+  const Rows r = capacity(o, &screen, &dir);
   ASSERT_EQ(r.size(), 2u);
   EXPECT_EQ(r[0].at("cost_per_hour"), "8.000000");
   EXPECT_EQ(r[1].at("cost_per_hour"), "8.000000");
@@ -912,7 +900,7 @@ TEST(CapacityVary, AMostSearchOfAnotherKeyRanksPointsByTheHour) {
   EXPECT_NE(screen.find("cheapest    point 0, at 8.00 per hour: "), std::string::npos) << screen;
   EXPECT_NE(screen.find("holds       the most step_overhead_us found to hold"), std::string::npos)
       << screen;
-  const std::string gp = slurp(o.out + "/plots/frontier.gp");
+  const std::string gp = slurp(dir + "/plots/frontier.gp");
   EXPECT_NE(gp.find("set ylabel 'most gpu.step_overhead_us that holds'"), std::string::npos) << gp;
   EXPECT_NE(gp.find("set ylabel 'hit rate (GPU + LMCache) there'"), std::string::npos) << gp;
   EXPECT_NE(gp.find("set ylabel 'cost per hour there'"), std::string::npos) << gp;

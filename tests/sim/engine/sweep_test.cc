@@ -4,6 +4,7 @@
 #include <simdjson.h>
 
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <regex>
 #include <sstream>
@@ -95,6 +96,14 @@ std::vector<std::map<std::string, std::string>> sweep_with_table(SweepOptions o,
   return read_csv(dir + "/sweep.csv");
 }
 
+// The table's lines: the header, one line per point, then the notes.
+std::vector<std::string> table_lines(const std::string& table) {
+  std::vector<std::string> out;
+  std::istringstream lines(table);
+  for (std::string line; std::getline(lines, line);) out.push_back(line);
+  return out;
+}
+
 // sweep.csv says how many requests each point rejected (a pool smaller than their prompts) or
 // failed, and the share of prompt tokens whose KV load failed, as the point's summary.json does;
 // the table flags the points that lost requests.
@@ -110,15 +119,12 @@ TEST(Sweep, TheTableCountsRejectedAndFailedRequests) {
   EXPECT_GT(std::stoi(rows[0].at("rejected")), 0);
   EXPECT_EQ(rows[1].at("rejected"), "0");
   // The screen's table flags them after the busiest link, and a note says what they are.
-  std::istringstream lines(table);
-  std::string header, first, second, note;
-  std::getline(lines, header);
-  std::getline(lines, first);
-  std::getline(lines, second);
-  std::getline(lines, note);
-  EXPECT_TRUE(first.ends_with("%  " + rows[0].at("rejected") + " rejected")) << table;
-  EXPECT_EQ(second.find("rejected"), std::string::npos) << table;
-  EXPECT_EQ(note.rfind("rejected:  requests never served (a prompt over vllm.max_model_len", 0), 0u)
+  const std::vector<std::string> lines = table_lines(table);
+  ASSERT_GE(lines.size(), 4u) << table;
+  EXPECT_TRUE(lines[1].ends_with("%  " + rows[0].at("rejected") + " rejected")) << table;
+  EXPECT_EQ(lines[2].find("rejected"), std::string::npos) << table;
+  EXPECT_EQ(lines[3].rfind("rejected:  requests never served (a prompt over vllm.max_model_len", 0),
+            0u)
       << table;
 }
 
@@ -190,9 +196,7 @@ TEST(Sweep, TheTableGivesWhatEachPointNeeded) {
     if (row.at("failed") != "0") want += "  " + row.at("failed") + " failed";
     EXPECT_EQ(row.at("rejected"), "0");
     EXPECT_EQ(row.at("failed") != "0", i == 0);
-    std::istringstream lines(table);
-    std::string line;
-    for (size_t skip = 0; skip <= i + 1; ++skip) std::getline(lines, line);
+    const std::string line = table_lines(table).at(i + 1);
     EXPECT_TRUE(line.size() >= want.size() && line.ends_with(want)) << want << "\n" << table;
     EXPECT_GT(std::stod(row.at("disk_write_busy")), 0);
     EXPECT_GT(std::stod(row.at("nic_tx_busy")), 0);
@@ -233,15 +237,11 @@ TEST(Sweep, TheTableMarksThePointsWhoseQueueGrewThroughTheRun) {
   EXPECT_NEAR(std::stod(rows[1].at("offered_requests_per_s")),
               16 * std::stod(rows[0].at("offered_requests_per_s")), 1e-3);
   EXPECT_GT(std::stod(rows[1].at("queue_q4_ms")), 10 * std::stod(rows[1].at("queue_q1_ms")));
-  std::istringstream lines(table);
-  std::string header, first, second, note;
-  std::getline(lines, header);
-  std::getline(lines, first);
-  std::getline(lines, second);
-  std::getline(lines, note);
-  EXPECT_FALSE(first.ends_with("saturated")) << table;
-  EXPECT_TRUE(second.ends_with("%  saturated")) << table;
-  EXPECT_EQ(note.rfind("saturated: the queue grew by more than the TTFT SLO", 0), 0u) << table;
+  const std::vector<std::string> lines = table_lines(table);
+  ASSERT_GE(lines.size(), 4u) << table;
+  EXPECT_FALSE(lines[1].ends_with("saturated")) << table;
+  EXPECT_TRUE(lines[2].ends_with("%  saturated")) << table;
+  EXPECT_EQ(lines[3].rfind("saturated: the queue grew by more than the TTFT SLO", 0), 0u) << table;
 }
 
 // The sweep's plots: hit rate, TTFT p50 and output throughput against the first varied key, one
@@ -431,6 +431,26 @@ TEST(Sweep, RefusesALinkedAxisWhoseValuesDoNotMatchItsKeys) {
                       "--vary: cluster.router: varied twice (list its values once)"));
   EXPECT_TRUE(refused({"cluster.instances/cluster.instances=1/2"},
                       "--vary: cluster.instances: varied twice (list its values once)"));
+}
+
+// A point vLLM would not start with (one request of 524,288 tokens does not fit 80 GB) is refused
+// with the grid's other errors, before any point runs: the first point, which would run, leaves
+// nothing behind.
+TEST(Sweep, RefusesAPointVllmWouldNotStartWithBeforeAnyRuns) {
+  SweepOptions o;
+  o.sets = {"workload.max_requests=20", "output.plots=false"};
+  o.vary = {"vllm.max_model_len=8192,524288"};
+  o.quiet = true;
+  o.out = kvtwin::testing::scratch_subdir();
+  std::string message;
+  try {
+    run_sweep(o);
+  } catch (const InputError& e) {
+    message = e.what();
+  }
+  EXPECT_EQ(message.rfind("--vary: vllm.max_model_len: one request of 524288 tokens needs", 0), 0u)
+      << message;
+  EXPECT_FALSE(std::filesystem::exists(o.out + "/points/0"));
 }
 
 }  // namespace
