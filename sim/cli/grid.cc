@@ -118,8 +118,12 @@ std::string resource_columns(const report::Summary& s) {
                 s.tier_bytes_peak[report::kTierDisk] / kGiB,
                 s.tier_bytes_peak[report::kTierRemote] / kGiB);
   std::string out = buf;
-  for (const char* link : kBusyLinks) {
+  for (const char* link : report::kLinkKinds) {
     std::snprintf(buf, sizeof buf, ",%.6f", s.busy_fraction(link));
+    out += buf;
+  }
+  for (const char* link : report::kLinkKinds) {
+    std::snprintf(buf, sizeof buf, ",%.3f", s.peak_gbps(link));
     out += buf;
   }
   // The cost: empty where not priced, or where nothing was served to divide by.
@@ -136,14 +140,15 @@ std::string resource_columns(const report::Summary& s) {
 
 std::string resource_header() {
   std::string out = ",kv_usage_peak,cpu_peak_gib,disk_peak_gib,remote_peak_gib";
-  for (const char* link : kBusyLinks) out += std::string(",") + link + "_busy";
+  for (const char* link : report::kLinkKinds) out += std::string(",") + link + "_busy";
+  for (const char* link : report::kLinkKinds) out += std::string(",") + link + "_peak_gbps";
   return out + ",cost_per_hour,cost_per_m_output_tokens,cost_per_k_good_requests";
 }
 
 std::string busiest_link(const report::Summary& s) {
   const char* name = nullptr;
   double busiest = 0;
-  for (const char* link : kBusyLinks) {
+  for (const char* link : report::kLinkKinds) {
     const double share = s.busy_fraction(link);
     if (share > busiest) {
       busiest = share;

@@ -49,21 +49,18 @@ std::vector<int> grid_widths(const std::vector<std::string>& keys,
 scenario::Scenario grid_scenario(const scenario::Scenario& base, const std::vector<GridAxis>& axes,
                                  const std::vector<std::string>& point, const char* option);
 
-// The links whose busiest-instance busy fraction sweep.csv and frontier.csv give, in column
-// order (a point without the link, e.g. no disk tier, gives 0).
-inline constexpr const char* kBusyLinks[] = {"pcie_h2d", "pcie_d2h", "disk_read", "disk_write",
-                                             "nic_rx",   "nic_tx",   "remote_rx", "remote_tx"};
-
 // What a run needed, as CSV columns each led by a comma: the fullest instance's KV usage, each
 // LMCache tier's peak (GiB, every rank and instance), how busy the busiest instance's links
-// were (kBusyLinks in order), and what it cost (per hour, per million output tokens, per thousand
-// requests within the SLOs; empty when the scenario sets no price). resource_header() names
-// them.
+// were, then the most any link of each kind moved over a sampling interval (GB/s; each in
+// report::kLinkKinds order, 0 for a link kind that moved nothing), and what it cost (per hour, per
+// million output tokens, per thousand requests within the SLOs; empty when the scenario sets no
+// price). resource_header() names them.
 std::string resource_columns(const report::Summary& s);
 std::string resource_header();
 
-// The link kind of kBusyLinks whose busiest instance was busy the largest share of the window,
-// as "disk_write 45%" (the first in column order on a tie), or "-" when no link moved bytes.
+// The link kind of report::kLinkKinds whose busiest instance was busy the largest share of the
+// window, as "disk_write 45%" (the first in column order on a tie), or "-" when no link moved
+// bytes.
 std::string busiest_link(const report::Summary& s);
 
 // One panel of a grid plot: a column of the data, with its axis label.

@@ -93,6 +93,7 @@ Cluster::Cluster(const scenario::Scenario& s, workload::Workload* workload,
   }
   if (recorder_) {
     recorder_->set_prefix_caching(layout_.enable_caching);
+    recorder_->set_link_kinds(mover_.link_kinds());
     mover_.set_observer(
         [this](const Transfer& t, const TransferResult& r) { recorder_->on_transfer(t, r); });
   }
@@ -226,6 +227,7 @@ void Cluster::sample() {
     s.tier_bytes[report::kTierRemote] =
         connectors_[0]->remote_bytes() * connectors_[0]->remote_writer_ranks();
   s.finished = finished_;
+  mover_.link_bytes(&s.link_bytes);
   if (recorder_) recorder_->on_sample(s);
   if (all_done()) return;
   // Only this sampler is left to run: nothing else will ever happen (the run would sample an

@@ -168,6 +168,16 @@ const std::vector<FluidLinks::LinkStats>& FluidLinks::stats() {
   return links_;
 }
 
+void FluidLinks::moved_bytes(std::vector<double>* out) const {
+  out->assign(finished_bytes_.begin(), finished_bytes_.end());
+  const double secs = to_seconds(sim_->now() - last_update_);
+  for (const Flow& f : active_) {
+    // advance()'s step, on a copy: the flow's remaining bytes at now().
+    const double remaining = f.remaining - std::min(f.remaining, f.rate * secs);
+    for (LinkId l : f.links) (*out)[static_cast<size_t>(l)] += f.bytes - remaining;
+  }
+}
+
 double FluidLinks::link_rate(LinkId link) const {
   double r = 0;
   for (const Flow& f : active_)

@@ -54,6 +54,13 @@ class FluidLinks {
   };
   // Statistics, brought up to now().
   const std::vector<LinkStats>& stats();
+  // Per link, the bytes moved so far: every finished flow's bytes and each active flow's progress
+  // to now() (LinkStats::bytes without its rounding down, so that the difference of two readings
+  // is what the link carried in between, not up to a byte per active flow more). Computed
+  // without bringing the flows up to now: the simulation's arithmetic (and so its every
+  // completion time) is the same whether or not, and how often, this is called. `out` is resized
+  // to the number of links.
+  void moved_bytes(std::vector<double>* out) const;
   size_t num_active() const { return active_.size(); }
   // Current rate of the active flows on a link (bytes/s), for tests.
   double link_rate(LinkId link) const;

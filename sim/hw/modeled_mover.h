@@ -87,6 +87,16 @@ class ModeledMover final : public Mover {
     int max_flows = 0;
   };
   std::vector<LinkReport> link_reports();
+  // Bytes moved so far per link (active flows' fractions included), in link_reports()'s order,
+  // without touching the links' state (FluidLinks::moved_bytes): what a sampler may read at any
+  // instant.
+  void link_bytes(std::vector<double>* out) const { links_.moved_bytes(out); }
+  // LinkReport::kind of each link, in that order.
+  std::vector<std::string> link_kinds() const {
+    std::vector<std::string> kinds;
+    for (const auto& [kind, instance] : link_names_) kinds.push_back(kind);
+    return kinds;
+  }
 
   // The links and latency of a transfer (exposed for tests).
   std::vector<FluidLinks::LinkId> path(Location src, Location dst, int instance,

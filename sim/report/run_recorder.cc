@@ -26,7 +26,8 @@ using scenario::kGiB;
 // timeseries.csv's header; the occupancy plot finds its columns by these names.
 constexpr char kTimeseriesHeader[] =
     "t_s,running,waiting,gpu_kv_usage_mean,gpu_kv_usage_max,cpu_gib,disk_gib,remote_gib,"
-    "tokens_per_s,finished_per_s\n";
+    "tokens_per_s,finished_per_s,pcie_h2d_gbps,pcie_d2h_gbps,disk_read_gbps,disk_write_gbps,"
+    "nic_rx_gbps,nic_tx_gbps,remote_rx_gbps,remote_tx_gbps\n";
 
 double ms(SimDuration ns) {
   return static_cast<double>(ns) * 1e-6;
@@ -198,6 +199,18 @@ void RunRecorder::on_sample(const Sample& s) {
   double dt = to_seconds(s.t - prev_sample_.t);
   double tokens_per_s = dt > 0 ? (s.computed_tokens - prev_sample_.computed_tokens) / dt : 0;
   double finished_per_s = dt > 0 ? (s.finished - prev_sample_.finished) / dt : 0;
+  // Each link's mean rate since the previous sample (none before the first: 0).
+  std::array<double, kNumLinkKinds> busiest{};  // per kLinkKinds column
+  KVTWIN_CHECK_EQ(s.link_bytes.size(), link_kinds_.size());
+  for (size_t i = 0; i < s.link_bytes.size(); ++i) {
+    const double before = i < prev_sample_.link_bytes.size() ? prev_sample_.link_bytes[i] : 0;
+    const double rate = dt > 0 ? (s.link_bytes[i] - before) / dt : 0;
+    link_peak_[i] = std::max(link_peak_[i], rate);
+    if (link_column_[i] >= 0) {
+      double& b = busiest[static_cast<size_t>(link_column_[i])];
+      b = std::max(b, rate);
+    }
+  }
   prev_sample_ = s;
   if (!timeseries_csv_) return;
   std::string row = fixed(to_seconds(s.t), 3) + "," + std::to_string(s.running) + "," +
@@ -205,7 +218,9 @@ void RunRecorder::on_sample(const Sample& s) {
                     fixed(s.gpu_kv_usage_max, 4) + "," + fixed(s.tier_bytes[kTierCpu] / kGiB, 3) +
                     "," + fixed(s.tier_bytes[kTierDisk] / kGiB, 3) + "," +
                     fixed(s.tier_bytes[kTierRemote] / kGiB, 3) + "," + fixed(tokens_per_s, 1) +
-                    "," + fixed(finished_per_s, 3) + "\n";
+                    "," + fixed(finished_per_s, 3);
+  for (double rate : busiest) row += "," + fixed(rate * 1e-9, 3);
+  row += "\n";
   std::fwrite(row.data(), 1, row.size(), timeseries_csv_);
 }
 
@@ -244,6 +259,17 @@ void RunRecorder::on_transfer(const Transfer& t, const TransferResult& r) {
                    r.finish - r.start,
                    "\"path\": \"" + name + "\", \"objects\": " + std::to_string(t.objects.size()) +
                        ", \"bytes\": " + std::to_string(t.total_bytes()));
+}
+
+void RunRecorder::set_link_kinds(std::vector<std::string> kinds) {
+  link_column_.clear();
+  for (const std::string& kind : kinds) {
+    const auto* it = std::find(std::begin(kLinkKinds), std::end(kLinkKinds), kind);
+    link_column_.push_back(
+        it == std::end(kLinkKinds) ? -1 : static_cast<int>(it - std::begin(kLinkKinds)));
+  }
+  link_peak_.assign(kinds.size(), 0);
+  link_kinds_ = std::move(kinds);
 }
 
 void RunRecorder::set_link_stats(const std::string& kind, double bytes, double busy_fraction) {
@@ -300,6 +326,10 @@ const Summary& RunRecorder::finish(SimTime end) {
   s.slo_met = slo_ok_;
   s.slo_attainment = s.finished ? static_cast<double>(slo_ok_) / s.finished : 0;
   s.load = load();
+  for (size_t i = 0; i < link_kinds_.size(); ++i) {
+    double& peak = s.link_peak_rate[link_kinds_[i]];
+    peak = std::max(peak, link_peak_[i]);
+  }
   // Per priority first: stats_of sorts the run's latencies in place, and the split reads them in
   // finishing order, beside finished_priority_.
   const bool linear = scenario_.output.percentiles == "linear";
@@ -534,6 +564,7 @@ std::string RunRecorder::summary_json(const Summary& s) {
     j.begin_object();
     j.field("bytes", bytes);
     j.field("busiest_busy_fraction", s.link_busy_fraction.at(kind));
+    j.field("peak_gbps", s.peak_gbps(kind));
     j.end_object();
   }
   j.end_object();
@@ -698,9 +729,10 @@ std::string RunRecorder::screen(const Summary& s) {
         static_cast<double>(s.page_cache.hit_bytes) / kGiB,
         static_cast<double>(s.page_cache.miss_bytes) / kGiB, s.page_cache.peak_bytes / kGiB,
         s.page_cache.capacity_bytes / kGiB);
-  // One row per link kind that moved bytes: how much, and how busy the busiest instance's link
-  // of that kind was (the remote store's links are one, shared), so that a planner sees which
-  // link is near saturation.
+  // One row per link kind that moved bytes: how much, how busy the busiest instance's link of
+  // that kind was (the remote store's links are one, shared), so that a planner sees which link
+  // is near saturation, and the most any one of them moved in a sampling interval (GB/s), what
+  // a link must carry at the run's burstiest.
   // With tensor parallelism the PCIe rows are one GPU's bytes (README: "PCIe bytes are one
   // GPU's"), and say so.
   std::string links;
@@ -708,11 +740,12 @@ std::string RunRecorder::screen(const Summary& s) {
     if (bytes > 0) {
       const bool one_gpu = s.tensor_parallel > 1 && kind.starts_with("pcie_");
       const std::string label = one_gpu ? kind + " per GPU" : kind;
-      std::snprintf(buf, sizeof buf, "  %-17s %12.1f %13.1f%%\n", label.c_str(), bytes / kGiB,
-                    100 * s.busy_fraction(kind));
+      std::snprintf(buf, sizeof buf, "  %-17s %12.1f %13.1f%% %11.2f\n", label.c_str(),
+                    bytes / kGiB, 100 * s.busy_fraction(kind), s.peak_gbps(kind));
       links += buf;
     }
-  if (!links.empty()) out += "links                  GiB moved   busiest busy\n" + links;
+  if (!links.empty())
+    out += "links                  GiB moved   busiest busy   peak GB/s\n" + links;
   return out;
 }
 
@@ -809,6 +842,7 @@ void RunRecorder::write_plots() {
   gp += "unset multiplot\n";
   gp +=
       "set terminal svg size 1200,400 dynamic font 'sans,11'\n"
+      "set termoption noenhanced\n"  // each `set terminal` turns enhanced text on again
       "set datafile separator ','\n"
       "set output 'plots/occupancy.svg'\n"
       "set key top left\n"
@@ -826,7 +860,7 @@ void RunRecorder::write_plots() {
     const char* title;
     const char* lw;
   };
-  auto panel = [&](std::initializer_list<Curve> curves) {
+  auto panel = [&](const std::vector<Curve>& curves) {
     const char* sep = "plot 'timeseries.csv'";
     for (const Curve& c : curves) {
       gp += std::string(sep) + " every ::1 using " +
@@ -845,6 +879,28 @@ void RunRecorder::write_plots() {
   gp += "set ylabel 'requests'\n";
   panel({{"running", "running", " lw 2"}, {"waiting", "waiting", " lw 2"}});
   gp += "unset multiplot\n";
+  // The link kinds that moved bytes: the busiest link of each over time.
+  std::vector<std::string> columns;
+  std::vector<const char*> kinds;
+  for (const char* kind : kLinkKinds)
+    if (auto it = s.link_bytes.find(kind); it != s.link_bytes.end() && it->second > 0) {
+      columns.push_back(std::string(kind) + "_gbps");
+      kinds.push_back(kind);
+    }
+  std::vector<Curve> curves;
+  for (size_t i = 0; i < columns.size(); ++i)
+    curves.push_back({columns[i].c_str(), kinds[i], " lw 2"});
+  if (!curves.empty()) {
+    gp +=
+        "set terminal svg size 1200,400 dynamic font 'sans,11'\n"
+        "set termoption noenhanced\n"
+        "set output 'plots/links.svg'\n"
+        "set title '" +
+        gnuplot_text(s.scenario_name) +
+        ": the busiest link of each kind'\n"
+        "set ylabel 'GB/s'\n";
+    panel(curves);
+  }
   write_text(out_dir_ + "/plots/plots.gp", gp);
   int rc = run_gnuplot(out_dir_, "plots/plots.gp");
   if (rc != 0 && rc != 127)  // 127: gnuplot is not installed; plots are optional

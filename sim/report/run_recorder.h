@@ -22,6 +22,7 @@
 
 #include <array>
 #include <cstdio>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <set>
@@ -42,6 +43,13 @@ namespace kvtwin::sim::report {
 // The screen points to workload.arrivals = "spread" when this many requests or more arrive at
 // one instant (a trace clock's grain: the Mooncake conversation trace records up to 28 at once).
 inline constexpr uint64_t kBurstHint = 8;
+
+// The link kinds that timeseries.csv gives a column each and sweep.csv, capacity.csv and
+// frontier.csv two columns each (busy fraction, peak rate), in column order. Every run has them
+// (a link that moved nothing gives 0); the page cache's links are in summary.json only.
+inline constexpr const char* kLinkKinds[] = {"pcie_h2d", "pcie_d2h", "disk_read", "disk_write",
+                                             "nic_rx",   "nic_tx",   "remote_rx", "remote_tx"};
+inline constexpr size_t kNumLinkKinds = std::size(kLinkKinds);
 
 // Tiers of LMCache, in its search order.
 enum Tier { kTierCpu = 0, kTierDisk = 1, kTierRemote = 2, kNumTiers = 3 };
@@ -78,6 +86,9 @@ struct Sample {
   std::array<double, kNumTiers> tier_bytes{};  // bytes resident per LMCache tier
   uint64_t computed_tokens = 0;                // cumulative tokens computed by all steps
   uint64_t finished = 0;                       // cumulative finished requests
+  // Cumulative bytes moved per link, in the order of RunRecorder::set_link_kinds (empty: no
+  // links reported).
+  std::vector<double> link_bytes;
 };
 
 struct LatencyStats {
@@ -161,13 +172,20 @@ struct Summary {
   std::array<double, kNumTiers> tier_bytes_peak{};
   std::array<double, kNumTiers> tier_bytes_mean{};
   std::array<double, kNumTiers> tier_capacity_bytes{};
-  // Links: kind → bytes moved (summed over instances), busiest instance's busy fraction.
+  // Links: kind → bytes moved (summed over instances), busiest instance's busy fraction, and
+  // the highest rate any one link of the kind moved over one sampling interval (bytes/s).
   std::map<std::string, double> link_bytes;
   std::map<std::string, double> link_busy_fraction;
+  std::map<std::string, double> link_peak_rate;
   // The busiest instance's busy fraction of link kind `kind` (0 when no link of that kind).
   double busy_fraction(const std::string& kind) const {
     auto it = link_busy_fraction.find(kind);
     return it == link_busy_fraction.end() ? 0.0 : it->second;
+  }
+  // link_peak_rate's entry for `kind` in GB/s (1e9 bytes/s; 0 when no link of that kind).
+  double peak_gbps(const std::string& kind) const {
+    auto it = link_peak_rate.find(kind);
+    return it == link_peak_rate.end() ? 0.0 : it->second * 1e-9;
   }
   // Engine.
   uint64_t steps = 0;
@@ -260,6 +278,11 @@ class RunRecorder {
   void set_page_cache(const Summary::PageCache& p) { summary_.page_cache = p; }
   void set_largest_arrival_group(uint64_t n) { largest_arrival_group_ = n; }
   void set_link_stats(const std::string& kind, double bytes, double busy_fraction);
+  // The kind ("pcie_h2d", ...) of each link whose bytes Sample::link_bytes lists, in that order;
+  // set before the first sample. Each sampling interval's rate per link is the bytes it moved
+  // since the previous sample over the interval: timeseries.csv gives the busiest link's of each
+  // of kLinkKinds, the summary each kind's highest (link_peak_rate).
+  void set_link_kinds(std::vector<std::string> kinds);
 
   // Computes the summary, writes summary.json, plots; returns the summary.
   const Summary& finish(SimTime end);
@@ -298,6 +321,9 @@ class RunRecorder {
   double usage_sum_ = 0;
   std::array<double, kNumTiers> tier_sum_{};
   Sample prev_sample_;
+  std::vector<std::string> link_kinds_;  // per link of Sample::link_bytes
+  std::vector<int> link_column_;         // per link: its kind's index in kLinkKinds, or -1
+  std::vector<double> link_peak_;        // per link: its highest rate over an interval (bytes/s)
   std::FILE* requests_csv_ = nullptr;
   std::FILE* timeseries_csv_ = nullptr;
   std::unique_ptr<ChromeTrace> trace_;

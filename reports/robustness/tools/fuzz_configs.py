@@ -15,7 +15,8 @@ and two more output checks: the SLO attainment against requests.csv and the trac
 (check_slo_and_trace); stop 28 the link bytes against the tokens LMCache moved
 (check_link_bytes), the tokens the steps computed against the requests' (check_computed_tokens)
 trace.json's transfers against the link bytes (check_trace_bytes) and the occupancy peaks against
-timeseries.csv (check_peaks) and each request's load against its hits (check_request_loads)).
+timeseries.csv (check_peaks) and each request's load against its hits (check_request_loads);
+stop 35 the links' peak rates against timeseries.csv and their bandwidths (check_peaks)).
 
 usage: fuzz_configs.py KVTWIN REPO {lmcache|vllm} CASES SEED LOG
 
@@ -675,6 +676,29 @@ def check_peaks(out):
     sampled = max(float(r['gpu_kv_usage_max']) for r in rows)
     if abs(sampled - s['gpu_prefix_cache']['kv_usage_peak']) > 0.00005 + 1e-12:
         return f'kv_usage_peak {s["gpu_prefix_cache"]["kv_usage_peak"]}, timeseries.csv {sampled}'
+    # Stop 35: each link kind's peak rate is its timeseries.csv column's largest value (3
+    # decimals of GB/s), and no link moves faster than its bandwidth (plus a byte per interval:
+    # the counts are whole bytes).
+    import tomllib
+    with open(f'{out}/scenario.toml', 'rb') as f:
+        sc = tomllib.load(f)
+    links, interval = sc['links'], sc['output']['timeseries_interval_s']
+    bandwidth = {'pcie_h2d': links['pcie_h2d_gbps'], 'pcie_d2h': links['pcie_d2h_gbps'],
+                 'disk_read': links['disk_read_gbps'], 'disk_write': links['disk_write_gbps'],
+                 'nic_rx': links['network_gbps'], 'nic_tx': links['network_gbps'],
+                 'remote_rx': links['remote_server_gbps'],
+                 'remote_tx': links['remote_server_gbps'],
+                 'page_cache': links['page_cache_gbps'],
+                 'page_cache_write': links['page_cache_write_gbps']}
+    for kind, link in s['links'].items():
+        peak = link['peak_gbps']
+        if peak > bandwidth[kind] * (1 + 1e-9) + 1e-9 / interval:
+            return f'links.{kind}.peak_gbps {peak} above the link\'s {bandwidth[kind]} GB/s'
+        column = f'{kind}_gbps'
+        if column in rows[0]:
+            sampled = max(float(r[column]) for r in rows)
+            if abs(sampled - peak) > 0.0005 + 1e-9 * peak:
+                return f'links.{kind}.peak_gbps is {peak}, timeseries.csv {sampled}'
     return None
 
 

@@ -743,7 +743,7 @@ TEST(CapacityVary, EachPointIsTheSearchItsSetsRunAlone) {
     ASSERT_EQ(holding != nullptr, !ok.empty()) << i;
     for (const char* column :
          {"offered_requests_per_s", "slo_attainment", "ttft_p99_ms", "total_hit_rate",
-          "kv_usage_peak", "cpu_peak_gib", "pcie_d2h_busy", "remote_tx_busy"})
+          "kv_usage_peak", "cpu_peak_gib", "pcie_d2h_busy", "remote_tx_busy", "pcie_d2h_peak_gbps"})
       EXPECT_EQ(r.at(column), holding ? holding->at(column) : "") << i << " " << column;
     EXPECT_TRUE(std::filesystem::exists(point + "/points/0/summary.json")) << i;
     // The screen's row: "<point>  <values...>  <holds> <fails> ...", "-" for an empty answer.

@@ -89,6 +89,26 @@ TEST(LmcacheEngine, CpuTierServesWhatTheGpuEvicted) {
   EXPECT_DOUBLE_EQ(r.summary.link_bytes.at("pcie_d2h"), 8 * 33'554'432.0);
 }
 
+// The links' peak rates, by hand. Sampled every second, C's 64-MiB load lies within the interval
+// (20 s, 21 s] and each of A's and B's 128-MiB stores within one interval too: the peaks are
+// those bytes over 1 s. With a 50-MB/s host-to-device link the load takes 1.34 s, so 10-ms
+// intervals fall wholly inside it and the peak is the link's bandwidth (to the byte per
+// interval: the counts are whole bytes).
+TEST(LmcacheEngine, APeakRateIsTheMostALinkMovedInOneSamplingInterval) {
+  Result r = run(scenario_with({}), kEvictedPrefix);
+  EXPECT_DOUBLE_EQ(r.summary.link_peak_rate.at("pcie_h2d"), 67'108'864.0);
+  EXPECT_DOUBLE_EQ(r.summary.link_peak_rate.at("pcie_d2h"), 4 * 33'554'432.0);
+  EXPECT_DOUBLE_EQ(r.summary.link_peak_rate.at("disk_write"), 0);
+  EXPECT_DOUBLE_EQ(r.summary.peak_gbps("pcie_d2h"), 0.134217728);
+
+  Result slow =
+      run(scenario_with({"links.pcie_h2d_gbps=0.05", "output.timeseries_interval_s=0.01"}),
+          kEvictedPrefix);
+  EXPECT_EQ(slow.records.at(2).loaded_tokens[report::kTierCpu], 512);
+  EXPECT_NEAR(slow.summary.link_peak_rate.at("pcie_h2d"), 50e6, 100.0);
+  EXPECT_DOUBLE_EQ(slow.summary.link_bytes.at("pcie_h2d"), 67'108'864.0);
+}
+
 // LMCache's priority_limit: A (priority 5) is stored only while the limit is unset or at least 5;
 // above it A's tracker skips saving, so LMCache holds nothing for C, which recomputes the 464
 // tokens the GPU lost and stores its own 4 chunks (B's 4 are stored either way). C is alone on

@@ -184,6 +184,8 @@ TEST(Sweep, TheTableGivesWhatEachPointNeeded) {
       const double busy = double(links[link]["busiest_busy_fraction"].get_double());
       const double column = std::stod(row.at(std::string(link) + "_busy"));
       EXPECT_NEAR(column, busy, 5e-7) << link;
+      const double peak = double(links[link]["peak_gbps"].get_double());
+      EXPECT_NEAR(std::stod(row.at(std::string(link) + "_peak_gbps")), peak, 5e-4) << link;
       if (column > busiest_share) {
         busiest_share = column;
         busiest = link;
@@ -200,6 +202,7 @@ TEST(Sweep, TheTableGivesWhatEachPointNeeded) {
     EXPECT_TRUE(line.size() >= want.size() && line.ends_with(want)) << want << "\n" << table;
     EXPECT_GT(std::stod(row.at("disk_write_busy")), 0);
     EXPECT_GT(std::stod(row.at("nic_tx_busy")), 0);
+    EXPECT_GT(std::stod(row.at("nic_tx_peak_gbps")), 0);
     EXPECT_GT(std::stod(row.at("remote_peak_gib")), 0);
   }
   EXPECT_NE(table.find("busiest link\n"), std::string::npos) << table;

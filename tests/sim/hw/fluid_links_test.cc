@@ -132,6 +132,71 @@ TEST(FluidLinks, ByteCountsAreWholeAndExact) {
   EXPECT_EQ(links.stats()[1].bytes, on_b);
 }
 
+// Flows joining and leaving two links of awkward capacities (ByteCountsAreWholeAndExact's), and
+// the completion time of each, in start order.
+void start_awkward_flows(Simulator* sim, FluidLinks* links, std::vector<SimTime>* done) {
+  auto a = links->add_link("a", 7.3e8);
+  auto b = links->add_link("b", 1.9e9);
+  done->assign(40, -1);
+  for (int i = 0; i < 40; ++i) {
+    const double size = 1'000'003.0 * (i % 7 + 1) + i;
+    const bool both = i % 3 == 0;
+    sim->schedule_at(SimTime{i} * 377'777, [=] {
+      links->start_flow(both ? std::vector{a, b} : std::vector{a}, size, 1'000,
+                        [sim, done, i] { (*done)[static_cast<size_t>(i)] = sim->now(); });
+    });
+  }
+}
+
+// A sampler reads the bytes moved so far without touching the flows: moved_bytes gives at any
+// instant what stats() gives there before its rounding down (at most a byte more per active
+// flow), and a run read every 250 us completes every flow at the same nanosecond as one never
+// read.
+TEST(FluidLinks, MovedBytesAreStatsBytesWithoutAdvancingTheFlows) {
+  std::vector<SimTime> unread_done;
+  {
+    Simulator sim;
+    FluidLinks links(&sim);
+    start_awkward_flows(&sim, &links, &unread_done);
+    sim.run();
+  }
+  Simulator sim;
+  FluidLinks links(&sim);
+  std::vector<SimTime> done;
+  start_awkward_flows(&sim, &links, &done);
+  std::vector<std::pair<SimTime, std::vector<double>>> read;
+  for (SimTime t = 0; t < 250'000'000; t += 250'000)  // the flows take ~212 ms
+    sim.schedule_at(t, [&, t] {
+      read.emplace_back(t, std::vector<double>{});
+      links.moved_bytes(&read.back().second);
+    });
+  sim.run();
+  EXPECT_EQ(done, unread_done);
+  ASSERT_EQ(read.size(), 1000u);
+  // Mid-flight, the fractions of bytes show.
+  EXPECT_TRUE(std::any_of(read.begin(), read.end(),
+                          [](const auto& r) { return r.second[0] != std::floor(r.second[0]); }));
+  for (size_t k = 1; k < read.size(); ++k)
+    for (size_t l = 0; l < 2; ++l) EXPECT_GE(read[k].second[l], read[k - 1].second[l]);
+  EXPECT_EQ(read.back().second[0], links.stats()[0].bytes);  // every flow done by then
+  EXPECT_EQ(read.back().second[1], links.stats()[1].bytes);
+  // At a few instants mid-flight, stats() of an identical run stopped there agrees to the byte.
+  for (size_t k : {7u, 31u, 64u, 99u, 120u}) {
+    Simulator at_sim;
+    FluidLinks at_links(&at_sim);
+    std::vector<SimTime> at_done;
+    start_awkward_flows(&at_sim, &at_links, &at_done);
+    at_sim.run_until(read[k].first);
+    const auto& stats = at_links.stats();
+    const double active = static_cast<double>(at_links.num_active());
+    EXPECT_GT(active, 1) << read[k].first;
+    for (size_t l = 0; l < 2; ++l) {
+      EXPECT_LE(stats[l].bytes, read[k].second[l]) << read[k].first;
+      EXPECT_LT(read[k].second[l], stats[l].bytes + active) << read[k].first;
+    }
+  }
+}
+
 TEST(ModeledMover, PathsCrossTheLinksOfTheirLocations) {
   Simulator sim;
   scenario::LinksConfig cfg;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -71,7 +72,8 @@ TEST(Plots, OccupancyCurvesPlotTheTimeseriesColumnsTheirTitlesName) {
       {"running", "running"},
       {"waiting", "waiting"}};
   const std::string gp = slurp(dir + "/plots/plots.gp");
-  const std::string occupancy = gp.substr(gp.find("occupancy.svg"));
+  const size_t from = gp.find("occupancy.svg");
+  const std::string occupancy = gp.substr(from, gp.find("links.svg") - from);
   std::vector<std::string> titles;
   for (const Curve& c : curves_of(occupancy)) {
     titles.push_back(c.title);
@@ -84,6 +86,44 @@ TEST(Plots, OccupancyCurvesPlotTheTimeseriesColumnsTheirTitlesName) {
   }
   EXPECT_EQ(titles.size(), column_of_title.size());
   expect_svg(dir + "/plots/occupancy.svg", {"mean over instances", "remote", "waiting"});
+}
+
+// The links plot has one curve per link kind that moved bytes (summary.json's links with bytes
+// > 0; the default run's first 60 requests store over pcie_d2h only), titled by the kind,
+// plotting that kind's timeseries.csv column against t_s. Without any link moving bytes there is
+// no plot. Names are drawn as written (gnuplot's enhanced text would make "_d" a subscript).
+TEST(Plots, TheLinksPlotHasACurveForEachLinkKindThatMovedBytes) {
+  const std::string dir = kvtwin::testing::scratch_dir() + "/run";
+  const scenario::Scenario s =
+      cli::load_scenario("", {"workload.max_requests=60", "run.name=run_a"});
+  cli::simulate(s, "", dir, /*quiet=*/true, nullptr);
+  const std::vector<std::string> header = header_of(dir + "/timeseries.csv");
+  const std::string gp = slurp(dir + "/plots/plots.gp");
+  ASSERT_NE(gp.find("links.svg"), std::string::npos) << gp;
+  std::vector<std::string> titles;
+  for (const Curve& c : curves_of(gp.substr(gp.find("links.svg")))) {
+    titles.push_back(c.title);
+    ASSERT_LE(static_cast<size_t>(std::max(c.x, c.y)), header.size());
+    EXPECT_EQ(header[c.x - 1], "t_s") << c.title;
+    EXPECT_EQ(header[c.y - 1], c.title + "_gbps") << c.title;
+  }
+  EXPECT_EQ(titles, (std::vector<std::string>{"pcie_d2h"}));
+  const std::string summary = slurp(dir + "/summary.json");
+  for (const char* idle :
+       {"pcie_h2d", "disk_read", "disk_write", "nic_rx", "nic_tx", "remote_rx", "remote_tx"})
+    EXPECT_NE(summary.find("\"" + std::string(idle) + "\": {\n      \"bytes\": 0,"),
+              std::string::npos)
+        << idle << "\n"
+        << summary;
+  expect_svg(dir + "/plots/links.svg", {"run_a: the busiest link", "pcie_d2h", "GB/s"});
+  expect_svg(dir + "/plots/occupancy.svg", {"run_a: occupancy over time"});
+
+  const std::string none = kvtwin::testing::scratch_subdir();
+  cli::simulate(cli::load_scenario("", {"workload.max_requests=60", "lmcache.enabled=false"}), "",
+                none, /*quiet=*/true, nullptr);
+  EXPECT_EQ(slurp(none + "/plots/plots.gp").find("links.svg"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(none + "/plots/links.svg"));
+  EXPECT_TRUE(std::filesystem::exists(none + "/plots/occupancy.svg"));
 }
 
 // "value fraction" lines: the finished requests' latencies sorted (TTFT and E2E in seconds, TPOT

@@ -51,21 +51,22 @@ TEST(RunRecorder, TheScreenSaysHowBusyEachLinkWas) {
   Summary s;
   s.link_bytes = {{"disk_write", 5.0 * 1024 * 1024 * 1024}, {"nic_rx", 0}, {"pcie_d2h", 1e9}};
   s.link_busy_fraction = {{"disk_write", 0.41596}, {"nic_rx", 0}, {"pcie_d2h", 0.0104}};
+  s.link_peak_rate = {{"disk_write", 4.8761e9}, {"pcie_d2h", 0.5e9}};
   const std::string screen = RunRecorder::screen(s);
   const size_t at = screen.find("links ");
   ASSERT_NE(at, std::string::npos) << screen;
   EXPECT_EQ(screen.substr(at),
-            "links                  GiB moved   busiest busy\n"
-            "  disk_write                 5.0          41.6%\n"
-            "  pcie_d2h                   0.9           1.0%\n")
+            "links                  GiB moved   busiest busy   peak GB/s\n"
+            "  disk_write                 5.0          41.6%        4.88\n"
+            "  pcie_d2h                   0.9           1.0%        0.50\n")
       << screen;
   // Tensor parallelism: the PCIe rows are one GPU's bytes, and say so; the others are not.
   s.tensor_parallel = 4;
   const std::string tp = RunRecorder::screen(s);
   EXPECT_EQ(tp.substr(tp.find("links ")),
-            "links                  GiB moved   busiest busy\n"
-            "  disk_write                 5.0          41.6%\n"
-            "  pcie_d2h per GPU           0.9           1.0%\n")
+            "links                  GiB moved   busiest busy   peak GB/s\n"
+            "  disk_write                 5.0          41.6%        4.88\n"
+            "  pcie_d2h per GPU           0.9           1.0%        0.50\n")
       << tp;
 }
 
@@ -550,6 +551,50 @@ TEST(RunRecorder, RepeatedSamplesWeighTheMeansByTheirCount) {
   EXPECT_DOUBLE_EQ(sum.tier_bytes_mean[kTierCpu], 200);
 }
 
+// Each link's rate over an interval is the bytes it moved since the previous sample over the
+// interval's length. timeseries.csv gives, per kind, the busiest link's (two pcie_h2d links: the
+// first is busier in the first interval, the second in the second); summary.json gives each
+// kind's highest over the window. The window's first row counts from the warm-up's last sample,
+// and the warm-up's own interval (10 GB/s on disk_write) reaches no figure. A kind without a
+// column (the page cache's) is in the summary only.
+TEST(RunRecorder, LinkRatesAreBytesPerIntervalAndTheirPeaksTheHighestInTheWindow) {
+  scenario::Scenario s = scenario::load_scenario_text(
+      "[workload]\nstart_s = 10\nwarmup_s = 2\n[output]\nplots = false\nchrome_trace = false\n",
+      "s.toml", ".");
+  const std::string dir = kvtwin::testing::scratch_dir() + "/run";
+  RunRecorder rec(s, "trace.csv", dir);
+  rec.set_link_kinds({"pcie_h2d", "pcie_h2d", "disk_write", "page_cache"});
+  auto sample = [&](SimTime t, std::vector<double> bytes) {
+    Sample x;
+    x.t = t;
+    x.link_bytes = std::move(bytes);
+    rec.on_sample(x);
+  };
+  sample(0, {0, 0, 0, 0});
+  sample(1'000'000'000, {0, 0, 10e9, 0});  // warm-up: 10 GB/s on disk_write
+  rec.begin_measurement(1'000'000'000);
+  sample(1'500'000'000, {1.5e9, 0.5e9, 10e9, 0});       // 0.5 s: 3 and 1 GB/s
+  sample(2'500'000'000, {2.5e9, 3.0e9, 12e9, 7.25e9});  // 1 s: 1, 2.5, 2, 7.25 GB/s
+  rec.set_link_stats("pcie_h2d", 3.0e9 + 5.5e9 - 2e9, 0.5);
+  const Summary& sum = rec.finish(2'500'000'000);
+  EXPECT_DOUBLE_EQ(sum.link_peak_rate.at("pcie_h2d"), 3e9);
+  EXPECT_DOUBLE_EQ(sum.link_peak_rate.at("disk_write"), 2e9);
+  EXPECT_DOUBLE_EQ(sum.link_peak_rate.at("page_cache"), 7.25e9);
+  EXPECT_DOUBLE_EQ(sum.peak_gbps("pcie_h2d"), 3);
+  EXPECT_DOUBLE_EQ(sum.peak_gbps("nic_rx"), 0);
+  const std::string series = slurp(dir + "/timeseries.csv");
+  EXPECT_EQ(series.substr(series.find('\n') + 1),
+            "1.500,0,0,0.0000,0.0000,0.000,0.000,0.000,0.0,0.000,3.000,0.000,0.000,0.000,0.000,"
+            "0.000,0.000,0.000\n"
+            "2.500,0,0,0.0000,0.0000,0.000,0.000,0.000,0.0,0.000,2.500,0.000,0.000,2.000,0.000,"
+            "0.000,0.000,0.000\n");
+  EXPECT_NE(slurp(dir + "/summary.json")
+                .find("\"pcie_h2d\": {\n      \"bytes\": 6500000000,\n      "
+                      "\"busiest_busy_fraction\": 0.5,\n      \"peak_gbps\": 3\n    }"),
+            std::string::npos)
+      << slurp(dir + "/summary.json");
+}
+
 // A warm-up (workload.warmup_s > 0): nothing is reported before begin_measurement, and from there
 // on only what starts at or after it. The warm-up's samples give no row and no weight in the
 // means, but the first row's rates count from the last of them (1 s before: 600 tokens/s, and
@@ -595,7 +640,8 @@ TEST(RunRecorder, AWarmupIsLeftOutOfEverySampleStepAndRequest) {
   EXPECT_DOUBLE_EQ(sum.gpu_kv_usage_peak, 0.4);
   const std::string series = slurp(dir + "/timeseries.csv");
   EXPECT_EQ(series.substr(series.find('\n') + 1),
-            "2.000,0,0,0.3000,0.4000,0.000,0.000,0.000,600.0,0.000\n");
+            "2.000,0,0,0.3000,0.4000,0.000,0.000,0.000,600.0,0.000,0.000,0.000,0.000,0.000,0.000,"
+            "0.000,0.000,0.000\n");
   const std::string csv = slurp(dir + "/requests.csv");
   EXPECT_EQ(csv.find("\n7,"), std::string::npos) << csv;
   EXPECT_NE(csv.find("\n8,"), std::string::npos) << csv;
