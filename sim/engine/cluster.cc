@@ -328,7 +328,7 @@ void Cluster::report_links() {
     const hw::ModeledMover::LinkReport& l = now.links[i];
     const double bytes = l.bytes - (i < base.links.size() ? base.links[i].bytes : 0);
     const SimDuration busy = l.busy_ns - (i < base.links.size() ? base.links[i].busy_ns : 0);
-    recorder_->set_link_stats(l.kind, bytes, static_cast<double>(busy) / span);
+    recorder_->set_link_stats(l.kind, bytes, static_cast<double>(busy) / span, l.capacity);
   }
 }
 

@@ -243,7 +243,7 @@ std::vector<ModeledMover::LinkReport> ModeledMover::link_reports() {
   std::vector<LinkReport> out;
   for (size_t i = 0; i < stats.size(); ++i)
     out.push_back(LinkReport{link_names_[i].first, link_names_[i].second, stats[i].bytes,
-                             stats[i].busy_ns, stats[i].max_flows});
+                             stats[i].busy_ns, stats[i].max_flows, stats[i].capacity});
   return out;
 }
 

@@ -85,6 +85,7 @@ class ModeledMover final : public Mover {
     double bytes = 0;
     SimDuration busy_ns = 0;
     int max_flows = 0;
+    double capacity = 0;  // bytes/s
   };
   std::vector<LinkReport> link_reports();
   // Bytes moved so far per link (active flows' fractions included), in link_reports()'s order,

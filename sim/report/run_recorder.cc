@@ -272,8 +272,10 @@ void RunRecorder::set_link_kinds(std::vector<std::string> kinds) {
   link_kinds_ = std::move(kinds);
 }
 
-void RunRecorder::set_link_stats(const std::string& kind, double bytes, double busy_fraction) {
+void RunRecorder::set_link_stats(const std::string& kind, double bytes, double busy_fraction,
+                                 double capacity) {
   summary_.link_bytes[kind] += bytes;
+  summary_.link_capacity[kind] = capacity;
   double& b = summary_.link_busy_fraction[kind];
   b = std::max(b, busy_fraction);
 }
@@ -565,6 +567,8 @@ std::string RunRecorder::summary_json(const Summary& s) {
     j.field("bytes", bytes);
     j.field("busiest_busy_fraction", s.link_busy_fraction.at(kind));
     j.field("peak_gbps", s.peak_gbps(kind));
+    auto capacity = s.link_capacity.find(kind);
+    j.field("capacity_gbps", capacity == s.link_capacity.end() ? 0.0 : capacity->second * 1e-9);
     j.end_object();
   }
   j.end_object();
@@ -732,7 +736,7 @@ std::string RunRecorder::screen(const Summary& s) {
   // One row per link kind that moved bytes: how much, how busy the busiest instance's link of
   // that kind was (the remote store's links are one, shared), so that a planner sees which link
   // is near saturation, and the most any one of them moved in a sampling interval (GB/s), what
-  // a link must carry at the run's burstiest.
+  // a link must carry at the run's burstiest, beside one link's bandwidth.
   // With tensor parallelism the PCIe rows are one GPU's bytes (README: "PCIe bytes are one
   // GPU's"), and say so.
   std::string links;
@@ -740,12 +744,17 @@ std::string RunRecorder::screen(const Summary& s) {
     if (bytes > 0) {
       const bool one_gpu = s.tensor_parallel > 1 && kind.starts_with("pcie_");
       const std::string label = one_gpu ? kind + " per GPU" : kind;
-      std::snprintf(buf, sizeof buf, "  %-17s %12.1f %13.1f%% %11.2f\n", label.c_str(),
-                    bytes / kGiB, 100 * s.busy_fraction(kind), s.peak_gbps(kind));
+      std::snprintf(buf, sizeof buf, "  %-17s %12.1f %13.1f%% %11.2f", label.c_str(), bytes / kGiB,
+                    100 * s.busy_fraction(kind), s.peak_gbps(kind));
       links += buf;
+      if (auto capacity = s.link_capacity.find(kind); capacity != s.link_capacity.end()) {
+        std::snprintf(buf, sizeof buf, " of %.2f", capacity->second * 1e-9);
+        links += buf;
+      }
+      links += "\n";
     }
   if (!links.empty())
-    out += "links                  GiB moved   busiest busy   peak GB/s\n" + links;
+    out += "links                  GiB moved   busiest busy   peak GB/s of link\n" + links;
   return out;
 }
 

@@ -177,6 +177,7 @@ struct Summary {
   std::map<std::string, double> link_bytes;
   std::map<std::string, double> link_busy_fraction;
   std::map<std::string, double> link_peak_rate;
+  std::map<std::string, double> link_capacity;  // one link's bandwidth (bytes/s)
   // The busiest instance's busy fraction of link kind `kind` (0 when no link of that kind).
   double busy_fraction(const std::string& kind) const {
     auto it = link_busy_fraction.find(kind);
@@ -277,7 +278,9 @@ class RunRecorder {
   }
   void set_page_cache(const Summary::PageCache& p) { summary_.page_cache = p; }
   void set_largest_arrival_group(uint64_t n) { largest_arrival_group_ = n; }
-  void set_link_stats(const std::string& kind, double bytes, double busy_fraction);
+  // One link of `kind` (bandwidth `capacity`, bytes/s): what it moved in the window and the share
+  // of the window it was busy. Links of one kind have one bandwidth.
+  void set_link_stats(const std::string& kind, double bytes, double busy_fraction, double capacity);
   // The kind ("pcie_h2d", ...) of each link whose bytes Sample::link_bytes lists, in that order;
   // set before the first sample. Each sampling interval's rate per link is the bytes it moved
   // since the previous sample over the interval: timeseries.csv gives the busiest link's of each

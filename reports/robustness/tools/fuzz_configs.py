@@ -692,6 +692,8 @@ def check_peaks(out):
                  'page_cache_write': links['page_cache_write_gbps']}
     for kind, link in s['links'].items():
         peak = link['peak_gbps']
+        if abs(link['capacity_gbps'] - bandwidth[kind]) > 1e-9 * bandwidth[kind]:
+            return f'links.{kind}.capacity_gbps {link["capacity_gbps"]}, scenario {bandwidth[kind]}'
         if peak > bandwidth[kind] * (1 + 1e-9) + 1e-9 / interval:
             return f'links.{kind}.peak_gbps {peak} above the link\'s {bandwidth[kind]} GB/s'
         column = f'{kind}_gbps'

@@ -100,12 +100,15 @@ TEST(LmcacheEngine, APeakRateIsTheMostALinkMovedInOneSamplingInterval) {
   EXPECT_DOUBLE_EQ(r.summary.link_peak_rate.at("pcie_d2h"), 4 * 33'554'432.0);
   EXPECT_DOUBLE_EQ(r.summary.link_peak_rate.at("disk_write"), 0);
   EXPECT_DOUBLE_EQ(r.summary.peak_gbps("pcie_d2h"), 0.134217728);
+  EXPECT_DOUBLE_EQ(r.summary.link_capacity.at("pcie_h2d"), 35e9);
+  EXPECT_DOUBLE_EQ(r.summary.link_capacity.at("pcie_d2h"), 50e9);
 
   Result slow =
       run(scenario_with({"links.pcie_h2d_gbps=0.05", "output.timeseries_interval_s=0.01"}),
           kEvictedPrefix);
   EXPECT_EQ(slow.records.at(2).loaded_tokens[report::kTierCpu], 512);
   EXPECT_NEAR(slow.summary.link_peak_rate.at("pcie_h2d"), 50e6, 100.0);
+  EXPECT_DOUBLE_EQ(slow.summary.link_capacity.at("pcie_h2d"), 50e6);
   EXPECT_DOUBLE_EQ(slow.summary.link_bytes.at("pcie_h2d"), 67'108'864.0);
 }
 

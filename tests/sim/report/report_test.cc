@@ -52,21 +52,22 @@ TEST(RunRecorder, TheScreenSaysHowBusyEachLinkWas) {
   s.link_bytes = {{"disk_write", 5.0 * 1024 * 1024 * 1024}, {"nic_rx", 0}, {"pcie_d2h", 1e9}};
   s.link_busy_fraction = {{"disk_write", 0.41596}, {"nic_rx", 0}, {"pcie_d2h", 0.0104}};
   s.link_peak_rate = {{"disk_write", 4.8761e9}, {"pcie_d2h", 0.5e9}};
+  s.link_capacity = {{"disk_write", 5e9}, {"pcie_d2h", 50e9}};
   const std::string screen = RunRecorder::screen(s);
   const size_t at = screen.find("links ");
   ASSERT_NE(at, std::string::npos) << screen;
   EXPECT_EQ(screen.substr(at),
-            "links                  GiB moved   busiest busy   peak GB/s\n"
-            "  disk_write                 5.0          41.6%        4.88\n"
-            "  pcie_d2h                   0.9           1.0%        0.50\n")
+            "links                  GiB moved   busiest busy   peak GB/s of link\n"
+            "  disk_write                 5.0          41.6%        4.88 of 5.00\n"
+            "  pcie_d2h                   0.9           1.0%        0.50 of 50.00\n")
       << screen;
   // Tensor parallelism: the PCIe rows are one GPU's bytes, and say so; the others are not.
   s.tensor_parallel = 4;
   const std::string tp = RunRecorder::screen(s);
   EXPECT_EQ(tp.substr(tp.find("links ")),
-            "links                  GiB moved   busiest busy   peak GB/s\n"
-            "  disk_write                 5.0          41.6%        4.88\n"
-            "  pcie_d2h per GPU           0.9           1.0%        0.50\n")
+            "links                  GiB moved   busiest busy   peak GB/s of link\n"
+            "  disk_write                 5.0          41.6%        4.88 of 5.00\n"
+            "  pcie_d2h per GPU           0.9           1.0%        0.50 of 50.00\n")
       << tp;
 }
 
@@ -575,7 +576,7 @@ TEST(RunRecorder, LinkRatesAreBytesPerIntervalAndTheirPeaksTheHighestInTheWindow
   rec.begin_measurement(1'000'000'000);
   sample(1'500'000'000, {1.5e9, 0.5e9, 10e9, 0});       // 0.5 s: 3 and 1 GB/s
   sample(2'500'000'000, {2.5e9, 3.0e9, 12e9, 7.25e9});  // 1 s: 1, 2.5, 2, 7.25 GB/s
-  rec.set_link_stats("pcie_h2d", 3.0e9 + 5.5e9 - 2e9, 0.5);
+  rec.set_link_stats("pcie_h2d", 3.0e9 + 5.5e9 - 2e9, 0.5, 35e9);
   const Summary& sum = rec.finish(2'500'000'000);
   EXPECT_DOUBLE_EQ(sum.link_peak_rate.at("pcie_h2d"), 3e9);
   EXPECT_DOUBLE_EQ(sum.link_peak_rate.at("disk_write"), 2e9);
@@ -590,7 +591,8 @@ TEST(RunRecorder, LinkRatesAreBytesPerIntervalAndTheirPeaksTheHighestInTheWindow
             "0.000,0.000,0.000\n");
   EXPECT_NE(slurp(dir + "/summary.json")
                 .find("\"pcie_h2d\": {\n      \"bytes\": 6500000000,\n      "
-                      "\"busiest_busy_fraction\": 0.5,\n      \"peak_gbps\": 3\n    }"),
+                      "\"busiest_busy_fraction\": 0.5,\n      \"peak_gbps\": 3,\n      "
+                      "\"capacity_gbps\": 35\n    }"),
             std::string::npos)
       << slurp(dir + "/summary.json");
 }
