@@ -567,8 +567,7 @@ std::string RunRecorder::summary_json(const Summary& s) {
     j.field("bytes", bytes);
     j.field("busiest_busy_fraction", s.link_busy_fraction.at(kind));
     j.field("peak_gbps", s.peak_gbps(kind));
-    auto capacity = s.link_capacity.find(kind);
-    j.field("capacity_gbps", capacity == s.link_capacity.end() ? 0.0 : capacity->second * 1e-9);
+    j.field("capacity_gbps", s.capacity_gbps(kind));
     j.end_object();
   }
   j.end_object();
@@ -735,8 +734,8 @@ std::string RunRecorder::screen(const Summary& s) {
         s.page_cache.capacity_bytes / kGiB);
   // One row per link kind that moved bytes: how much, how busy the busiest instance's link of
   // that kind was (the remote store's links are one, shared), so that a planner sees which link
-  // is near saturation, and the most any one of them moved in a sampling interval (GB/s), what
-  // a link must carry at the run's burstiest, beside one link's bandwidth.
+  // is near saturation, and the most any one of them moved in a sampling interval (GB/s: what it
+  // carried at the run's burstiest), beside one link's bandwidth.
   // With tensor parallelism the PCIe rows are one GPU's bytes (README: "PCIe bytes are one
   // GPU's"), and say so.
   std::string links;
@@ -747,8 +746,8 @@ std::string RunRecorder::screen(const Summary& s) {
       std::snprintf(buf, sizeof buf, "  %-17s %12.1f %13.1f%% %11.2f", label.c_str(), bytes / kGiB,
                     100 * s.busy_fraction(kind), s.peak_gbps(kind));
       links += buf;
-      if (auto capacity = s.link_capacity.find(kind); capacity != s.link_capacity.end()) {
-        std::snprintf(buf, sizeof buf, " of %.2f", capacity->second * 1e-9);
+      if (s.link_capacity.count(kind)) {
+        std::snprintf(buf, sizeof buf, " of %.2f", s.capacity_gbps(kind));
         links += buf;
       }
       links += "\n";

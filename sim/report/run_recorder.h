@@ -183,10 +183,13 @@ struct Summary {
     auto it = link_busy_fraction.find(kind);
     return it == link_busy_fraction.end() ? 0.0 : it->second;
   }
-  // link_peak_rate's entry for `kind` in GB/s (1e9 bytes/s; 0 when no link of that kind).
-  double peak_gbps(const std::string& kind) const {
-    auto it = link_peak_rate.find(kind);
-    return it == link_peak_rate.end() ? 0.0 : it->second * 1e-9;
+  // link_peak_rate's and link_capacity's entries for `kind` in GB/s (1e9 bytes/s; 0 when no
+  // link of that kind).
+  double peak_gbps(const std::string& kind) const { return gbps(link_peak_rate, kind); }
+  double capacity_gbps(const std::string& kind) const { return gbps(link_capacity, kind); }
+  static double gbps(const std::map<std::string, double>& rates, const std::string& kind) {
+    auto it = rates.find(kind);
+    return it == rates.end() ? 0.0 : it->second * 1e-9;
   }
   // Engine.
   uint64_t steps = 0;
