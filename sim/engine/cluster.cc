@@ -227,8 +227,10 @@ void Cluster::sample() {
     s.tier_bytes[report::kTierRemote] =
         connectors_[0]->remote_bytes() * connectors_[0]->remote_writer_ranks();
   s.finished = finished_;
-  mover_.link_bytes(&s.link_bytes);
-  if (recorder_) recorder_->on_sample(s);
+  if (recorder_) {
+    mover_.link_bytes(&s.link_bytes);
+    recorder_->on_sample(s);
+  }
   if (all_done()) return;
   // Only this sampler is left to run: nothing else will ever happen (the run would sample an
   // unchanging state until the clock ends).

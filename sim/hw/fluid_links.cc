@@ -56,9 +56,7 @@ void FluidLinks::advance() {
   SimDuration dt = now - last_update_;
   if (dt > 0) {
     double secs = to_seconds(dt);
-    for (Flow& f : active_) {
-      f.remaining -= std::min(f.remaining, f.rate * secs);
-    }
+    for (Flow& f : active_) f.remaining = f.remaining_after(secs);
     for (LinkId l : used_) links_[static_cast<size_t>(l)].busy_ns += dt;
   }
   last_update_ = now;
@@ -172,9 +170,8 @@ void FluidLinks::moved_bytes(std::vector<double>* out) const {
   out->assign(finished_bytes_.begin(), finished_bytes_.end());
   const double secs = to_seconds(sim_->now() - last_update_);
   for (const Flow& f : active_) {
-    // advance()'s step, on a copy: the flow's remaining bytes at now().
-    const double remaining = f.remaining - std::min(f.remaining, f.rate * secs);
-    for (LinkId l : f.links) (*out)[static_cast<size_t>(l)] += f.bytes - remaining;
+    const double moved = f.bytes - f.remaining_after(secs);  // advance()'s step, not stored
+    for (LinkId l : f.links) (*out)[static_cast<size_t>(l)] += moved;
   }
 }
 

@@ -18,6 +18,7 @@
 // never grow. Threading: single-threaded, owned by one Simulator.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -73,6 +74,11 @@ class FluidLinks {
     double remaining;
     double rate = 0;
     Done done;
+    // Its remaining bytes `secs` seconds after the last update, at its current rate: advance()
+    // stores it, moved_bytes() only reads it.
+    double remaining_after(double secs) const {
+      return remaining - std::min(remaining, rate * secs);
+    }
   };
   void activate(Flow flow);
   void advance();          // progresses every active flow to now()

@@ -29,6 +29,12 @@ constexpr char kTimeseriesHeader[] =
     "tokens_per_s,finished_per_s,pcie_h2d_gbps,pcie_d2h_gbps,disk_read_gbps,disk_write_gbps,"
     "nic_rx_gbps,nic_tx_gbps,remote_rx_gbps,remote_tx_gbps\n";
 
+// Every plot's terminal. Each `set terminal` turns gnuplot's enhanced text (in which "_x" is a
+// subscript) back on, so every plot turns it off again.
+constexpr char kSvgTerminal[] =
+    "set terminal svg size 1200,400 dynamic font 'sans,11'\n"
+    "set termoption noenhanced\n";
+
 double ms(SimDuration ns) {
   return static_cast<double>(ns) * 1e-6;
 }
@@ -828,16 +834,14 @@ void RunRecorder::write_plots() {
   write_cdf("ttft_cdf.dat", ttft_ms_, 1e-3);
   write_cdf("tpot_cdf.dat", tpot_ms_, 1.0);
   write_cdf("e2e_cdf.dat", e2e_ms_, 1e-3);
-  std::string gp =
-      "set terminal svg size 1200,400 dynamic font 'sans,11'\n"
-      "set termoption noenhanced\n"
-      "set grid\n"
-      "set key bottom right\n"
-      "set ylabel 'fraction of requests'\n"
-      "set yrange [0:1]\n"
-      "set output 'plots/latency_cdf.svg'\n"
-      "set multiplot layout 1,3 title '" +
-      gnuplot_text(s.scenario_name) + ": latency CDFs'\n";
+  std::string gp = std::string(kSvgTerminal) +
+                   "set grid\n"
+                   "set key bottom right\n"
+                   "set ylabel 'fraction of requests'\n"
+                   "set yrange [0:1]\n"
+                   "set output 'plots/latency_cdf.svg'\n"
+                   "set multiplot layout 1,3 title '" +
+                   gnuplot_text(s.scenario_name) + ": latency CDFs'\n";
   auto cdf = [&](const char* label, const char* unit, const char* file, uint64_t n) {
     if (n == 0) return;
     gp += "set xlabel '" + std::string(label) + " (" + unit + ")'\n";
@@ -848,19 +852,17 @@ void RunRecorder::write_plots() {
   cdf("TPOT", "ms", "tpot_cdf.dat", s.tpot.count);
   cdf("E2E", "s", "e2e_cdf.dat", s.e2e.count);
   gp += "unset multiplot\n";
-  gp +=
-      "set terminal svg size 1200,400 dynamic font 'sans,11'\n"
-      "set termoption noenhanced\n"  // each `set terminal` turns enhanced text on again
-      "set datafile separator ','\n"
-      "set output 'plots/occupancy.svg'\n"
-      "set key top left\n"
-      "set yrange [*:*]\n"
-      "set xlabel 'simulated time (s)'\n"
-      "set multiplot layout 1,3 title '" +
-      gnuplot_text(s.scenario_name) +
-      ": occupancy over time'\n"
-      "set ylabel 'GPU KV pool used'\n"
-      "set yrange [0:1]\n";
+  gp += std::string(kSvgTerminal) +
+        "set datafile separator ','\n"
+        "set output 'plots/occupancy.svg'\n"
+        "set key top left\n"
+        "set yrange [*:*]\n"
+        "set xlabel 'simulated time (s)'\n"
+        "set multiplot layout 1,3 title '" +
+        gnuplot_text(s.scenario_name) +
+        ": occupancy over time'\n"
+        "set ylabel 'GPU KV pool used'\n"
+        "set yrange [0:1]\n";
   // One panel: each curve is a timeseries.csv column against t_s, named by its header; `lw` is
   // the line's width option ("" for gnuplot's thin default).
   struct Curve {
@@ -889,24 +891,20 @@ void RunRecorder::write_plots() {
   gp += "unset multiplot\n";
   // The link kinds that moved bytes: the busiest link of each over time.
   std::vector<std::string> columns;
-  std::vector<const char*> kinds;
+  columns.reserve(kNumLinkKinds);  // the curves point into it
+  std::vector<Curve> curves;
   for (const char* kind : kLinkKinds)
     if (auto it = s.link_bytes.find(kind); it != s.link_bytes.end() && it->second > 0) {
       columns.push_back(std::string(kind) + "_gbps");
-      kinds.push_back(kind);
+      curves.push_back({columns.back().c_str(), kind, " lw 2"});
     }
-  std::vector<Curve> curves;
-  for (size_t i = 0; i < columns.size(); ++i)
-    curves.push_back({columns[i].c_str(), kinds[i], " lw 2"});
   if (!curves.empty()) {
-    gp +=
-        "set terminal svg size 1200,400 dynamic font 'sans,11'\n"
-        "set termoption noenhanced\n"
-        "set output 'plots/links.svg'\n"
-        "set title '" +
-        gnuplot_text(s.scenario_name) +
-        ": the busiest link of each kind'\n"
-        "set ylabel 'GB/s'\n";
+    gp += std::string(kSvgTerminal) +
+          "set output 'plots/links.svg'\n"
+          "set title '" +
+          gnuplot_text(s.scenario_name) +
+          ": the busiest link of each kind'\n"
+          "set ylabel 'GB/s'\n";
     panel(curves);
   }
   write_text(out_dir_ + "/plots/plots.gp", gp);
