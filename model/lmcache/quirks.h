@@ -98,8 +98,9 @@ struct Quirks {
   // all_token_ids[num_computed_tokens : num_computed_tokens + num_scheduled]. After a failed KV
   // load that vLLM recomputes (kv_load_failure_policy = "recompute"), num_computed_tokens went
   // back: the recomputed tokens are appended a second time, and the tracker's later metadata
-  // hashes (and saves under) a token sequence the request does not have. Fix: the tracker is cut
-  // back to num_computed_tokens first.
+  // hashes (and saves under) a token sequence the request does not have; when those tokens outrun
+  // the request's blocks, the worker's slot-mapping assertion raises (a failed store here, where
+  // upstream's engine stops). Fix: the tracker is cut back to num_computed_tokens first.
   bool tracker_reappends_recomputed_tokens = true;
   // HealthMonitor's "local_cpu" fallback turns the CPU hot cache on while the remote tier is
   // bypassed. Recovering, it restores use_hot (False when local_cpu is off) and only then calls

@@ -52,6 +52,7 @@ void RequestTracker::update(std::span<const TokenId> new_token_ids,
     size_t n = std::min<size_t>(static_cast<size_t>(needed), all_token_ids->size());
     token_ids.assign(all_token_ids->begin(), all_token_ids->begin() + static_cast<ptrdiff_t>(n));
     chunk_hashes.clear();  // the tokens were rebuilt
+    tokens_diverged = false;
   } else {
     if (new_block_ids) {
       grow_in_place_or_retire(allocated_block_ids, new_block_ids->size(), retired_block_buffers);

@@ -83,11 +83,15 @@ std::vector<ChunkSpan> ChunkedTokenDatabase::process_tokens(std::span<const Toke
   size_t index = 0;
   for (int64_t start = 0; start < end_all; start += chunk_size_, ++index) {
     int64_t end = std::min<int64_t>(start + chunk_size_, total);
-    if (chain != nullptr && index < chain->hashes.size()) {
+    const bool full = end - start == chunk_size_;
+    // The memo holds full chunks only: a trailing partial chunk at an index it covers (a store
+    // of a shorter prefix than the lookups saw) is hashed from its own tokens, as upstream does.
+    if (chain != nullptr && full && index < chain->hashes.size()) {
       prefix = chain->hashes[index];
     } else {
       prefix = hash_chunk(prefix, tokens.subspan(start, end - start));
-      if (chain != nullptr && end - start == chunk_size_) chain->hashes.push_back(prefix);
+      if (chain != nullptr && full && index == chain->hashes.size())
+        chain->hashes.push_back(prefix);
     }
     if (start < num_masked) continue;
     out.push_back({start, end, prefix});

@@ -25,11 +25,15 @@ int64_t scheduled_tokens(const SchedulerOutput& output, const std::string& req_i
 }
 
 // Not upstream: when the caller memoises the request's chunk hashes (VllmRequest::chunk_hashes,
-// which its lookups fill), the step's stores use that memo instead of the tracker's own. The
-// tracker's tokens are always a prefix of the request's, preempted or not, so each chunk is then
-// hashed once; the memo is read only while this step's metadata is, when the request is live.
-ReqMeta with_request_memo(ReqMeta m, const VllmRequest& request) {
-  if (request.chunk_hashes != nullptr) m.chunk_hashes = request.chunk_hashes;
+// which its lookups fill), the step's stores use that memo instead of the tracker's own, so each
+// chunk is hashed once. That is exact while the tracker's tokens are a prefix of the request's:
+// always, preempted or not, except after the tracker_reappends_recomputed_tokens quirk appended
+// recomputed tokens a second time (tokens_diverged). Upstream then hashes, and stores under, the
+// tracker's own sequence, and so does the tracker's memo; the request's memo is left to lookups.
+// The memo is read only while this step's metadata is, when the request is live.
+ReqMeta with_request_memo(ReqMeta m, const VllmRequest& request, const RequestTracker& tracker) {
+  if (request.chunk_hashes != nullptr && !tracker.tokens_diverged)
+    m.chunk_hashes = request.chunk_hashes;
   return m;
 }
 
@@ -164,7 +168,7 @@ ConnectorMetadata LMCacheSchedulerAdapter::build_connector_meta(
                   (config_.priority_limit.has_value() && priority > *config_.priority_limit);
     put_tracker(std::move(t));
     if (auto m = req_meta_from_tracker(*tracker(nr.req_id), load_spec, options))
-      meta.requests.push_back(with_request_memo(std::move(*m), request));
+      meta.requests.push_back(with_request_memo(std::move(*m), request, *tracker(nr.req_id)));
   }
   for (const CachedRequestData& cr : output.scheduled_cached_reqs) {
     RequestTracker* t = tracker(cr.req_id);
@@ -207,10 +211,13 @@ ConnectorMetadata LMCacheSchedulerAdapter::build_connector_meta(
       // earlier metadata views do not change.
       t->token_ids.resize(static_cast<size_t>(from));
     }
+    if (!cr.resumed && config_.quirks.tracker_reappends_recomputed_tokens &&
+        from < static_cast<int64_t>(t->token_ids.size()) && to > from)
+      t->tokens_diverged = true;  // the quirk: tokens from `from` on follow the tracker's copies
     t->update(new_tokens, cr.new_block_ids, cr.resumed, lmcache_cached, vllm_cached,
               cr.resumed ? &request.all_token_ids : nullptr, resumed_computed);
     if (auto m = req_meta_from_tracker(*t, load_spec, options))
-      meta.requests.push_back(with_request_memo(std::move(*m), request));
+      meta.requests.push_back(with_request_memo(std::move(*m), request, *t));
   }
   return meta;
 }

@@ -17,6 +17,14 @@ AdapterCall make_call(AdapterCall::Kind kind, std::optional<std::string> req_id,
   return c;
 }
 
+// Upstream's worker asserts len(slot_mapping) == len(token_ids) before it loads or saves a
+// request. from_request_tracker cuts the slot mapping to the allocated blocks and only logs when
+// the tokens outrun them (a tracker that re-appended recomputed tokens, say): the worker raises.
+void check_slots(const ReqMeta& r) {
+  if (r.num_slots() != r.token_ids.size())
+    raise(PyError::kAssertionError, "len(slot_mapping) == len(token_ids) for request " + r.req_id);
+}
+
 }  // namespace
 
 LMCacheWorkerAdapter::LMCacheWorkerAdapter(LMCacheEngine* engine, const AdapterConfig& adapter)
@@ -28,6 +36,7 @@ void LMCacheWorkerAdapter::start_load_kv(ConnectorMetadata& meta, WorkerLog* log
   const bool layerwise = engine_->use_layerwise();
   for (ReqMeta& r : meta.requests) {
     if (!r.load_spec) continue;
+    check_slots(r);
     const LoadSpec& ls = *r.load_spec;
     int64_t masked = ls.vllm_cached_tokens / chunk_size_ * chunk_size_;
     int64_t n = std::min<int64_t>(static_cast<int64_t>(r.token_ids.size()),
@@ -80,6 +89,7 @@ void LMCacheWorkerAdapter::save_kv_layer(ConnectorMetadata& meta, WorkerLog* log
     storers_.clear();
     for (ReqMeta& r : meta.requests) {
       if (!r.save_spec || !r.save_spec->can_save) continue;
+      check_slots(r);
       int64_t len = static_cast<int64_t>(r.token_ids.size());
       int64_t skip = r.save_spec->skip_leading_tokens;
       if (skip == len) continue;
@@ -130,6 +140,7 @@ void LMCacheWorkerAdapter::wait_for_save(ConnectorMetadata& meta, WorkerLog* log
   for (ReqMeta& r : meta.requests) {
     unpin(r.req_id, log);
     if (!r.save_spec || !r.save_spec->can_save) continue;
+    check_slots(r);
     int64_t len = static_cast<int64_t>(r.token_ids.size());
     int64_t skip = r.save_spec->skip_leading_tokens;
     if (skip == len) continue;

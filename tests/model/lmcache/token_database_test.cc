@@ -122,6 +122,32 @@ TEST(ChunkedTokenDatabase, AChainMemoOfAGrowingSequenceGivesTheSameSpansAsNoMemo
   }
 }
 
+// The memo may cover more of its sequence than a call's tokens (a store of a tracker shorter than
+// the request its lookups saw): a trailing partial chunk at an index the memo holds as full is
+// hashed from its own tokens, and the memo is left as it was.
+TEST(ChunkedTokenDatabase, AShorterPrefixAfterALongerOneHashesItsPartialChunkFromItsTokens) {
+  std::vector<TokenId> t = seq(1000);
+  for (const char* algo : {"sha256_cbor", "builtin"}) {
+    KeyScopeRegistry r;
+    ChunkedTokenDatabase db = make_db(&r, 64, /*unfull=*/true, algo);
+    ChunkHashChain chain;
+    db.process_tokens(t, 0, &chain);
+    const std::vector<ChunkHash> full = chain.hashes;
+    ASSERT_EQ(full.size(), 15u);
+    for (size_t len : {30, 100, 200, 650, 999}) {
+      std::span<const TokenId> prefix = std::span(t).first(len);
+      std::vector<ChunkSpan> plain = db.process_tokens(prefix);
+      std::vector<ChunkSpan> memo = db.process_tokens(prefix, 0, &chain);
+      ASSERT_EQ(plain.size(), memo.size()) << algo << len;
+      ASSERT_EQ(plain.back().end - plain.back().start, static_cast<int64_t>(len % 64));
+      for (size_t i = 0; i < plain.size(); ++i)
+        EXPECT_TRUE(plain[i].hash == memo[i].hash) << algo << len << " chunk " << i;
+      EXPECT_FALSE(memo.back().hash == full[len / 64]) << "the full chunk's hash";
+      EXPECT_EQ(chain.hashes, full);
+    }
+  }
+}
+
 TEST(ChunkedTokenDatabase, AChainMemoFromAnotherConfigurationIsDiscarded) {
   std::vector<TokenId> t = seq(512);
   KeyScopeRegistry r;

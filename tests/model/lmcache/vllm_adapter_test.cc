@@ -339,6 +339,135 @@ TEST(VllmAdapter, TheRequestsChunkHashMemoServesLookupsAndStoresAlike) {
   EXPECT_EQ(keys[0], keys[1]);
 }
 
+// The reappend quirk (a failed load rolled 16..31 back) leaves the tracker holding a[0:32] then
+// a[16:32]: no longer a prefix of the request's tokens. Upstream then stores chunk 2 under the
+// hash of the tracker's tokens (a[16:32] after chunks 0-1), which no lookup of the request
+// finds. A request carrying a chunk-hash memo (filled by its lookup over a's 4 chunks) must store
+// under the same keys as one without, and keep its memo's hashes those of its own tokens.
+TEST(VllmAdapter, AfterTheReappendQuirkStoresHashTheTrackersTokensNotTheRequestsMemo) {
+  std::vector<std::vector<std::string>> keys;  // per run, the CPU tier's keys as strings
+  for (bool shared : {false, true}) {
+    Fixture f;
+    std::vector<TokenId> a = seq(64, 1);
+    VllmRequest r = f.request("r", a);
+    ChunkHashChain chain;
+    if (shared) r.chunk_hashes = &chain;
+    EXPECT_EQ(*f.sched->get_num_new_matched_tokens(r, 0).ret, 0);
+    const std::vector<ChunkHash> looked_up = chain.hashes;
+    EXPECT_EQ(looked_up.size(), shared ? 4u : 0u);
+    ConnectorMetadata first = f.schedule_new(r, 0, {1, 2, 3, 4}, 32);
+    WorkerLog log;
+    f.worker->wait_for_save(first, &log);
+    EXPECT_EQ(log.stored, (std::vector<TokenRange>{{0, 16}, {16, 32}}));
+    r.num_computed_tokens = 16;
+    SchedulerOutput out;
+    out.scheduled_cached_reqs.push_back({"r", std::vector<int64_t>{}, 16, false, 16});
+    out.num_scheduled_tokens["r"] = 16;
+    ConnectorMetadata meta = f.sched->build_connector_meta(out, {{"r", &r}});
+    ASSERT_EQ(meta.requests.size(), 1u);
+    ASSERT_EQ(meta.requests[0].token_ids.size(), 48u);
+    EXPECT_EQ(meta.requests[0].token_ids[32], a[16]);
+    EXPECT_NE(meta.requests[0].chunk_hashes, &chain) << "a diverged tracker uses its own memo";
+    log = WorkerLog();
+    f.worker->wait_for_save(meta, &log);
+    EXPECT_EQ(log.stored, (std::vector<TokenRange>{{32, 48}}));
+    EXPECT_EQ(chain.hashes, looked_up) << "the request's memo keeps its own tokens' hashes";
+    keys.emplace_back();
+    for (const auto& [k, id] : f.engine->storage_manager().local_cpu().entries())
+      keys.back().push_back(k.to_string());
+    if (shared) {
+      // The stored chunk 2 is not the request's chunk 2: a lookup of a finds chunks 0-1 only.
+      r.num_computed_tokens = 0;
+      f.client->clear_lookup_status("r");
+      EXPECT_EQ(f.sched->get_num_new_matched_tokens(r, 0).ret, 32);
+    }
+  }
+  ASSERT_EQ(keys[0].size(), 3u);
+  EXPECT_EQ(keys[0], keys[1]);
+}
+
+// Upstream's worker asserts that every token it loads or saves has a slot. The reappend quirk
+// gets there: a[0:32] in blocks 1-2, then 16..31 recomputed with no new block leaves 48 tokens to
+// save over 32 slots, and wait_for_save raises AssertionError before it stores; with the fix the
+// tracker holds 32 tokens, short of the next chunk boundary (48), and nothing is saved.
+TEST(VllmAdapter, TheWorkerRaisesWhenTheTokensToSaveOutrunTheirSlots) {
+  for (bool fixed : {false, true}) {
+    SCOPED_TRACE(fixed ? "fixed" : "upstream");
+    Fixture f(/*min_retrieve=*/0,
+              Fixture::upstream_but(&Quirks::tracker_reappends_recomputed_tokens, !fixed));
+    VllmRequest r = f.request("r", seq(64, 1));
+    EXPECT_EQ(*f.sched->get_num_new_matched_tokens(r, 0).ret, 0);
+    ConnectorMetadata first = f.schedule_new(r, 0, {1, 2}, 32);
+    WorkerLog log;
+    f.worker->wait_for_save(first, &log);
+    EXPECT_EQ(log.stored.size(), 2u);
+    r.num_computed_tokens = 16;
+    SchedulerOutput out;
+    out.scheduled_cached_reqs.push_back({"r", std::vector<int64_t>{}, 16, false, 16});
+    out.num_scheduled_tokens["r"] = 16;
+    ConnectorMetadata meta = f.sched->build_connector_meta(out, {{"r", &r}});
+    log = WorkerLog();
+    if (fixed) {
+      EXPECT_TRUE(meta.requests.empty());
+      continue;
+    }
+    ASSERT_EQ(meta.requests.size(), 1u);
+    EXPECT_EQ(meta.requests[0].token_ids.size(), 48u);
+    EXPECT_EQ(meta.requests[0].num_slots(), 32u);
+    try {
+      f.worker->wait_for_save(meta, &log);
+      ADD_FAILURE() << "no raise";
+    } catch (const UpstreamError& e) {
+      EXPECT_EQ(e.kind(), PyError::kAssertionError);
+    }
+    EXPECT_TRUE(log.stored.empty());
+    EXPECT_EQ(f.engine->storage_manager().local_cpu().entries().size(), 2u);
+  }
+}
+
+// The same assertion guards loads (start_load_kv, for requests with a LoadSpec) and layerwise
+// stores (save_kv_layer's first call), here on metadata built by hand: 48 tokens over 2 or 3
+// blocks of 16.
+TEST(VllmAdapter, LoadsAndLayerwiseStoresAssertASlotPerToken) {
+  const std::vector<TokenId> tokens = seq(48, 1);
+  for (bool layerwise : {false, true}) {
+    for (size_t blocks : {2, 3}) {
+      Fixture f;
+      f.cfg.use_layerwise = layerwise;
+      f.engine = std::make_unique<LMCacheEngine>(f.cfg, toy_metadata());
+      f.worker = std::make_unique<LMCacheWorkerAdapter>(f.engine.get(), f.adapter);
+      const std::vector<int64_t> block_ids = {5, 6, 7};
+      ReqMeta m;
+      m.req_id = "r";
+      m.token_ids = tokens;
+      m.block_ids = std::span(block_ids).first(blocks);
+      ConnectorMetadata load;
+      load.requests.push_back(m);
+      load.requests[0].load_spec = LoadSpec{0, 48, true};
+      ConnectorMetadata save;
+      save.requests.push_back(m);
+      save.requests[0].save_spec = SaveSpec{0, true};
+      WorkerLog log;
+      auto raises = [](auto fn) {
+        try {
+          fn();
+        } catch (const UpstreamError& e) {
+          return e.kind() == PyError::kAssertionError;
+        }
+        return false;
+      };
+      EXPECT_EQ(raises([&] { f.worker->start_load_kv(load, &log); }), blocks == 2)
+          << layerwise << blocks;
+      if (layerwise) {
+        EXPECT_EQ(raises([&] { f.worker->save_kv_layer(save, &log); }), blocks == 2) << blocks;
+      } else {
+        EXPECT_EQ(raises([&] { f.worker->wait_for_save(save, &log); }), blocks == 2) << blocks;
+        EXPECT_EQ(log.stored.size(), blocks == 2 ? 0u : 3u);
+      }
+    }
+  }
+}
+
 TEST(VllmAdapter, FailedLoadsAreReportedAsVllmBlockIds) {
   Fixture f;
   f.cfg.remote = true;
