@@ -1,6 +1,7 @@
 #include "model/lmcache/lookup_client.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace kvtwin::model::lmcache {
 namespace {
@@ -43,11 +44,19 @@ LMCacheLookupClient::LMCacheLookupClient(const LMCacheEngineConfig& config,
       engines_(std::move(engines)),
       async_(config.enable_async_loading),
       timeout_ns_(config.lookup_timeout_ms * 1'000'000),
+      backoff_ns_(std::llround(config.lookup_backoff_time_s * 1e9)),
       cancel_on_timeout_(!config.quirks.async_loading_leaks) {}
 
 bool LMCacheLookupClient::is_pending(const std::string& lookup_id) const {
   auto it = async_status_.find(lookup_id);
   return it != async_status_.end() && !it->second.has_value();
+}
+
+std::optional<int64_t> LMCacheLookupClient::times_out_from(const std::string& lookup_id) const {
+  if (!is_pending(lookup_id)) return std::nullopt;
+  auto first = first_lookup_ns_.find(lookup_id);
+  if (first == first_lookup_ns_.end()) return std::nullopt;
+  return first->second + timeout_ns_ - backoff_ns_ + 1;
 }
 
 void LMCacheLookupClient::cleanup_finished_aborted_lookups() {
@@ -80,8 +89,9 @@ LMCacheLookupClient::AsyncStatus LMCacheLookupClient::lookup_cache_async(
   }
   ++backoff_sleeps_;
   out.kind = AsyncStatus::kPending;
+  // Upstream reads the clock after the backoff sleep.
   auto first = first_lookup_ns_.find(lookup_id);
-  if (first == first_lookup_ns_.end() || now_ns - first->second > timeout_ns_) {
+  if (first == first_lookup_ns_.end() || now_ns + backoff_ns_ - first->second > timeout_ns_) {
     if (first != first_lookup_ns_.end()) {  // the first time only
       first_lookup_ns_.erase(first);
       ++num_timeouts_;

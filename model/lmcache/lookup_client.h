@@ -14,9 +14,10 @@
 // Async loading (config.enable_async_loading: LMCacheAsyncLookupClient / LMCacheAsyncLookupServer):
 //   lookup_cache_async(id, now)  absent: marks id pending (answers kAbsent, the caller sends the
 //                        lookup); pending: one backoff sleep, and past lookup_timeout_ms since the
-//                        first check answers 0 (the status stays pending; fixed #2559: the lookup
-//                        is also cancelled); else the hit. First, cancelled lookups whose answer
-//                        has arrived are cleaned up on every rank (cleanup_memory_objs).
+//                        first check (read after the sleep: `now` + backoff) answers 0 (the status
+//                        stays pending; fixed #2559: the lookup is also cancelled); else the hit.
+//                        First, cancelled lookups whose answer has arrived are cleaned up on every
+//                        rank (cleanup_memory_objs).
 //   lookup_async(tokens, id)     every rank runs async_lookup_and_prefetch(hashes, id, pin=True);
 //                        one backoff sleep; the answer is always "pending".
 //   process_responses()  the receiver thread: the ranks' answers (their prefetchers' responses);
@@ -72,6 +73,9 @@ class LMCacheLookupClient {
   std::vector<std::string> process_responses();
   void cancel_lookup(const std::string& lookup_id) { aborted_.insert(lookup_id); }
   bool is_pending(const std::string& lookup_id) const;
+  // For a pending lookup not yet timed out, the earliest `now_ns` at which lookup_cache_async
+  // answers 0 (first check + lookup_timeout_ms − backoff + 1 ns); nullopt otherwise.
+  std::optional<int64_t> times_out_from(const std::string& lookup_id) const;
   // Backoff sleeps (lookup_backoff_time each) taken since the last call.
   int take_backoff_sleeps() {
     int n = backoff_sleeps_;
@@ -91,6 +95,7 @@ class LMCacheLookupClient {
 
   bool async_ = false;
   int64_t timeout_ns_ = 0;
+  int64_t backoff_ns_ = 0;                                                // lookup_backoff_time
   bool cancel_on_timeout_ = false;                                        // #2559
   std::unordered_map<std::string, std::optional<int64_t>> async_status_;  // nullopt: pending
   std::unordered_map<std::string, int64_t> first_lookup_ns_;

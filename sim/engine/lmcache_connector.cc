@@ -206,7 +206,9 @@ std::optional<KvConnector::Match> LmcacheConnector::get_num_new_matched_tokens(
   RequestState& st = state_of(r);
   st.live = &r;
   sync(*st.mirror, r, r.req->num_computed_tokens);
-  const SimTime now = ctx_.sim->now();
+  // Upstream's clock inside one schedule() has moved by that schedule's earlier backoff sleeps,
+  // which the engine core pays after it (run_lookups).
+  const SimTime now = ctx_.sim->now() + sleep_ns_;
   const uint64_t timeouts = lookup_client_->num_timeouts();
   const bool was_pending = lookup_client_->is_pending(r.id());
   const lm::RemoteBackend* remote = engine_->storage_manager().remote();
@@ -223,6 +225,13 @@ std::optional<KvConnector::Match> LmcacheConnector::get_num_new_matched_tokens(
     if (!was_pending && lookup_client_->is_pending(r.id()) && !result.ret) {
       ++stats_.async_lookups;
       prefetch_->on_lookup_sent();
+    }
+    // A poll that finds nothing new repeats until an event (kick()); a check still pending
+    // reads the clock `now - ctx_.sim->now()` after its poll began, so the first poll whose
+    // check would time out begins from `from` minus that.
+    if (was_pending && !result.ret) {
+      if (std::optional<int64_t> from = lookup_client_->times_out_from(r.id()))
+        prefetch_->kick_at(std::max(ctx_.sim->now(), *from - (now - ctx_.sim->now())));
     }
   }
   if (!result.ret) return std::nullopt;

@@ -54,6 +54,10 @@ class LmcachePrefetchDriver {
 
   // A lookup was sent at now(): pump at once (in its own event) and kick at its timeout.
   void on_lookup_sent();
+  // Kicks the instance at `t` (a pending lookup's check beginning then would time out).
+  void kick_at(SimTime t) {
+    ctx_.sim->schedule_at(t, [this] { ctx_.kick(); });
+  }
   // CPU memory may have been freed: a blocked prefetch retries at its next 0.1 s tick.
   void memory_changed();
 

@@ -446,8 +446,9 @@ TEST(AsyncLookupClient, APendingLookupAnswersZeroAfterTheTimeout) {
     LMCacheSchedulerAdapter adapter(cfg, AdapterConfig{}, &client);
     VllmRequest req = vllm_request("r", a);
     adapter.get_num_new_matched_tokens(req, 0, 0);
-    EXPECT_FALSE(adapter.get_num_new_matched_tokens(req, 0, 3'000'000'000).ret.has_value());
-    auto m = adapter.get_num_new_matched_tokens(req, 0, 3'000'000'001);
+    // The timeout (3 s) is checked after the pending check's backoff sleep (10 ms).
+    EXPECT_FALSE(adapter.get_num_new_matched_tokens(req, 0, 2'990'000'000).ret.has_value());
+    auto m = adapter.get_num_new_matched_tokens(req, 0, 2'990'000'001);
     ASSERT_TRUE(m.ret.has_value());
     EXPECT_EQ(*m.ret, 0);
     EXPECT_EQ(client.num_timeouts(), 1u);

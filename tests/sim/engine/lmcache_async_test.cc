@@ -90,20 +90,53 @@ TEST(LmcacheAsyncLoading, ADiskOnlyPrefixWaitsForThePrefetchThenHitsFromCpu) {
   EXPECT_EQ(r.records.at(0).first_scheduled - r.records.at(0).arrival, 11'000'000);
 }
 
+// A 1 MB/s disk makes the 128 MiB prefetch take ~134 s; the lookup answers 0 after 3 s. The
+// scheduler checks C's pending lookup every 11 ms from its first one (above), and upstream reads
+// the clock after each check's 10-ms backoff sleep: the poll at 272 × 11 = 2,992 ms reads
+// 3,002 ms, past the timeout, and C is scheduled there with no hit.
 TEST(LmcacheAsyncLoading, ALongPrefetchTimesOutAndTheRequestRecomputes) {
-  // A 1 MB/s disk makes the 128 MiB prefetch take ~134 s; the lookup answers 0 after 3 s.
   Result r = run(scenario_with({"lmcache.enable_async_loading=true", "links.disk_read_gbps=0.001"}),
                  kTrace);
   const auto& c = r.records.at(2);
   EXPECT_EQ(c.lmcache_hit_tokens, 0);
   EXPECT_EQ(c.loaded_tokens[report::kTierDisk], 0);
-  EXPECT_GT(c.first_scheduled - c.arrival, 3'000'000'000);
-  EXPECT_LT(c.first_scheduled - c.arrival, 3'100'000'000);
+  EXPECT_EQ(c.first_scheduled - c.arrival, 2'992'000'000);
+}
+
+// Two lookups pending in one schedule: the second's clock has moved by the first's backoff
+// sleep. A, E and B leave A's and E's chunks on disk only (B's fill the CPU tier); on a 0.05 GB/s
+// disk a 4-chunk prefetch reads for 2,684.43 ms (128 MiB + 80 µs), one after the other.
+// C (A's prompt) arrives at 0 ms (20 s) and C2 (E's) at 5 ms, while C's send sleeps:
+//   0 ms      C's lookup sent (sleep until 10 ms); sleep until 11 ms
+//   11 ms     C checked, pending (sleep); C2's lookup sent, its clock at 21 ms; polls 21 ms apart
+//   2,684 ms  C's prefetch answers 1,023; C is admitted at the next poll, 11 + 128 × 21 = 2,699
+//   then      C2, alone, is checked first in each poll, until its check reads more than
+//             21 + 3,000 ms: at the first poll from 3,011 ms on, within one 11-ms poll.
+// Sent with the poll's own clock (11 ms), C2 would have timed out from 3,001 ms on.
+TEST(LmcacheAsyncLoading, AScheduleChecksEachPendingLookupAfterTheSleepsBeforeIt) {
+  const char* trace =
+      "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
+      "0,1024,1,512,1 2\n"
+      "5,1024,1,512,5 6\n"
+      "10,1024,1,512,3 4\n"
+      "20,1024,1,512,1 2\n"
+      "20.005,1024,1,512,5 6\n";
+  Result r =
+      run(scenario_with({"lmcache.enable_async_loading=true", "links.disk_read_gbps=0.05"}), trace);
+  const auto& c = r.records.at(3);
+  EXPECT_EQ(c.lmcache_hit_tokens, 1023);
+  EXPECT_EQ(c.first_scheduled - 20'000'000'000, 2'699'000'000);
+  const auto& c2 = r.records.at(4);
+  EXPECT_EQ(c2.lmcache_hit_tokens, 0);
+  EXPECT_EQ(c2.loaded_tokens[report::kTierDisk], 0);
+  EXPECT_GT(c2.first_scheduled - 20'000'000'000, 3'011'000'000);
+  EXPECT_LE(c2.first_scheduled - 20'000'000'000, 3'022'000'000);
 }
 
 // D (2,000 tokens) can never fit in the 99 usable GPU blocks (1,584 tokens). It arrives while C's
 // slow prefetch (~134 s) occupies LMCache's prefetcher, so D's lookup queues behind it and times
-// out: at the first check 3 s after D's first one the scheduler gets 0 (the lookup stays
+// out: at the first check that reads (after its sleep) 3 s after D's first one the scheduler
+// gets 0 (the lookup stays
 // pending, upstream's quirk), D's allocation fails with nothing running and no request holding
 // blocks, and D is rejected then: 3 s after arrival and within one poll (the pending checks'
 // 10-ms backoff sleeps and the engine's 1-ms sleep). Its pending lookup cannot make room;
@@ -120,7 +153,7 @@ TEST(LmcacheAsyncLoading, ARequestLargerThanThePoolIsRejectedDespiteItsPendingLo
   EXPECT_LT(d.finish - d.arrival, 3'000'000'000 + 3 * 10'000'000 + 1'000'000);
   const auto& c = r.records.at(2);
   EXPECT_FALSE(c.rejected);
-  EXPECT_GT(c.first_scheduled - c.arrival, 3'000'000'000);  // its lookup still timed out
+  EXPECT_GT(c.first_scheduled - c.arrival, 2'990'000'000);  // its lookup still timed out
   EXPECT_LT(c.first_scheduled - c.arrival, 3'100'000'000);
 }
 
