@@ -1,6 +1,7 @@
 #include "model/lmcache/async_prefetch.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "model/check.h"
 #include "model/lmcache/storage_manager.h"
@@ -43,6 +44,7 @@ void AsyncPrefetcher::submit(const std::string& lookup_id, const std::vector<Cac
   KVTWIN_CHECK(cum_lengths.size() == keys.size() + 1) << "cum_lengths must have len(keys) + 1";
   ++stats_.lookups;
   LoadingEvent ev;
+  ev.lookup_id = lookup_id;
   ev.generation = next_generation_++;
   ev.cum_lengths = cum_lengths;
   std::vector<Job> jobs;
@@ -79,16 +81,31 @@ void AsyncPrefetcher::submit(const std::string& lookup_id, const std::vector<Cac
   }
   ev.jobs_left = static_cast<int>(jobs.size());
   stats_.jobs += jobs.size();
-  auto old = events_.find(lookup_id);  // add_event: a later lookup of the id replaces the entry
-  if (old != events_.end() && !quirks_.async_loading_leaks) release_event(old->second);
-  events_[lookup_id] = std::move(ev);
+  const uint64_t generation = ev.generation;
+  futures_.emplace(generation, std::move(ev));
+  // add_event: an earlier ONGOING future of the id leaves the dict (it runs on, unfinished).
+  ongoing_[lookup_id] = generation;
   for (Job& j : jobs) queue_.push_back(std::move(j));
 }
 
-LoadingEvent* AsyncPrefetcher::event_of(const Job& j) {
-  auto it = events_.find(j.lookup_id);
-  if (it == events_.end() || it->second.generation != j.generation) return nullptr;
-  return &it->second;
+LoadingEvent& AsyncPrefetcher::event_of(const Job& j) {
+  auto it = futures_.find(j.generation);
+  KVTWIN_CHECK(it != futures_.end()) << "job " << j.id << " has no future";
+  return it->second;
+}
+
+void AsyncPrefetcher::drop_if_unreachable(uint64_t generation) {
+  auto it = futures_.find(generation);
+  if (it == futures_.end()) return;
+  LoadingEvent& ev = it->second;
+  if (!ev.finished || ev.jobs_left > 0) return;
+  auto in = [&](const std::map<std::string, uint64_t>& dict) {
+    auto d = dict.find(ev.lookup_id);
+    return d != dict.end() && d->second == generation;
+  };
+  if (in(ongoing_) || in(done_)) return;
+  if (!quirks_.async_loading_leaks) release_event(ev);
+  futures_.erase(it);  // the leak: only the Python references go
 }
 
 AsyncPrefetcher::State AsyncPrefetcher::advance() {
@@ -236,13 +253,15 @@ void AsyncPrefetcher::finish(Job& j) {
       break;
   }
   stats_.prefetched_chunks += objs.size();
-  LoadingEvent* ev = event_of(j);
-  if (ev == nullptr) {  // replaced by a later lookup of the id: the objects are dropped
+  LoadingEvent& ev = event_of(j);
+  --ev.jobs_left;
+  if (ev.finished) {  // an earlier job raised: gather's result is gone, these objects with it
     if (!quirks_.async_loading_leaks) release_objects(objs, j.pinned);
+    drop_if_unreachable(j.generation);
     return;
   }
-  ev->tiers[j.tier_index].objs = std::move(objs);
-  if (--ev->jobs_left == 0) done_callback(j.lookup_id, *ev);
+  ev.tiers[j.tier_index].objs = std::move(objs);
+  if (ev.jobs_left == 0) done_callback(j.generation);
 }
 
 std::vector<PyRef> AsyncPrefetcher::finish_disk(Job& j) {
@@ -300,15 +319,40 @@ void AsyncPrefetcher::fail(Job& j) {
   }
   j.bufs.clear();
   unpin_not_returned(j, 0);
-  LoadingEvent* ev = event_of(j);
-  if (ev == nullptr) return;
-  ev->failed = true;
-  if (--ev->jobs_left == 0) done_callback(j.lookup_id, *ev);
+  LoadingEvent& ev = event_of(j);
+  --ev.jobs_left;
+  if (ev.finished) {
+    drop_if_unreachable(j.generation);
+    return;
+  }
+  ev.failed = true;
+  done_callback(j.generation);  // gather fails at the first exception
 }
 
-void AsyncPrefetcher::done_callback(const std::string& lookup_id, LoadingEvent& ev) {
-  ev.status = EventStatus::kDone;
-  if (ev.failed) {
+void AsyncPrefetcher::done_callback(uint64_t generation) {
+  LoadingEvent& ev = futures_.at(generation);
+  ev.finished = true;
+  const std::string lookup_id = ev.lookup_id;
+  // update_event_status(id, DONE): whatever ONGOING holds for the id goes to DONE.
+  bool raised = false;
+  if (auto o = ongoing_.find(lookup_id); o != ongoing_.end()) {
+    const uint64_t moved = o->second;
+    ongoing_.erase(o);
+    auto [d, fresh] = done_.try_emplace(lookup_id, moved);
+    if (!fresh) {
+      const uint64_t replaced = std::exchange(d->second, moved);
+      if (replaced != generation) drop_if_unreachable(replaced);
+    }
+  } else if (!done_.contains(lookup_id)) {
+    raised = true;  // KeyError: neither dict holds the id
+  }
+  answer(ev, raised);
+  drop_if_unreachable(generation);
+}
+
+void AsyncPrefetcher::answer(LoadingEvent& ev, bool raised) {
+  const std::string& lookup_id = ev.lookup_id;
+  if (raised || ev.failed) {
     ++stats_.lost_responses;
     return;
   }
@@ -330,7 +374,7 @@ void AsyncPrefetcher::done_callback(const std::string& lookup_id, LoadingEvent& 
     }
     break;
   }
-  responses_.push_back({lookup_id, ev.cum_lengths[total]});
+  responses_.push_back({lookup_id, ev.cum_lengths[total], ev.generation});
 }
 
 std::vector<LookupResponse> AsyncPrefetcher::take_responses() {
@@ -340,20 +384,32 @@ std::vector<LookupResponse> AsyncPrefetcher::take_responses() {
 }
 
 EventStatus AsyncPrefetcher::event_status(const std::string& lookup_id) const {
-  auto it = events_.find(lookup_id);
-  return it == events_.end() ? EventStatus::kNotFound : it->second.status;
+  if (ongoing_.contains(lookup_id)) return EventStatus::kOngoing;
+  return done_.contains(lookup_id) ? EventStatus::kDone : EventStatus::kNotFound;
 }
 
 std::optional<LoadingEvent> AsyncPrefetcher::pop_event(const std::string& lookup_id) {
-  auto it = events_.find(lookup_id);
-  if (it == events_.end() || it->second.status != EventStatus::kDone) return std::nullopt;
-  LoadingEvent ev = std::move(it->second);
-  events_.erase(it);
-  return ev;
+  auto d = done_.find(lookup_id);
+  if (d == done_.end()) return std::nullopt;
+  const uint64_t generation = d->second;
+  done_.erase(d);
+  auto it = futures_.find(generation);
+  LoadingEvent& ev = it->second;
+  if (!ev.finished || ev.jobs_left > 0) {
+    LoadingEvent stub;  // its result() raises (InvalidStateError, or the job's exception)
+    stub.lookup_id = lookup_id;
+    stub.finished = ev.finished;
+    stub.failed = ev.failed;
+    stub.generation = generation;
+    return stub;
+  }
+  LoadingEvent out = std::move(ev);
+  futures_.erase(it);
+  return out;
 }
 
 void AsyncPrefetcher::append_held_objects(std::vector<MemObjId>* out) const {
-  for (const auto& [id, ev] : events_) {
+  for (const auto& [id, ev] : futures_) {
     for (const PrefetchedTier& t : ev.tiers) {
       for (const PyRef& o : t.objs) out->push_back(o.id());
     }

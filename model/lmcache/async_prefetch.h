@@ -7,8 +7,20 @@
 //                          when `pin`; Redis checks "<key>metadata"); a tier with no hit is
 //                          skipped, so the prefix may be split across tiers (as batched_contains).
 //                          Each hit tier queues one get job on the serializer. No hit at all: the
-//                          answer 0 is sent at once and no event is registered. Otherwise the
-//                          event (LOADING, id) is ONGOING, replacing any earlier event of that id.
+//                          answer 0 is sent at once and no event is registered. Otherwise a new
+//                          future is registered under (LOADING, id) as ONGOING.
+//
+//   EventManager           upstream keeps one dict of futures per status, keyed by id:
+//     add_event            ONGOING[id] = the new future; an earlier ONGOING future of the id
+//                          leaves the dict but runs on, and a DONE one stays.
+//     done callback        of any future of the id: moves whatever ONGOING[id] holds (not
+//                          necessarily this future) to DONE[id], replacing the DONE one; with
+//                          nothing ONGOING and nothing DONE it raises KeyError before answering.
+//                          It then answers with this future's own result.
+//     pop_event(id)        takes DONE[id], which may be a future still running (moved there by an
+//                          earlier future's callback): its result() raises, nothing is loaded.
+//   A future in neither dict whose jobs are all over is gone: its objects lose their Python
+//   references (Quirks::async_loading_leaks off: released once each).
 //
 //   serializer             one job at a time over all requests, FIFO (an asyncio.Lock):
 //     CPU job              ref_count_up each hot-cache object; takes no time.
@@ -24,9 +36,11 @@
 //                          which bytes move; the owner calls complete(job) when they have moved),
 //                          cannot allocate (kBlocked: call advance() again later) or none is left
 //                          (kIdle).
-//   done callback          after a lookup's last job: status DONE; the answer is the cumulative
-//                          length of the returned chunks, stopping at the first tier that returned
-//                          fewer than its count (Quirks::async_done_callback_tuple_error).
+//   done callback          after a lookup's last job, or at once when a job raises (asyncio.gather
+//                          fails at the first exception; the later jobs run on, their objects
+//                          dropped): the answer is the cumulative length of the returned chunks,
+//                          stopping at the first tier that returned fewer than its count
+//                          (Quirks::async_done_callback_tuple_error); a raised job: no answer.
 //   take_responses()       the answers sent to the scheduler's lookup client, in order.
 //   pop_event(id)          a DONE event's objects per tier, for retrieve and cleanup
 //   (cache_engine).
@@ -34,8 +48,8 @@
 // Ownership: the StorageManager owns the prefetcher; events and the job in flight hold Python
 // references (PyRef) to their objects, so held_objects() lists them.
 //
-// Invariant: a queued job's event exists and is ONGOING with jobs_left >= 1; an event is DONE iff
-// all of its jobs finished.
+// Invariant: a queued job's future exists with jobs_left >= 1; a future is in at most one dict;
+// ONGOING holds only futures not finished; a future in no dict exists only while it has jobs.
 #pragma once
 
 #include <cstdint>
@@ -64,8 +78,10 @@ struct PrefetchedTier {
   bool pinned = false;  // the contains-check pinned these CPU objects
 };
 
+// One future (all_done) of async_lookup_and_prefetch.
 struct LoadingEvent {
-  EventStatus status = EventStatus::kOngoing;
+  std::string lookup_id;
+  bool finished = false;  // its done callback ran (every job over, or one raised)
   uint64_t generation = 0;
   std::vector<int64_t> cum_lengths;  // cum_lengths[i]: tokens of chunks [0, i)
   std::vector<PrefetchedTier> tiers;
@@ -87,6 +103,7 @@ struct PrefetchTransfer {
 struct LookupResponse {
   std::string lookup_id;
   int64_t hit_tokens = 0;
+  uint64_t generation = 0;  // the future that answered (0: a zero-hit lookup, none registered)
 };
 
 struct PrefetchStats {
@@ -120,7 +137,14 @@ class AsyncPrefetcher {
 
   std::vector<LookupResponse> take_responses();
   EventStatus event_status(const std::string& lookup_id) const;
-  // The DONE event of `lookup_id` (removed), or nullopt when it is not DONE.
+  // The future DONE holds for `lookup_id` (whatever ONGOING holds), 0 when none.
+  uint64_t done_generation(const std::string& lookup_id) const {
+    auto d = done_.find(lookup_id);
+    return d == done_.end() ? 0 : d->second;
+  }
+  // DONE[lookup_id], removed from the dict; nullopt when there is none. A future still running
+  // (moved early) or with jobs still queued (one raised) is returned as an empty stub with
+  // `finished` or `failed` saying why its result() raises; it stays here until its jobs end.
   std::optional<LoadingEvent> pop_event(const std::string& lookup_id);
 
   // Releases an event's objects once each (CPU objects the lookup pinned are also unpinned): the
@@ -128,7 +152,8 @@ class AsyncPrefetcher {
   void release_event(LoadingEvent& ev);
 
   size_t num_queued_jobs() const { return queue_.size(); }
-  size_t num_events() const { return events_.size(); }
+  // Futures held: in a dict, or running.
+  size_t num_events() const { return futures_.size(); }
   const PrefetchStats& stats() const { return stats_; }
   // Objects referenced by events and jobs (unsorted, may repeat).
   void append_held_objects(std::vector<MemObjId>* out) const;
@@ -163,15 +188,22 @@ class AsyncPrefetcher {
   std::vector<PyRef> finish_disk(Job& j);
   std::vector<PyRef> finish_remote(Job& j);
   void fail(Job& j);
-  void done_callback(const std::string& lookup_id, LoadingEvent& ev);
-  LoadingEvent* event_of(const Job& j);
+  void done_callback(uint64_t generation);
+  // The rest of the done callback: this future's answer to the scheduler (none when it raised).
+  void answer(LoadingEvent& ev, bool raised);
+  LoadingEvent& event_of(const Job& j);
+  // Erases a future that is in no dict, finished, and without jobs (releasing its objects when
+  // the leak is fixed).
+  void drop_if_unreachable(uint64_t generation);
   void release(PyRef& obj);
   void release_objects(std::vector<PyRef>& objs, bool pinned);
 
   StorageManager* storage_;
   Quirks quirks_;
   std::deque<Job> queue_;
-  std::map<std::string, LoadingEvent> events_;
+  std::map<uint64_t, LoadingEvent> futures_;  // by generation
+  std::map<std::string, uint64_t> ongoing_;   // EventManager's ONGOING dict: id -> generation
+  std::map<std::string, uint64_t> done_;      // its DONE dict
   std::vector<LookupResponse> responses_;
   uint64_t next_job_id_ = 1;
   uint64_t next_generation_ = 1;

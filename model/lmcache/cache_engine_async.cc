@@ -47,7 +47,7 @@ std::vector<LMCacheEngine::ProcessedChunk> LMCacheEngine::async_process_tokens_i
   std::optional<LoadingEvent> ev = p->pop_event(*req.req_id);
   if (!ev) raise(PyError::kAssertionError, "Event " + *req.req_id + " is not done or not found.");
   const bool fixed = !config_.quirks.async_loading_leaks;
-  if (ev->failed) {  // future.result() raises: logged, nothing loaded
+  if (ev->failed || !ev->finished) {  // future.result() raises: logged, nothing loaded
     // The tiers that finished keep their objects (and the CPU tier its pins); f4261ef6 drops
     // them with the event, the fix releases them.
     if (fixed) p->release_event(*ev);

@@ -325,6 +325,115 @@ TEST(AsyncPrefetch, RetrievingAFailedPrefetchReleasesTheTiersThatFinishedOnlyWit
   }
 }
 
+// LMCache's EventManager keeps one dict per status. A second lookup of an id whose DONE event no
+// retrieve took goes to ONGOING beside it: the first event and its objects stay until the second
+// one's callback moves it to DONE in their place.
+TEST(AsyncPrefetch, ALaterLookupOfAnIdLeavesItsDoneEventUntilTheLaterOneIsDone) {
+  for (bool quirks : {true, false}) {
+    SCOPED_TRACE(quirks ? "upstream" : "fixed");
+    LMCacheEngine e(async_config(8, 8, false, quirks), toy_metadata());
+    std::vector<TokenId> a = seq(64, 1);
+    store_on_disk_from(e, a, 2);  // chunks 0-1 on CPU, 2-3 only on disk
+    StorageManager& sm = e.storage_manager();
+    const size_t hot = sm.local_cpu().size();
+    submit(e, a, "a");
+    run_all(e);
+    EXPECT_EQ(response_of(e, "a"), 64);
+    EXPECT_EQ(sm.allocator().num_active_allocations(), hot + 2);  // the event's disk buffers
+    submit(e, a, "a");
+    EXPECT_EQ(pf(e).event_status("a"), EventStatus::kOngoing);
+    EXPECT_EQ(pf(e).num_events(), 2u);
+    ASSERT_EQ(pf(e).advance(), State::kRunning);  // the second read: both events' buffers held
+    EXPECT_EQ(sm.allocator().num_active_allocations(), hot + 4);
+    pf(e).complete(pf(e).in_flight()->job_id);
+    e.end_of_operation();
+    EXPECT_EQ(pf(e).advance(), State::kIdle);
+    EXPECT_EQ(response_of(e, "a"), 64);
+    EXPECT_EQ(pf(e).event_status("a"), EventStatus::kDone);
+    EXPECT_EQ(pf(e).num_events(), 1u);  // the first event is gone with its buffers
+    EXPECT_EQ(sm.allocator().num_active_allocations(), hot + 2);
+    RetrieveResult r = retrieve(e, a, "a");
+    ASSERT_FALSE(r.error);
+    EXPECT_EQ(r.ret_tokens, 64);
+    e.lookup_unpin("a");
+    if (!quirks) expect_no_leaks(e);
+  }
+}
+
+// A lookup of an id sent again while its first prefetch still runs: the first future's callback
+// moves whatever ONGOING holds for the id (the second, unfinished future) to DONE and answers
+// with its own result. A retrieve then pops the unfinished future, whose result() raises: nothing
+// is loaded. The second future's callback finds the id in neither dict and raises KeyError
+// before it answers.
+TEST(AsyncPrefetch, AnEarlierFuturesCallbackMovesALaterOneToDoneAndAnswersForIt) {
+  for (bool quirks : {true, false}) {
+    SCOPED_TRACE(quirks ? "upstream" : "fixed");
+    LMCacheEngine e(async_config(8, 8, false, quirks), toy_metadata());
+    std::vector<TokenId> a = seq(64, 1);
+    store_on_disk_from(e, a, 2);
+    submit(e, a, "a");
+    submit(e, a, "a");
+    EXPECT_EQ(pf(e).num_events(), 2u);
+    ASSERT_EQ(pf(e).advance(), State::kRunning);  // the first future's disk read
+    pf(e).complete(pf(e).in_flight()->job_id);
+    e.end_of_operation();
+    EXPECT_EQ(response_of(e, "a"), 64);  // the first future's answer
+    EXPECT_EQ(pf(e).event_status("a"), EventStatus::kDone);
+    EXPECT_EQ(pf(e).num_queued_jobs(), 2u);  // the second future's jobs have not run
+    EXPECT_EQ(pf(e).num_events(), 1u);
+    RetrieveResult r = retrieve(e, a, "a");
+    ASSERT_FALSE(r.error);
+    EXPECT_EQ(r.ret_tokens, 0);
+    EXPECT_TRUE(r.loaded.empty());
+    EXPECT_EQ(pf(e).event_status("a"), EventStatus::kNotFound);
+    const uint64_t lost = pf(e).stats().lost_responses;
+    run_all(e);
+    EXPECT_EQ(response_of(e, "a"), -1);
+    EXPECT_EQ(pf(e).stats().lost_responses, lost + 1);
+    EXPECT_EQ(pf(e).num_events(), 0u);
+    e.lookup_unpin("a");
+    if (!quirks) expect_no_leaks(e);
+  }
+}
+
+// asyncio.gather fails at a job's exception: the future's callback runs then (DONE, no answer)
+// while the later tiers' jobs are still queued; they run on and their objects are dropped.
+// Chunks 0-1 are on CPU, 2 on disk, 3 in Redis; chunk 2 leaves the disk after the lookup, so the
+// disk job raises.
+TEST(AsyncPrefetch, AJobThatRaisesEndsItsFutureBeforeTheLaterJobsRun) {
+  for (bool quirks : {true, false}) {
+    SCOPED_TRACE(quirks ? "upstream" : "fixed");
+    LMCacheEngine e(async_config(8, 8, true, quirks), toy_metadata());
+    std::vector<TokenId> a = seq(64, 1);
+    store(e, a);
+    StorageManager& sm = e.storage_manager();
+    sm.complete_all_writes();
+    auto infos = e.chunk_infos(a, nullptr);
+    std::vector<std::string> cpu_only{"LocalCPUBackend"}, disk_only{"LocalDiskBackend"};
+    for (size_t i = 2; i < 4; ++i) sm.remove(infos[i].key, &cpu_only);
+    sm.remove(infos[3].key, &disk_only);
+    e.end_of_operation();
+    submit(e, a, "a");  // CPU job (0-1), disk job (2), Redis job (3)
+    EXPECT_EQ(pf(e).num_queued_jobs(), 3u);
+    sm.remove(infos[2].key, &disk_only);
+    e.end_of_operation();
+    ASSERT_EQ(pf(e).advance_one(), std::nullopt);  // the CPU job
+    ASSERT_EQ(pf(e).advance_one(), std::nullopt);  // the disk job raises
+    EXPECT_EQ(pf(e).event_status("a"), EventStatus::kDone);
+    EXPECT_EQ(pf(e).num_queued_jobs(), 1u);
+    EXPECT_EQ(response_of(e, "a"), -1);
+    RetrieveResult r = retrieve(e, a, "a");
+    ASSERT_FALSE(r.error);
+    EXPECT_EQ(r.ret_tokens, 0);
+    EXPECT_EQ(pf(e).num_events(), 1u);  // popped, but its Redis job still runs
+    run_all(e);
+    EXPECT_EQ(response_of(e, "a"), -1);
+    EXPECT_EQ(pf(e).num_events(), 0u);
+    e.lookup_unpin("a");
+    if (!quirks) expect_no_leaks(e);
+  }
+}
+
 TEST(AsyncPrefetch, WithoutEvictableMemoryTheDiskPrefetchWaitsOrReturnsAShorterPrefix) {
   for (bool quirks : {true, false}) {
     // 3 CPU chunks: b's two chunks are pinned by a sync lookup, one slot stays free.

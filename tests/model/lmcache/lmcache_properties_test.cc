@@ -200,7 +200,7 @@ class Harness {
         break;
       }
       case Op::kRetrieve: {
-        if (p.event_status(id) != EventStatus::kDone) {
+        if (p.done_generation(id) == 0) {  // (an ONGOING future of the id does not count)
           RetrieveResult r = do_retrieve(t, id);
           RC_ASSERT(r.error == PyError::kAssertionError);  // pop_event asserts DONE
           break;
@@ -221,8 +221,10 @@ class Harness {
         break;
     }
     for (const LookupResponse& r : p.take_responses()) {
-      // An answer with a DONE event is that event's; a zero-hit answer registers none.
-      if (p.event_status(r.lookup_id) == EventStatus::kDone) answers_[r.lookup_id] = r.hit_tokens;
+      // Property 4 holds for the future that answered while DONE holds it (an earlier future's
+      // callback may have moved a later, unfinished one there); a zero-hit answer registers none.
+      if (r.generation != 0 && p.done_generation(r.lookup_id) == r.generation)
+        answers_[r.lookup_id] = r.hit_tokens;
     }
   }
 
