@@ -607,9 +607,11 @@ void LmcacheConnector::load_bulk() {
     try {
       worker_adapter_->start_load_kv(one, &log);
     } catch (const lm::UpstreamError& e) {
-      // Upstream would stop here: a disk / remote get waiting forever for CPU memory that only
-      // in-flight writes hold (WouldBusyWait), or an exception out of retrieve. The simulator
-      // turns the request's whole external load into a recompute and counts a stalled load.
+      // A disk / remote get found no evictable CPU memory (WouldBusyWait), or retrieve raised.
+      // Upstream's disk get sleeps 0.1 s and tries again until in-flight writes free memory (for
+      // ever when pins hold the pool), its Redis get gives up after blocking_timeout_secs, and an
+      // exception stops the engine. The simulator does not wait: it turns the request's whole
+      // external load into a recompute and counts a stalled load.
       engine_->end_of_operation();
       ++stats_.stalled_loads;
       fail_whole_load(m);

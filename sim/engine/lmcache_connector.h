@@ -78,7 +78,7 @@ namespace kvtwin::sim::engine {
 struct LmcacheTierStats {
   std::array<uint64_t, report::kNumTiers> evictions{};
   uint64_t stored_chunks = 0;
-  uint64_t stalled_loads = 0;          // loads upstream would wait on forever, recomputed instead
+  uint64_t stalled_loads = 0;          // loads upstream would wait on or raise in, recomputed
   uint64_t failed_stores = 0;          // steps whose store raised upstream (stores dropped)
   uint64_t failed_remote_writes = 0;   // chunk / layer objects the Redis writer could not send
   uint64_t async_lookups = 0;          // async lookups sent
