@@ -255,12 +255,13 @@ void AsyncPrefetcher::finish(Job& j) {
   stats_.prefetched_chunks += objs.size();
   LoadingEvent& ev = event_of(j);
   --ev.jobs_left;
-  if (ev.finished) {  // an earlier job raised: gather's result is gone, these objects with it
-    if (!quirks_.async_loading_leaks) release_objects(objs, j.pinned);
+  ev.tiers[j.tier_index].objs = std::move(objs);
+  if (ev.finished) {
+    // An earlier job raised and the future is done: the exception's traceback still reaches
+    // these objects (through gather's tasks) as long as the future lives.
     drop_if_unreachable(j.generation);
     return;
   }
-  ev.tiers[j.tier_index].objs = std::move(objs);
   if (ev.jobs_left == 0) done_callback(j.generation);
 }
 

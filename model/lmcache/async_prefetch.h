@@ -38,8 +38,9 @@
 //                          (kIdle).
 //   done callback          after a lookup's last job, or at once when a job raises (asyncio.gather
 //                          fails at the first exception; the later jobs run on, their objects
-//                          dropped): the answer is the cumulative length of the returned chunks,
-//                          stopping at the first tier that returned fewer than its count
+//                          held by the future as its exception's traceback holds them): the answer
+//                          is the cumulative length of the returned chunks, stopping at the first
+//                          tier that returned fewer than its count
 //                          (Quirks::async_done_callback_tuple_error); a raised job: no answer.
 //   take_responses()       the answers sent to the scheduler's lookup client, in order.
 //   pop_event(id)          a DONE event's objects per tier, for retrieve and cleanup

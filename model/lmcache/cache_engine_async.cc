@@ -34,7 +34,9 @@ void LMCacheEngine::async_lookup_and_prefetch(const LookupRequest& req) {
 void LMCacheEngine::cleanup_memory_objs(const std::string& lookup_id) {
   AsyncPrefetcher* p = storage_manager_->async_prefetcher();
   if (p == nullptr) return;
-  std::optional<LoadingEvent> ev = p->pop_event(lookup_id);  // only a DONE event
+  // Upstream asks the status first: a later lookup's ONGOING future hides a DONE one.
+  if (p->event_status(lookup_id) != EventStatus::kDone) return;
+  std::optional<LoadingEvent> ev = p->pop_event(lookup_id);
   if (!ev) return;
   if (config_.quirks.async_loading_leaks) return;  // AttributeError per object: nothing released
   p->release_event(*ev);

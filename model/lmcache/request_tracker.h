@@ -51,9 +51,9 @@ struct RequestTracker {
   // Not upstream state: the chunk hashes of token_ids' leading full chunks, filled by the stores
   // of this request's metadata (token_ids only grows while the request is not preempted).
   ChunkHashChain chunk_hashes;
-  // Not upstream state: token_ids stopped being a prefix of the request's tokens (the
-  // tracker_reappends_recomputed_tokens quirk appended recomputed tokens a second time); a
-  // preemption, which rebuilds token_ids from the request's, clears it.
+  // Not upstream state: token_ids stopped being a prefix of the request's tokens (new tokens that
+  // did not start at its end: the tracker_reappends_recomputed_tokens quirk appended recomputed
+  // tokens a second time, or a gap); a preemption, which rebuilds token_ids, clears it.
   bool tokens_diverged = false;
   // Not upstream state: buffers that token_ids / allocated_block_ids left behind. A ReqMeta views
   // the tracker's vectors, and under async scheduling a step's metadata is consumed after the

@@ -27,10 +27,11 @@ int64_t scheduled_tokens(const SchedulerOutput& output, const std::string& req_i
 // Not upstream: when the caller memoises the request's chunk hashes (VllmRequest::chunk_hashes,
 // which its lookups fill), the step's stores use that memo instead of the tracker's own, so each
 // chunk is hashed once. That is exact while the tracker's tokens are a prefix of the request's:
-// always, preempted or not, except after the tracker_reappends_recomputed_tokens quirk appended
-// recomputed tokens a second time (tokens_diverged). Upstream then hashes, and stores under, the
-// tracker's own sequence, and so does the tracker's memo; the request's memo is left to lookups.
-// The memo is read only while this step's metadata is, when the request is live.
+// always, preempted or not, except after new tokens that did not start at the tracker's end
+// (tokens_diverged: the tracker_reappends_recomputed_tokens quirk, or a gap). Upstream then hashes,
+// and stores under, the tracker's own sequence, and so does the tracker's memo; the request's memo
+// is left to lookups. The memo is read only while this step's metadata is, when the request is
+// live.
 ReqMeta with_request_memo(ReqMeta m, const VllmRequest& request, const RequestTracker& tracker) {
   if (request.chunk_hashes != nullptr && !tracker.tokens_diverged)
     m.chunk_hashes = request.chunk_hashes;
@@ -211,9 +212,10 @@ ConnectorMetadata LMCacheSchedulerAdapter::build_connector_meta(
       // earlier metadata views do not change.
       t->token_ids.resize(static_cast<size_t>(from));
     }
-    if (!cr.resumed && config_.quirks.tracker_reappends_recomputed_tokens &&
-        from < static_cast<int64_t>(t->token_ids.size()) && to > from)
-      t->tokens_diverged = true;  // the quirk: tokens from `from` on follow the tracker's copies
+    // New tokens that do not start at the tracker's end: recomputed ones appended a second time
+    // (the quirk), or, under async scheduling, tokens past a gap.
+    if (!cr.resumed && to > from && from != static_cast<int64_t>(t->token_ids.size()))
+      t->tokens_diverged = true;
     t->update(new_tokens, cr.new_block_ids, cr.resumed, lmcache_cached, vllm_cached,
               cr.resumed ? &request.all_token_ids : nullptr, resumed_computed);
     if (auto m = req_meta_from_tracker(*t, load_spec, options))

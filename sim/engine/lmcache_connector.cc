@@ -115,7 +115,6 @@ LmcacheConnector::LmcacheConnector(const scenario::Scenario& s, Context ctx)
     p.tp = tier_ranks();
     p.engine = engine_.get();
     p.client = lookup_client_.get();
-    p.timeout_ns = config_.lookup_timeout_ms * 1'000'000;
     p.kick = [this] {
       if (instance_ != nullptr) instance_->kick();
     };
@@ -228,8 +227,9 @@ std::optional<KvConnector::Match> LmcacheConnector::get_num_new_matched_tokens(
     }
     // A poll that finds nothing new repeats until an event (kick()); a check still pending
     // reads the clock `now - ctx_.sim->now()` after its poll began, so the first poll whose
-    // check would time out begins from `from` minus that.
-    if (was_pending && !result.ret) {
+    // check would time out begins from `from` minus that. A lookup just sent is first checked
+    // at the next poll, which the engine runs (it sleeps 1 ms, then polls).
+    if (!result.ret && lookup_client_->is_pending(r.id())) {
       if (std::optional<int64_t> from = lookup_client_->times_out_from(r.id()))
         prefetch_->kick_at(std::max(ctx_.sim->now(), *from - (now - ctx_.sim->now())));
     }
@@ -941,11 +941,15 @@ void LmcacheConnector::dispatch_remote() {
       ctx_.sim->schedule_after(0, [this, id_and_queue] { finish_write(id_and_queue); });
       continue;
     }
+    // SET "<key>kv_bytes" (a transfer: its round trip and the bytes), then SET "<key>metadata"
+    // (one round trip): the key is visible, and the worker free, after the second.
     Transfer t{Location::kCpu, Location::kRemote, ctx_.instance, "write", {}};
     t.objects.push_back(
         KvObject{"write", w.bytes * static_cast<uint64_t>(remote_writer_ranks()), -1, {}});
-    ctx_.mover->start(std::move(t),
-                      [this, id_and_queue](const TransferResult&) { finish_write(id_and_queue); });
+    ctx_.mover->start(std::move(t), [this, id_and_queue](const TransferResult&) {
+      ctx_.sim->schedule_after(from_seconds(s_.links.network_latency_us * 1e-6),
+                               [this, id_and_queue] { finish_write(id_and_queue); });
+    });
   }
 }
 

@@ -5,7 +5,6 @@ namespace lm = model::lmcache;
 
 void LmcachePrefetchDriver::on_lookup_sent() {
   poke();
-  ctx_.sim->schedule_after(ctx_.timeout_ns + 1, [this] { ctx_.kick(); });
 }
 
 void LmcachePrefetchDriver::memory_changed() {

@@ -13,7 +13,8 @@
 //       so that a prefetch blocked for good does not keep the simulation alive;
 //     answers the prefetcher produced go to the lookup client, and the instance is kicked (the
 //       scheduler notices at its next poll; the lookups' backoff sleeps block it meanwhile).
-//   Each lookup also schedules a kick at its timeout, so an idle instance re-checks it.
+//   The connector kicks the instance (kick_at) for the first poll at which a pending lookup's
+//   check would time out, so an idle instance re-checks it.
 //
 // Threading: the simulation thread only.
 #pragma once
@@ -37,7 +38,6 @@ class LmcachePrefetchDriver {
     int tp = 1;  // ranks whose bytes cross the node-wide links
     model::lmcache::LMCacheEngine* engine = nullptr;
     model::lmcache::LMCacheLookupClient* client = nullptr;
-    SimDuration timeout_ns = 0;
     std::function<void()> kick;  // wakes the instance (a no-op while it is busy)
     // Called with the keys of a remote job just before its GETs (fault injection).
     std::function<void(const std::vector<model::lmcache::CacheEngineKey>&)> before_remote_read;
@@ -52,7 +52,7 @@ class LmcachePrefetchDriver {
 
   explicit LmcachePrefetchDriver(Context ctx) : ctx_(std::move(ctx)) {}
 
-  // A lookup was sent at now(): pump at once (in its own event) and kick at its timeout.
+  // A lookup was sent at now(): pump at once (in its own event).
   void on_lookup_sent();
   // Kicks the instance at `t` (a pending lookup's check beginning then would time out).
   void kick_at(SimTime t) {

@@ -343,6 +343,9 @@ TEST(AsyncPrefetch, ALaterLookupOfAnIdLeavesItsDoneEventUntilTheLaterOneIsDone) 
     submit(e, a, "a");
     EXPECT_EQ(pf(e).event_status("a"), EventStatus::kOngoing);
     EXPECT_EQ(pf(e).num_events(), 2u);
+    e.cleanup_memory_objs("a");  // the status is ONGOING: nothing to clean up
+    EXPECT_NE(pf(e).done_generation("a"), 0u);
+    EXPECT_EQ(pf(e).num_events(), 2u);
     ASSERT_EQ(pf(e).advance(), State::kRunning);  // the second read: both events' buffers held
     EXPECT_EQ(sm.allocator().num_active_allocations(), hot + 4);
     pf(e).complete(pf(e).in_flight()->job_id);
@@ -397,40 +400,54 @@ TEST(AsyncPrefetch, AnEarlierFuturesCallbackMovesALaterOneToDoneAndAnswersForIt)
 }
 
 // asyncio.gather fails at a job's exception: the future's callback runs then (DONE, no answer)
-// while the later tiers' jobs are still queued; they run on and their objects are dropped.
-// Chunks 0-1 are on CPU, 2 on disk, 3 in Redis; chunk 2 leaves the disk after the lookup, so the
-// disk job raises.
+// while the later tiers' jobs are still queued; they run on, and their objects stay with the
+// future (its exception's traceback reaches them) until it goes. Chunks 0-1 are on CPU, 2 on
+// disk, 3 in Redis; chunk 2 leaves the disk after the lookup, so the disk job raises. A retrieve
+// before the Redis job ends pops the future, whose result() raises; one after it, the same with
+// the CPU and Redis objects held until then.
 TEST(AsyncPrefetch, AJobThatRaisesEndsItsFutureBeforeTheLaterJobsRun) {
   for (bool quirks : {true, false}) {
-    SCOPED_TRACE(quirks ? "upstream" : "fixed");
-    LMCacheEngine e(async_config(8, 8, true, quirks), toy_metadata());
-    std::vector<TokenId> a = seq(64, 1);
-    store(e, a);
-    StorageManager& sm = e.storage_manager();
-    sm.complete_all_writes();
-    auto infos = e.chunk_infos(a, nullptr);
-    std::vector<std::string> cpu_only{"LocalCPUBackend"}, disk_only{"LocalDiskBackend"};
-    for (size_t i = 2; i < 4; ++i) sm.remove(infos[i].key, &cpu_only);
-    sm.remove(infos[3].key, &disk_only);
-    e.end_of_operation();
-    submit(e, a, "a");  // CPU job (0-1), disk job (2), Redis job (3)
-    EXPECT_EQ(pf(e).num_queued_jobs(), 3u);
-    sm.remove(infos[2].key, &disk_only);
-    e.end_of_operation();
-    ASSERT_EQ(pf(e).advance_one(), std::nullopt);  // the CPU job
-    ASSERT_EQ(pf(e).advance_one(), std::nullopt);  // the disk job raises
-    EXPECT_EQ(pf(e).event_status("a"), EventStatus::kDone);
-    EXPECT_EQ(pf(e).num_queued_jobs(), 1u);
-    EXPECT_EQ(response_of(e, "a"), -1);
-    RetrieveResult r = retrieve(e, a, "a");
-    ASSERT_FALSE(r.error);
-    EXPECT_EQ(r.ret_tokens, 0);
-    EXPECT_EQ(pf(e).num_events(), 1u);  // popped, but its Redis job still runs
-    run_all(e);
-    EXPECT_EQ(response_of(e, "a"), -1);
-    EXPECT_EQ(pf(e).num_events(), 0u);
-    e.lookup_unpin("a");
-    if (!quirks) expect_no_leaks(e);
+    for (bool retrieve_early : {true, false}) {
+      SCOPED_TRACE(std::string(quirks ? "upstream" : "fixed") + (retrieve_early ? " early" : ""));
+      LMCacheEngine e(async_config(8, 8, true, quirks), toy_metadata());
+      std::vector<TokenId> a = seq(64, 1);
+      store(e, a);
+      StorageManager& sm = e.storage_manager();
+      sm.complete_all_writes();
+      auto infos = e.chunk_infos(a, nullptr);
+      std::vector<std::string> cpu_only{"LocalCPUBackend"}, disk_only{"LocalDiskBackend"};
+      for (size_t i = 2; i < 4; ++i) sm.remove(infos[i].key, &cpu_only);
+      sm.remove(infos[3].key, &disk_only);
+      e.end_of_operation();
+      submit(e, a, "a");  // CPU job (0-1), disk job (2), Redis job (3)
+      EXPECT_EQ(pf(e).num_queued_jobs(), 3u);
+      sm.remove(infos[2].key, &disk_only);
+      e.end_of_operation();
+      ASSERT_EQ(pf(e).advance_one(), std::nullopt);  // the CPU job
+      ASSERT_EQ(pf(e).advance_one(), std::nullopt);  // the disk job raises
+      EXPECT_EQ(pf(e).event_status("a"), EventStatus::kDone);
+      EXPECT_EQ(pf(e).num_queued_jobs(), 1u);
+      EXPECT_EQ(response_of(e, "a"), -1);
+      if (retrieve_early) {
+        RetrieveResult r = retrieve(e, a, "a");
+        ASSERT_FALSE(r.error);
+        EXPECT_EQ(r.ret_tokens, 0);
+        EXPECT_EQ(pf(e).num_events(), 1u);  // popped, but its Redis job still runs
+        run_all(e);
+      } else {
+        run_all(e);
+        std::vector<MemObjId> held;
+        pf(e).append_held_objects(&held);
+        EXPECT_EQ(held.size(), 3u);  // chunks 0-1 (CPU) and 3 (Redis)
+        RetrieveResult r = retrieve(e, a, "a");
+        ASSERT_FALSE(r.error);
+        EXPECT_EQ(r.ret_tokens, 0);
+      }
+      EXPECT_EQ(response_of(e, "a"), -1);
+      EXPECT_EQ(pf(e).num_events(), 0u);
+      e.lookup_unpin("a");
+      if (!quirks) expect_no_leaks(e);
+    }
   }
 }
 

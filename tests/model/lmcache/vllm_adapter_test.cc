@@ -386,6 +386,35 @@ TEST(VllmAdapter, AfterTheReappendQuirkStoresHashTheTrackersTokensNotTheRequests
   EXPECT_EQ(keys[0], keys[1]);
 }
 
+// Under async scheduling a running request's new tokens may start past the tracker's end (a
+// gap): the tracker then holds a[0:32] and a[40:56], not a prefix of the request's tokens, and
+// its stores hash its own tokens, leaving the request's memo as its lookup filled it.
+TEST(VllmAdapter, ATrackerWithAGapStopsUsingTheRequestsMemo) {
+  Fixture f;
+  std::vector<TokenId> a = seq(64, 1);
+  VllmRequest r = f.request("r", a);
+  ChunkHashChain chain;
+  r.chunk_hashes = &chain;
+  EXPECT_EQ(*f.sched->get_num_new_matched_tokens(r, 0).ret, 0);
+  const std::vector<ChunkHash> looked_up = chain.hashes;
+  ConnectorMetadata first = f.schedule_new(r, 0, {1, 2, 3, 4}, 32);
+  ASSERT_EQ(first.requests.size(), 1u);
+  EXPECT_EQ(first.requests[0].chunk_hashes, &chain);
+  r.num_computed_tokens = 40;
+  SchedulerOutput out;
+  out.scheduled_cached_reqs.push_back({"r", std::vector<int64_t>{}, 40, false, 16});
+  out.num_scheduled_tokens["r"] = 16;
+  ConnectorMetadata meta = f.sched->build_connector_meta(out, {{"r", &r}});
+  ASSERT_EQ(meta.requests.size(), 1u);
+  ASSERT_EQ(meta.requests[0].token_ids.size(), 48u);
+  EXPECT_EQ(meta.requests[0].token_ids[32], a[40]);
+  EXPECT_NE(meta.requests[0].chunk_hashes, &chain);
+  WorkerLog log;
+  f.worker->wait_for_save(meta, &log);
+  EXPECT_EQ(log.stored, (std::vector<TokenRange>{{32, 48}}));
+  EXPECT_EQ(chain.hashes, looked_up);
+}
+
 // Upstream's worker asserts that every token it loads or saves has a slot. The reappend quirk
 // gets there: a[0:32] in blocks 1-2, then 16..31 recomputed with no new block leaves 48 tokens to
 // save over 32 slots, and wait_for_save raises AssertionError before it stores; with the fix the

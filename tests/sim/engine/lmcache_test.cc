@@ -309,6 +309,23 @@ TEST(LmcacheEngine, FailedRemoteLoadsEndTheRequestOrAreRecomputedByPolicy) {
   EXPECT_EQ(fail.summary.failed_load_tokens, 1023u);
 }
 
+// A Redis put is two SETs, "<key>kv_bytes" (the bytes) and then "<key>metadata" (one round
+// trip), and a key is visible only after the second. With 1 s per round trip, A's put from
+// instance 0 ends its first SET about 2.02 s after A arrives (its lookup's EXISTS, the prefill and
+// the store copy, then the SET's round trip and its 128 MiB) and its second 1 s later. C (A's
+// prompt) reaches instance 1 in between, at 2.5 s, and finds nothing in Redis; at 3.5 s it finds
+// the whole prompt.
+TEST(LmcacheEngine, ARedisKeyIsVisibleAfterItsMetadataSetAsWell) {
+  for (const char* at : {"2.5", "3.5"}) {
+    Result r = run(scenario_with({"cluster.instances=2", "cluster.router=round_robin",
+                                  "lmcache.remote=true", "links.network_latency_us=1000000"}),
+                   std::string("0,1024,2,512,1 2\n") + at + ",1024,2,512,1 2\n");
+    const auto& c = r.records.at(1);
+    EXPECT_EQ(c.instance, 1) << at;
+    EXPECT_EQ(c.lmcache_hit_tokens, std::string(at) == "2.5" ? 0 : 1023) << at;
+  }
+}
+
 // The failure rate deletes Redis values before LMCache reads them; what the read then finds moves
 // in full over the links. Ten prompts, each sent to one instance and 10 s later to the other (round
 // robin), whose second copy reads Redis: the bytes received from it are the tokens loaded from it
