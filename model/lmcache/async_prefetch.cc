@@ -333,7 +333,7 @@ void AsyncPrefetcher::fail(Job& j) {
 void AsyncPrefetcher::done_callback(uint64_t generation) {
   LoadingEvent& ev = futures_.at(generation);
   ev.finished = true;
-  const std::string lookup_id = ev.lookup_id;
+  const std::string& lookup_id = ev.lookup_id;  // ev outlives the call (erased last)
   // update_event_status(id, DONE): whatever ONGOING holds for the id goes to DONE.
   bool raised = false;
   if (auto o = ongoing_.find(lookup_id); o != ongoing_.end()) {

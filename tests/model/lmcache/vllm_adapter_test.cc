@@ -56,6 +56,16 @@ struct Fixture {
     out.num_scheduled_tokens[r.request_id] = scheduled;
     return sched->build_connector_meta(out, {{r.request_id, &r}});
   }
+  // The same for a running request (no new block): `r` has `computed` tokens (a failed load may
+  // have rolled them back), then `scheduled` new ones.
+  ConnectorMetadata schedule_running(VllmRequest& r, int64_t computed, int64_t scheduled) {
+    r.num_computed_tokens = computed;
+    SchedulerOutput out;
+    out.scheduled_cached_reqs.push_back(
+        {r.request_id, std::vector<int64_t>{}, computed, false, scheduled});
+    out.num_scheduled_tokens[r.request_id] = scheduled;
+    return sched->build_connector_meta(out, {{r.request_id, &r}});
+  }
 };
 
 TEST(VllmAdapter, AWholePromptHitLeavesTheLastTokenToRecompute) {
@@ -171,11 +181,8 @@ TEST(VllmAdapter, RecomputedTokensAreAppendedTwiceUnlessFixed) {
     std::vector<TokenId> a = seq(64, 1);
     VllmRequest r = f.request("r", a);
     f.schedule_first_chunk(r);
-    r.num_computed_tokens = 16;  // blocks of tokens 16..31 failed to load: recomputed
-    SchedulerOutput out;
-    out.scheduled_cached_reqs.push_back({"r", std::vector<int64_t>{}, 16, false, 16});
-    out.num_scheduled_tokens["r"] = 16;
-    ConnectorMetadata meta = f.sched->build_connector_meta(out, {{"r", &r}});
+    // blocks of tokens 16..31 failed to load: recomputed
+    ConnectorMetadata meta = f.schedule_running(r, 16, 16);
     ASSERT_EQ(f.sched->request_trackers().size(), 1u);
     const RequestTracker* t = &f.sched->request_trackers().front();
     SCOPED_TRACE(fixed ? "fixed" : "upstream");
@@ -359,11 +366,7 @@ TEST(VllmAdapter, AfterTheReappendQuirkStoresHashTheTrackersTokensNotTheRequests
     WorkerLog log;
     f.worker->wait_for_save(first, &log);
     EXPECT_EQ(log.stored, (std::vector<TokenRange>{{0, 16}, {16, 32}}));
-    r.num_computed_tokens = 16;
-    SchedulerOutput out;
-    out.scheduled_cached_reqs.push_back({"r", std::vector<int64_t>{}, 16, false, 16});
-    out.num_scheduled_tokens["r"] = 16;
-    ConnectorMetadata meta = f.sched->build_connector_meta(out, {{"r", &r}});
+    ConnectorMetadata meta = f.schedule_running(r, 16, 16);
     ASSERT_EQ(meta.requests.size(), 1u);
     ASSERT_EQ(meta.requests[0].token_ids.size(), 48u);
     EXPECT_EQ(meta.requests[0].token_ids[32], a[16]);
@@ -400,11 +403,7 @@ TEST(VllmAdapter, ATrackerWithAGapStopsUsingTheRequestsMemo) {
   ConnectorMetadata first = f.schedule_new(r, 0, {1, 2, 3, 4}, 32);
   ASSERT_EQ(first.requests.size(), 1u);
   EXPECT_EQ(first.requests[0].chunk_hashes, &chain);
-  r.num_computed_tokens = 40;
-  SchedulerOutput out;
-  out.scheduled_cached_reqs.push_back({"r", std::vector<int64_t>{}, 40, false, 16});
-  out.num_scheduled_tokens["r"] = 16;
-  ConnectorMetadata meta = f.sched->build_connector_meta(out, {{"r", &r}});
+  ConnectorMetadata meta = f.schedule_running(r, 40, 16);
   ASSERT_EQ(meta.requests.size(), 1u);
   ASSERT_EQ(meta.requests[0].token_ids.size(), 48u);
   EXPECT_EQ(meta.requests[0].token_ids[32], a[40]);
@@ -430,11 +429,7 @@ TEST(VllmAdapter, TheWorkerRaisesWhenTheTokensToSaveOutrunTheirSlots) {
     WorkerLog log;
     f.worker->wait_for_save(first, &log);
     EXPECT_EQ(log.stored.size(), 2u);
-    r.num_computed_tokens = 16;
-    SchedulerOutput out;
-    out.scheduled_cached_reqs.push_back({"r", std::vector<int64_t>{}, 16, false, 16});
-    out.num_scheduled_tokens["r"] = 16;
-    ConnectorMetadata meta = f.sched->build_connector_meta(out, {{"r", &r}});
+    ConnectorMetadata meta = f.schedule_running(r, 16, 16);
     log = WorkerLog();
     if (fixed) {
       EXPECT_TRUE(meta.requests.empty());
