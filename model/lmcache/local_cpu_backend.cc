@@ -153,7 +153,7 @@ MemoryFormat LocalCPUBackend::default_fmt(std::optional<MemoryFormat> fmt) const
 }
 
 PyRef LocalCPUBackend::allocate(const Shape& shape, KvDtype dtype, std::optional<MemoryFormat> fmt,
-                                bool eviction, bool busy_loop) {
+                                bool eviction, bool busy_loop, BusyLoopSleeper* sleeper) {
   MemoryFormat f = default_fmt(fmt);
   PyRef obj = allocator_->allocate(shape, dtype, f);
   if (obj || !eviction) return obj;
@@ -169,7 +169,9 @@ PyRef LocalCPUBackend::allocate(const Shape& shape, KvDtype dtype, std::optional
     }
     if (wait_other_requests) {
       if (!busy_loop) break;
-      raise(PyError::kWouldBusyWait, "local cpu allocation waits for memory forever");
+      // Upstream sleeps, then tries the pool once more before asking the policy again.
+      if (sleeper == nullptr || !sleeper->sleep(kBusyLoopSleepSecs))
+        raise(PyError::kWouldBusyWait, "local cpu allocation waits for memory forever");
     }
     obj = allocator_->allocate(shape, dtype, f);
     if (obj) break;

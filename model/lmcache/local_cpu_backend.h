@@ -13,8 +13,10 @@
 //   remove(k, force)   pop, ref_count_down; the policy hears of it only when force
 //   allocate(...)      try the pool; on failure evict ONE policy candidate (remove with
 //                      force=false) and retry, until it fits or nothing is evictable; then give up
-//                      (busy_loop=false, stores) or wait forever (busy_loop=true, loads: the model
-//                      throws kWouldBusyWait). With the hot cache off there is never a candidate.
+//                      (busy_loop=false, stores) or sleep 0.1 s and try again (busy_loop=true,
+//                      loads), for ever if nothing frees memory. The model sleeps through the
+//                      caller's BusyLoopSleeper; with none, or when it says no wait can end, it
+//                      throws kWouldBusyWait. With the hot cache off there is never a candidate.
 //   batched_allocate   the layerwise version: evicts all layers of a candidate chunk at once and
 //                      frees them with batched_free
 //                      (Quirks::layerwise_eviction_ignores_other_layers)
@@ -42,6 +44,19 @@
 
 namespace kvtwin::model::lmcache {
 
+// Upstream's busy loop sleeps this long between two tries (local_cpu_backend.py's time_to_wait).
+inline constexpr double kBusyLoopSleepSecs = 0.1;
+
+// The clock of a thread that busy-waits for CPU memory. sleep(seconds) lets `seconds` of the
+// caller's time pass, in which other work (writes finishing) may free memory, and returns true;
+// it returns false, without sleeping, when no wait could ever end (nothing in flight holds
+// memory): the model then throws kWouldBusyWait where upstream would wait for ever.
+class BusyLoopSleeper {
+ public:
+  virtual ~BusyLoopSleeper() = default;
+  virtual bool sleep(double seconds) = 0;
+};
+
 class LocalCPUBackend final : public StorageBackendInterface {
  public:
   LocalCPUBackend(TensorMemoryAllocator* allocator, CachePolicyKind policy, bool use_hot,
@@ -64,9 +79,10 @@ class LocalCPUBackend final : public StorageBackendInterface {
   LocalCPUBackend* get_allocator_backend() override { return this; }
 
   // An empty PyRef when the allocation gave up. fmt nullopt: the backend's default (KV_T2D when
-  // layerwise, else KV_2LTD). Throws UpstreamError(kWouldBusyWait) where upstream would spin.
+  // layerwise, else KV_2LTD). A busy loop sleeps through `sleeper`; without one, or when it
+  // answers false, throws UpstreamError(kWouldBusyWait) where upstream would spin.
   PyRef allocate(const Shape& shape, KvDtype dtype, std::optional<MemoryFormat> fmt,
-                 bool eviction = true, bool busy_loop = true);
+                 bool eviction = true, bool busy_loop = true, BusyLoopSleeper* sleeper = nullptr);
   std::vector<PyRef> batched_allocate(const Shape& shape, KvDtype dtype, int batch_size,
                                       std::optional<MemoryFormat> fmt, bool eviction = true,
                                       bool busy_loop = true);

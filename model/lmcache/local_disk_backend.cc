@@ -169,8 +169,8 @@ bool LocalDiskBackend::read_file(const CacheEngineKey& key, const std::string& p
 PyRef LocalDiskBackend::get_blocking(const CacheEngineKey& key) {
   if (!dict_.contains(key)) return PyRef();
   policy_->update_on_hit(key, dict_);
-  DiskCacheMetadata m = meta(key);
-  PyRef obj = local_cpu_->allocate(m.shape, m.dtype, m.fmt);
+  DiskCacheMetadata m = meta(key);  // a copy: the entry may go while the allocation sleeps
+  PyRef obj = local_cpu_->allocate(m.shape, m.dtype, m.fmt, true, true, sleeper_);
   if (!obj) raise(PyError::kAssertionError, "Memory allocation failed during disk load.");
   bool ok = read_file(key, key.disk_file_name(), *obj);
   if (!ok && !quirks_.disk_missing_file_raises_key_error) {

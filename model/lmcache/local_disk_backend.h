@@ -13,8 +13,10 @@
 //                             golden harness: at quiesce, in submission order; upstream: 4 writer
 //                             threads in any order).
 //   get_blocking(k)           update_on_hit (disk recency changes on reads, not on CPU-served
-//                             lookups), allocate a CPU buffer (busy_loop: may wait forever), read;
-//                             a missing file drops the entry and raises KeyError (Quirks)
+//                             lookups), allocate a CPU buffer (busy_loop: sleeps through the
+//                             busy-loop sleeper, if set, until memory frees), read; a missing file
+//                             (gone while it slept, say) drops the entry and raises KeyError
+//                             (Quirks)
 //   contains(k, pin)          index lookup; pin increments the entry's pin_count (never clamped:
 //                             an over-unpin goes negative, which still counts as unpinned)
 //   remove(k, force)          pop, usage -= size, delete the file (FileNotFoundError if it is
@@ -68,6 +70,10 @@ class LocalDiskBackend final : public StorageBackendInterface {
   void submit_put_task(const CacheEngineKey& key, const PyRef& obj);
   PyRef get_blocking(const CacheEngineKey& key) override;
   std::vector<PyRef> batched_get_non_blocking(std::span<const CacheEngineKey> keys) override;
+  // The clock get_blocking's busy loop sleeps on (upstream: the engine thread's time.sleep);
+  // null (the default): a wait throws kWouldBusyWait. The non-blocking get does not use it:
+  // upstream's sleeps there on the event loop, holding the disk lock that finishing writes need.
+  void set_busy_loop_sleeper(BusyLoopSleeper* sleeper) { sleeper_ = sleeper; }
   bool pin(const CacheEngineKey& key) override;
   bool unpin(const CacheEngineKey& key) override;
   bool remove(const CacheEngineKey& key, bool force) override;
@@ -136,6 +142,7 @@ class LocalDiskBackend final : public StorageBackendInterface {
   StorageEvents* events_;
   uint64_t* next_job_id_;
   int worker_id_;
+  BusyLoopSleeper* sleeper_ = nullptr;
 
   KeyOrderedDict dict_;  // key -> slot in metas_
   std::vector<DiskCacheMetadata> metas_;

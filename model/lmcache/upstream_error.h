@@ -12,8 +12,9 @@
 // violations that upstream also reports (a mask whose False count is not a chunk multiple, a pinned
 // lookup without a lookup id) and kWouldBusyWait.
 //
-// kWouldBusyWait is not a Python exception: it stands for "upstream would spin forever here"
-// (an allocation with busy_loop=True while nothing is evictable; golden README §4.5). The model
+// kWouldBusyWait is not a Python exception: it stands for "upstream would spin here" (an
+// allocation with busy_loop=True while nothing is evictable; golden README §4.5), where the
+// caller gave the model no BusyLoopSleeper or the sleeper said no wait could end. The model
 // stops the operation instead of hanging; the simulator treats it as a stall of that request.
 #pragma once
 

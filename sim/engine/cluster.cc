@@ -263,6 +263,8 @@ Cluster::Counters Cluster::counters() {
     c.unhealthy_ns += st.unhealthy_ns;
     c.blocking_get_timeouts += st.blocking_get_timeouts;
     c.blocking_get_timeout_chunks += st.blocking_get_timeout_chunks;
+    c.memory_waits += st.memory_waits;
+    c.memory_wait_ns += st.memory_wait_ns;
     c.async.lookups += st.async_lookups;
     c.async.timeouts += st.async_lookup_timeouts;
     c.async.prefetch_bytes += st.prefetch_bytes;
@@ -307,6 +309,8 @@ void Cluster::report_links() {
     health.unhealthy_periods = now.unhealthy_periods - base.unhealthy_periods;
     health.unhealthy_s = to_seconds(now.unhealthy_ns - base.unhealthy_ns);
     recorder_->set_lmcache_health(health);
+    recorder_->set_lmcache_memory_waits(now.memory_waits - base.memory_waits,
+                                        to_seconds(now.memory_wait_ns - base.memory_wait_ns));
     recorder_->set_lmcache_blocking_get_timeouts(
         now.blocking_get_timeouts - base.blocking_get_timeouts,
         now.blocking_get_timeout_chunks - base.blocking_get_timeout_chunks);

@@ -86,6 +86,8 @@ class Cluster {
     uint64_t failed_remote_gets = 0, unhealthy_periods = 0;
     SimDuration unhealthy_ns = 0;
     uint64_t blocking_get_timeouts = 0, blocking_get_timeout_chunks = 0;
+    uint64_t memory_waits = 0;
+    SimDuration memory_wait_ns = 0;
     report::Summary::AsyncLoading async;
     hw::ModeledMover::PageCacheTotals page_cache;
     std::vector<hw::ModeledMover::LinkReport> links;

@@ -102,6 +102,8 @@ LmcacheConnector::LmcacheConnector(const scenario::Scenario& s, Context ctx)
       faults_(s.run.seed, "remote_faults_" + std::to_string(ctx_.instance)) {
   adapter_config_.vllm_block_size = ctx_.layout->attention_block_size;
   engine_ = std::make_unique<lm::LMCacheEngine>(config_, metadata_, ctx_.shared, ctx_.registry);
+  if (lm::LocalDiskBackend* disk = engine_->storage_manager().local_disk())
+    disk->set_busy_loop_sleeper(this);
   lookup_client_ = std::make_unique<lm::LMCacheLookupClient>(
       config_, metadata_, std::vector<lm::LMCacheEngine*>{engine_.get()});
   scheduler_adapter_ =
@@ -594,10 +596,43 @@ void LmcacheConnector::fail_stage_read(const LoadStage& stage, size_t first_fail
 }
 
 void LmcacheConnector::load_bulk() {
+  load_stages_.reset();
+  load_slept_ = false;
+  const bool loads = std::any_of(meta_.requests.begin(), meta_.requests.end(),
+                                 [](const lm::ReqMeta& m) { return m.load_spec.has_value(); });
+  if (!loads || engine_->storage_manager().local_disk() == nullptr) {  // no get can sleep
+    retrieve_loads();
+    charge_loads();
+    return;
+  }
+  load_fiber_.start([this] { retrieve_loads(); });
+  if (!load_fiber_.suspended()) charge_loads();
+}
+
+void LmcacheConnector::resume_load() {
+  load_fiber_.resume();
+  if (!load_fiber_.suspended()) charge_loads();
+}
+
+// Upstream's engine thread sleeps 0.1 s and tries the pool again; the writes in flight finish
+// meanwhile (each frees its object, or makes the CPU tier's copy evictable). When none is in
+// flight, nothing the simulator models can free memory (the engine's own loads and stores wait
+// for this one; pins hold the rest): upstream would sleep for ever.
+bool LmcacheConnector::sleep(double seconds) {
+  if (!load_fiber_.inside() || writes_in_flight_ == 0) return false;
+  const SimDuration d = from_seconds(seconds);
+  if (!std::exchange(load_slept_, true)) ++stats_.memory_waits;
+  stats_.memory_wait_ns += d;
+  ctx_.sim->schedule_after(d, [this] { resume_load(); });
+  load_fiber_.suspend();
+  return true;
+}
+
+void LmcacheConnector::retrieve_loads() {
   // One retrieve per request (upstream's loop over the metadata), so the tiers that served each
   // request can be attributed to it, and its stages charged in upstream's order. Allocated only for
   // a step that loads (most steps do not).
-  std::shared_ptr<std::vector<LoadStage>> stages;
+  std::shared_ptr<std::vector<LoadStage>>& stages = load_stages_;
   for (size_t index = 0; index < meta_.requests.size(); ++index) {
     const lm::ReqMeta& m = meta_.requests[index];
     if (!m.load_spec) continue;
@@ -607,11 +642,12 @@ void LmcacheConnector::load_bulk() {
     try {
       worker_adapter_->start_load_kv(one, &log);
     } catch (const lm::UpstreamError& e) {
-      // A disk / remote get found no evictable CPU memory (WouldBusyWait), or retrieve raised.
-      // Upstream's disk get sleeps 0.1 s and tries again until in-flight writes free memory (for
-      // ever when pins hold the pool), its Redis get gives up after blocking_timeout_secs, and an
-      // exception stops the engine. The simulator does not wait: it turns the request's whole
-      // external load into a recompute and counts a stalled load.
+      // A get found no evictable CPU memory and could not wait (WouldBusyWait), or retrieve
+      // raised. A disk get waits (sleep()) while writes are in flight; with none, upstream's
+      // would sleep for ever. Upstream's Redis get sleeps on a Redis worker while the retrieve
+      // waits up to blocking_timeout_secs for it (not modelled), and an exception stops the
+      // engine. The simulator turns the request's whole external load into a recompute and counts
+      // a stalled load.
       engine_->end_of_operation();
       ++stats_.stalled_loads;
       fail_whole_load(m);
@@ -662,11 +698,14 @@ void LmcacheConnector::load_bulk() {
   }
   auto invalid = worker_adapter_->get_block_ids_with_load_errors();
   invalid_.insert(invalid.begin(), invalid.end());
-  if (!stages) {
+}
+
+void LmcacheConnector::charge_loads() {
+  if (!load_stages_) {
     fire_ready();
     return;
   }
-  run_load_stages(std::move(stages), 0);
+  run_load_stages(std::move(load_stages_), 0);
 }
 
 void LmcacheConnector::run_load_stages(std::shared_ptr<const std::vector<LoadStage>> stages,
@@ -871,6 +910,7 @@ void LmcacheConnector::start_writes() {
          engine_->storage_manager().pending_writes(next_unseen_write_, keyed_disk_io_)) {
       if (w.id >= write_release_mark_) continue;
       write_queue_[w.tier == lm::Tier::kDisk ? 0 : 1].push_back(std::move(w));
+      ++writes_in_flight_;
     }
     next_unseen_write_ = write_release_mark_;
   }
@@ -898,6 +938,7 @@ void LmcacheConnector::finish_write(uint64_t id_and_queue) {
   engine_->storage_manager().complete_write(id_and_queue >> 1);
   engine_->end_of_operation();
   --workers_busy_[id_and_queue & 1];
+  --writes_in_flight_;
   if (prefetch_) prefetch_->memory_changed();
   drain_storage_events();
   start_writes();  // a freed Redis worker goes to a waiting EXISTS or GET before a queued put

@@ -27,7 +27,9 @@
 //                  tier after the other, as get_block_mapping orders them), then (MLA
 //                  save_only_first_rank) rank 0's broadcast, then one CPU → GPU transfer of its
 //                  chunks; the next request's retrieve starts after that; the forward pass waits
-//                  for the last;
+//                  for the last; a disk get that finds no evictable CPU memory sleeps 0.1 s at a
+//                  time, as upstream's engine thread does, while disk / Redis writes are in
+//                  flight (the retrieves run on a fiber; sleep()), and the step waits with it;
 //                load errors → Scheduler::handle_invalid_blocks (kv_load_failure_policy)
 //   forward      step model time
 //   end_step     wait_for_save: store → one GPU → CPU transfer of the stored chunks (blocks the
@@ -70,6 +72,7 @@
 #include "sim/engine/kv_connector.h"
 #include "sim/engine/lmcache_health.h"
 #include "sim/engine/lmcache_prefetch.h"
+#include "sim/fiber.h"
 #include "sim/mover.h"
 #include "sim/random.h"
 
@@ -95,9 +98,15 @@ struct LmcacheTierStats {
   // the chunks from the first timed-out GET on. Counted, not modelled: the chunks are loaded.
   uint64_t blocking_get_timeouts = 0;
   uint64_t blocking_get_timeout_chunks = 0;
+  // Bulk loads whose disk get waited for CPU memory in upstream's busy loop (0.1-s sleeps until
+  // in-flight writes free some), and the time they slept.
+  uint64_t memory_waits = 0;
+  SimDuration memory_wait_ns = 0;
 };
 
-class LmcacheConnector final : public KvConnector, public StepHooks {
+class LmcacheConnector final : public KvConnector,
+                               public StepHooks,
+                               private model::lmcache::BusyLoopSleeper {
  public:
   struct Context {
     Simulator* sim = nullptr;
@@ -175,8 +184,18 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   void prefetch_job_done(int q);
   // The rest of begin_step: loads (bulk) or the layerwise pipeline; step_ready_ holds `ready`.
   void start_step_transfers();
-  // Bulk mode: every load of the step, then fire_ready().
+  // Bulk mode: every load of the step (retrieve_loads: the model's retrieves, which build
+  // load_stages_), then charge_loads (their stages, then fire_ready()). With a disk tier the
+  // retrieves run on load_fiber_: a disk get that finds no CPU memory sleeps in upstream's busy
+  // loop (sleep()), and resume_load continues it 0.1 s later, while the simulation goes on.
   void load_bulk();
+  void retrieve_loads();
+  void charge_loads();
+  void resume_load();
+  // BusyLoopSleeper, for the disk tier's get_blocking: inside a bulk load's retrieves and with
+  // writes in flight (they free memory as they finish), suspends the load for `seconds` and
+  // returns true; otherwise (nothing can free memory: upstream waits for ever) false.
+  bool sleep(double seconds) override;
   // One stage of a bulk load. Upstream's start_load_kv retrieves request after request; each
   // retrieve reads its chunks tier after tier (disk, then remote: get_block_mapping's backend
   // order; the CPU tier needs no read), then rank 0 broadcasts them (MLA save_only_first_rank),
@@ -281,6 +300,7 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   void fire_done();
 
   static constexpr int kWriteWorkers = 4;
+  uint64_t writes_in_flight_ = 0;    // released disk / remote writes not finished
   uint64_t next_unseen_write_ = 0;   // pending writes with a smaller id are queued or in flight
   uint64_t write_release_mark_ = 0;  // pending writes with a smaller id may start
   std::array<std::deque<model::lmcache::PendingWrite>, 2> write_queue_;  // disk, remote
@@ -320,6 +340,12 @@ class LmcacheConnector final : public KvConnector, public StepHooks {
   Rng faults_;
   std::unique_ptr<HealthRemote> health_remote_;
   std::unique_ptr<LmcacheHealthMonitor> health_;
+
+  // The bulk load under way: its stages, built by retrieve_loads, and whether it slept.
+  std::shared_ptr<std::vector<LoadStage>> load_stages_;
+  bool load_slept_ = false;
+  // Last member: a load suspended at the end of a run is unwound before what it uses goes.
+  Fiber load_fiber_;
 };
 
 }  // namespace kvtwin::sim::engine

@@ -535,6 +535,13 @@ std::string RunRecorder::summary_json(const Summary& s) {
   }
   if (s.disk_leaked_bytes > 0)  // absent while none, so that such runs keep their bytes
     j.field("disk_leaked_bytes", s.disk_leaked_bytes);
+  if (s.memory_waits.loads > 0) {
+    j.key("memory_waits");  // absent while none, so that such runs keep their bytes
+    j.begin_object();
+    j.field("loads", s.memory_waits.loads);
+    j.field("wait_s", s.memory_waits.wait_s);
+    j.end_object();
+  }
   if (s.blocking_get_timeouts.fetches > 0) {
     j.key("blocking_get_timeouts");  // absent while none, so that such runs keep their bytes
     j.begin_object();
@@ -704,6 +711,11 @@ std::string RunRecorder::screen(const Summary& s) {
         "            in all (summed over instances)\n",
         static_cast<unsigned long long>(s.health.failed_remote_gets),
         static_cast<unsigned long long>(s.health.unhealthy_periods), s.health.unhealthy_s);
+  if (s.memory_waits.loads > 0)
+    line(
+        "  waits     %llu loads slept %.1f s in all for CPU memory (upstream's busy loop) until\n"
+        "            disk / Redis writes freed some\n",
+        static_cast<unsigned long long>(s.memory_waits.loads), s.memory_waits.wait_s);
   if (s.blocking_get_timeouts.fetches > 0)
     line(
         "  timeouts  %llu remote fetches waited over %lld s for a GET: upstream fails their\n"

@@ -156,6 +156,12 @@ struct Summary {
     int64_t timeout_s = 0;  // the scenario's
     uint64_t fetches = 0, chunks = 0;
   } blocking_get_timeouts;
+  // Bulk loads whose disk get slept in upstream's busy loop until in-flight writes freed CPU
+  // memory, and the time they slept (summed over instances).
+  struct MemoryWaits {
+    uint64_t loads = 0;
+    double wait_s = 0;
+  } memory_waits;
   // The page cache over the disk tier's files (links.page_cache_gb > 0; capacity 0: off). Sums over
   // instances; peak: the sum of each instance's peak.
   struct PageCache {
@@ -275,6 +281,10 @@ class RunRecorder {
   void set_lmcache_async(const Summary::AsyncLoading& a) { summary_.async_loading = a; }
   void set_disk_leaked_bytes(double bytes) { summary_.disk_leaked_bytes = bytes; }
   void set_lmcache_health(const Summary::Health& h) { summary_.health = h; }
+  void set_lmcache_memory_waits(uint64_t loads, double wait_s) {
+    summary_.memory_waits.loads = loads;
+    summary_.memory_waits.wait_s = wait_s;
+  }
   void set_lmcache_blocking_get_timeouts(uint64_t fetches, uint64_t chunks) {
     summary_.blocking_get_timeouts.fetches = fetches;
     summary_.blocking_get_timeouts.chunks = chunks;

@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <vector>
+
 #include "tests/model/lmcache/lmcache_test_util.h"
 
 namespace kvtwin::model::lmcache {
@@ -216,6 +219,79 @@ TEST(LocalDiskBackend, LookupsServedFromCpuDoNotTouchDiskRecency) {
     if (r.tier == Tier::kDisk) disk_removed.push_back(r.key.kid());
   }
   EXPECT_EQ(disk_removed, (std::vector<std::string>{infos[0].key.kid(), infos[1].key.kid()}));
+}
+
+// A BusyLoopSleeper whose sleep() runs `on_sleep` (what finishes while the engine thread
+// sleeps) and answers its result.
+struct ScriptedSleeper final : BusyLoopSleeper {
+  std::function<bool()> on_sleep;
+  std::vector<double> slept;
+  bool sleep(double seconds) override {
+    slept.push_back(seconds);
+    return on_sleep();
+  }
+};
+
+// e: a CPU tier of 4 chunks and a disk tier of 8. Afterwards the CPU tier is full of b's chunks,
+// each held by its pending disk write, and a (4 chunks) is on disk only.
+void put_a_on_disk_and_b_pending(LMCacheEngine& e) {
+  EXPECT_FALSE(store(e, seq(64, 1)).error);
+  e.storage_manager().complete_all_writes();
+  EXPECT_FALSE(store(e, seq(64, 5000)).error);  // evicts a's CPU copies
+  EXPECT_EQ(e.storage_manager().pending_writes().size(), 4u);
+}
+
+// Upstream's get_blocking allocates with busy_loop: while nothing is evictable it sleeps 0.1 s
+// and tries again. Each sleep here finishes one of b's writes, which makes b's CPU copy
+// evictable: each of a's 4 chunks waits for one sleep, then evicts it.
+TEST(LocalDiskBackend, ABlockingGetSleepsUntilAWriteFreesMemory) {
+  LMCacheEngine e(toy_config(4, 8), toy_metadata());
+  put_a_on_disk_and_b_pending(e);
+  ScriptedSleeper sleeper;
+  sleeper.on_sleep = [&] {
+    std::vector<PendingWrite> w = e.storage_manager().pending_writes();
+    if (w.empty()) return false;
+    e.storage_manager().complete_write(w.front().id);
+    return true;
+  };
+  e.storage_manager().local_disk()->set_busy_loop_sleeper(&sleeper);
+  RetrieveResult r = retrieve(e, seq(64, 1));
+  ASSERT_FALSE(r.error);
+  EXPECT_EQ(r.ret_tokens, 64);
+  ASSERT_EQ(r.loaded.size(), 4u);
+  for (const LoadedChunk& c : r.loaded) EXPECT_EQ(c.location, "LocalDiskBackend");
+  EXPECT_EQ(sleeper.slept, std::vector<double>(4, kBusyLoopSleepSecs));
+  EXPECT_TRUE(e.storage_manager().pending_writes().empty());
+}
+
+// A sleeper that answers false (nothing could free memory) ends the wait with kWouldBusyWait,
+// as does no sleeper at all (the model's default: it has no clock).
+TEST(LocalDiskBackend, ABlockingGetThatCannotWaitRaisesWouldBusyWait) {
+  for (bool with_sleeper : {true, false}) {
+    LMCacheEngine e(toy_config(4, 8), toy_metadata());
+    put_a_on_disk_and_b_pending(e);
+    ScriptedSleeper sleeper;
+    sleeper.on_sleep = [] { return false; };
+    if (with_sleeper) e.storage_manager().local_disk()->set_busy_loop_sleeper(&sleeper);
+    RetrieveResult r = retrieve(e, seq(64, 1));
+    ASSERT_TRUE(r.error) << with_sleeper;
+    EXPECT_EQ(*r.error, PyError::kWouldBusyWait);
+    EXPECT_EQ(sleeper.slept.size(), with_sleeper ? 1u : 0u);
+  }
+}
+
+// Stores allocate without busy_loop (force_store_wait off): they store what fits and never
+// sleep.
+TEST(LocalDiskBackend, StoresNeverSleep) {
+  LMCacheEngine e(toy_config(4, 8), toy_metadata());
+  put_a_on_disk_and_b_pending(e);
+  ScriptedSleeper sleeper;
+  sleeper.on_sleep = [] { return true; };
+  e.storage_manager().local_disk()->set_busy_loop_sleeper(&sleeper);
+  StoreResult r = store(e, seq(64, 9000));
+  EXPECT_FALSE(r.error);
+  EXPECT_TRUE(r.stored.empty());
+  EXPECT_TRUE(sleeper.slept.empty());
 }
 
 }  // namespace

@@ -89,6 +89,72 @@ TEST(LmcacheEngine, CpuTierServesWhatTheGpuEvicted) {
   EXPECT_DOUBLE_EQ(r.summary.link_bytes.at("pcie_d2h"), 8 * 33'554'432.0);
 }
 
+// A load whose disk get finds no evictable CPU memory sleeps 0.1 s at a time, as upstream's
+// engine thread does, until in-flight writes free some. The CPU tier holds 4 chunks (0.125 GiB);
+// A (0 s) and B (10 s) each store 4 chunks, and B's writes (4 × 32 MiB at 1 GB/s: 134 ms) hold
+// every CPU buffer when C (10.01 s, A's prompt, like kEvictedPrefix's C) must read A's chunks 2
+// and 3 back from disk. Its get sleeps at 10.01 s and 10.11 s; at 10.21 s B's writes are done, it
+// evicts B's copies and reads. TTFT = 0.2 s + the disk read (64 MiB at 7 GB/s + 80 µs) + the copy
+// to the GPU + one step of 1 token.
+TEST(LmcacheEngine, ADiskLoadSleepsUntilInFlightWritesFreeCpuMemory) {
+  const char* trace =
+      "0,1024,1,512,1 2\n"
+      "10,1024,1,512,3 4\n"
+      "10.01,1024,1,512,1 2\n";
+  Result r = run(scenario_with({"lmcache.max_local_cpu_size_gb=0.125",
+                                "lmcache.max_local_disk_size_gb=1", "links.disk_write_gbps=1"}),
+                 trace);
+  const auto& c = r.records.at(2);
+  ASSERT_LT(r.records.at(1).finish, c.arrival);  // B's writes started before C came
+  EXPECT_EQ(c.gpu_hit_tokens, 560);
+  EXPECT_EQ(c.loaded_tokens[report::kTierDisk], 512);
+  EXPECT_EQ(r.summary.stalled_loads, 0u);
+  EXPECT_EQ(r.summary.memory_waits.loads, 1u);
+  EXPECT_DOUBLE_EQ(r.summary.memory_waits.wait_s, 0.2);
+  const SimTime disk_read = (67'108'864 + 6) / 7 + 80'000;
+  EXPECT_EQ(c.first_token - c.arrival,
+            200'000'000 + disk_read + pcie_copy_ns(67'108'864, 35) + 1'001'000);
+}
+
+// The same load when the writes are done before C comes (C at 11 s): B's CPU copies are
+// evictable, so nothing waits.
+TEST(LmcacheEngine, ADiskLoadDoesNotSleepWhenCpuMemoryIsEvictable) {
+  const char* trace =
+      "0,1024,1,512,1 2\n"
+      "10,1024,1,512,3 4\n"
+      "11,1024,1,512,1 2\n";
+  Result r = run(scenario_with({"lmcache.max_local_cpu_size_gb=0.125",
+                                "lmcache.max_local_disk_size_gb=1", "links.disk_write_gbps=1"}),
+                 trace);
+  const auto& c = r.records.at(2);
+  EXPECT_EQ(c.loaded_tokens[report::kTierDisk], 512);
+  EXPECT_EQ(r.summary.memory_waits.loads, 0u);
+  EXPECT_EQ(c.first_token - c.arrival,
+            (67'108'864 + 6) / 7 + 80'000 + pcie_copy_ns(67'108'864, 35) + 1'001'000);
+}
+
+// A load that needs more CPU memory than the tier has: nothing in flight can free it (upstream's
+// get would sleep for ever), so it stalls and is recomputed. The CPU tier holds one chunk. A
+// prefills 256 tokens a step, storing one chunk per step, whose write (fast disk) is done before
+// the next store evicts it: A's 4 chunks reach the disk. C (A's prompt, after B evicted A's GPU
+// blocks) must read chunks 2 and 3: the first takes the tier's one buffer, which C's retrieve
+// holds, and the second finds nothing to evict and no write in flight.
+TEST(LmcacheEngine, ADiskLoadLargerThanTheCpuTierStallsWithoutSleeping) {
+  const char* trace =
+      "0,1024,1,512,1 2\n"
+      "10,1024,1,512,3 4\n"
+      "20,1024,1,512,1 2\n";
+  Result r = run(
+      scenario_with({"lmcache.max_local_cpu_size_gb=0.03125", "lmcache.max_local_disk_size_gb=1",
+                     "links.disk_write_gbps=100", "vllm.max_num_batched_tokens=256"}),
+      trace);
+  const auto& c = r.records.at(2);
+  EXPECT_EQ(c.lmcache_hit_tokens, 463);  // the lookup found A's chunks on disk
+  EXPECT_EQ(c.loaded_tokens[report::kTierDisk], 0);
+  EXPECT_EQ(r.summary.stalled_loads, 1u);
+  EXPECT_EQ(r.summary.memory_waits.loads, 0u);
+}
+
 // The links' peak rates, by hand. Sampled every second, C's 64-MiB load lies within the interval
 // (20 s, 21 s] and each of A's and B's 128-MiB stores within one interval too: the peaks are
 // those bytes over 1 s. With a 50-MB/s host-to-device link the load takes 1.34 s, so 10-ms

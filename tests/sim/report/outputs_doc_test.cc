@@ -151,8 +151,8 @@ std::set<std::string> emitted_paths(const Summary& s) {
 }
 
 // A summary with every optional block present: a warm-up, two priority classes, async loading,
-// the health monitor, blocking-GET timeouts, a leaked disk reservation, the page cache, a cost,
-// and the link kinds of a modelled mover with a page cache.
+// the health monitor, memory waits, blocking-GET timeouts, a leaked disk reservation, the page
+// cache, a cost, and the link kinds of a modelled mover with a page cache.
 Summary every_block() {
   Summary s;
   s.has_warmup = true;
@@ -160,6 +160,7 @@ Summary every_block() {
   s.by_priority[1].priority = 1;
   s.async_loading.lookups = 1;
   s.health.failed_remote_gets = 1;
+  s.memory_waits.loads = 1;
   s.blocking_get_timeouts.fetches = 1;
   s.disk_leaked_bytes = 1;
   s.page_cache.capacity_bytes = 1;

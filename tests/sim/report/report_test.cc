@@ -99,6 +99,7 @@ TEST(RunRecorder, TheScreenSaysWhichCacheIsOffAndGivesOnlyTheFiguresThatHappened
   s.failed_stores = 2;
   s.health = {.failed_remote_gets = 10, .unhealthy_periods = 2, .unhealthy_s = 600.5};
   s.blocking_get_timeouts = {.timeout_s = 10, .fetches = 4, .chunks = 9};
+  s.memory_waits = {.loads = 6, .wait_s = 1.5};
   s.async_loading.lookups = 100;
   s.async_loading.timeouts = 1;
   s.async_loading.prefetch_bytes = 3ull << 30;
@@ -122,6 +123,8 @@ TEST(RunRecorder, TheScreenSaysWhichCacheIsOffAndGivesOnlyTheFiguresThatHappened
       "            cannot serialize them (lmcache.upstream_fixes = true applies the fix)\n"
       "  health    10 failed Redis reads; the health check failed 2 times, for 600.5 s\n"
       "            in all (summed over instances)\n"
+      "  waits     6 loads slept 1.5 s in all for CPU memory (upstream's busy loop) until\n"
+      "            disk / Redis writes freed some\n"
       "  timeouts  4 remote fetches waited over 10 s for a GET: upstream fails their\n"
       "            last 9 chunks, kvtwin loads them\n"
       "  async     100 lookups, 1 timed out, 3.0 GiB prefetched per rank, 5 busy waits\n"
@@ -176,6 +179,7 @@ TEST(RunRecorder, NoLineOfTheScreenIsWiderThan100Columns) {
   s.stalled_loads = s.failed_stores = s.failed_remote_writes = count;
   s.health = {.failed_remote_gets = count, .unhealthy_periods = count, .unhealthy_s = seconds};
   s.blocking_get_timeouts = {.timeout_s = 1'000'000, .fetches = count, .chunks = count};
+  s.memory_waits = {.loads = count, .wait_s = seconds};
   s.async_loading = {.lookups = count,
                      .timeouts = count,
                      .prefetch_bytes = 99ull << 40,
