@@ -14,7 +14,7 @@
 //   allocate(...)      try the pool; on failure evict ONE policy candidate (remove with
 //                      force=false) and retry, until it fits or nothing is evictable; then give up
 //                      (busy_loop=false, stores) or sleep 0.1 s and try again (busy_loop=true,
-//                      loads), for ever if nothing frees memory. The model sleeps through the
+//                      loads), until something frees memory. The model sleeps through the
 //                      caller's BusyLoopSleeper; with none, or when it says no wait can end, it
 //                      throws kWouldBusyWait. With the hot cache off there is never a candidate.
 //   batched_allocate   the layerwise version: evicts all layers of a candidate chunk at once and
@@ -49,8 +49,10 @@ inline constexpr double kBusyLoopSleepSecs = 0.1;
 
 // The clock of a thread that busy-waits for CPU memory. sleep(seconds) lets `seconds` of the
 // caller's time pass, in which other work (writes finishing) may free memory, and returns true;
-// it returns false, without sleeping, when no wait could ever end (nothing in flight holds
-// memory): the model then throws kWouldBusyWait where upstream would wait for ever.
+// it returns false, without sleeping, when the caller models nothing that could end the wait
+// (no write in flight): the model then throws kWouldBusyWait where upstream would go on waiting
+// (for ever when references hold the pool; until its PinMonitor force-unpins, after the pin
+// timeout, when pins do).
 class BusyLoopSleeper {
  public:
   virtual ~BusyLoopSleeper() = default;

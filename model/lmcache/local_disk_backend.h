@@ -72,7 +72,8 @@ class LocalDiskBackend final : public StorageBackendInterface {
   std::vector<PyRef> batched_get_non_blocking(std::span<const CacheEngineKey> keys) override;
   // The clock get_blocking's busy loop sleeps on (upstream: the engine thread's time.sleep);
   // null (the default): a wait throws kWouldBusyWait. The non-blocking get does not use it:
-  // upstream's sleeps there on the event loop, holding the disk lock that finishing writes need.
+  // upstream's sleeps there on the storage manager's event loop (holding the disk lock), which
+  // blocks every Redis job and the start of queued disk writes meanwhile; not modelled.
   void set_busy_loop_sleeper(BusyLoopSleeper* sleeper) { sleeper_ = sleeper; }
   bool pin(const CacheEngineKey& key) override;
   bool unpin(const CacheEngineKey& key) override;

@@ -595,29 +595,49 @@ void LmcacheConnector::fail_stage_read(const LoadStage& stage, size_t first_fail
                  stage.starts[std::min(first_failed, stage.starts.size() - 1)]);
 }
 
+// Upstream's start_load_kv retrieves request after request, and each retrieve reads its chunks
+// (disk reads inside get_blocking, Redis GETs) and copies them to the GPU before the next one
+// starts. So request k's retrieve runs here after request k - 1's stages: only then may its
+// allocations find what the writes finishing meanwhile freed.
 void LmcacheConnector::load_bulk() {
-  load_stages_.reset();
-  load_slept_ = false;
-  const bool loads = std::any_of(meta_.requests.begin(), meta_.requests.end(),
-                                 [](const lm::ReqMeta& m) { return m.load_spec.has_value(); });
-  if (!loads || engine_->storage_manager().local_disk() == nullptr) {  // no get can sleep
-    retrieve_loads();
-    charge_loads();
-    return;
+  load_from(0);
+}
+
+void LmcacheConnector::load_from(size_t index) {
+  for (; index < meta_.requests.size(); ++index) {
+    if (!meta_.requests[index].load_spec) continue;
+    load_index_ = index;
+    load_slept_ = false;
+    if (engine_->storage_manager().local_disk() == nullptr) {  // no get can sleep
+      retrieve_request();
+    } else {
+      load_fiber_.start([this] { retrieve_request(); });
+      if (load_fiber_.suspended()) return;  // resume_load goes on
+    }
+    if (charge_request()) return;  // the last stage goes on
   }
-  load_fiber_.start([this] { retrieve_loads(); });
-  if (!load_fiber_.suspended()) charge_loads();
+  auto invalid = worker_adapter_->get_block_ids_with_load_errors();
+  invalid_.insert(invalid.begin(), invalid.end());
+  fire_ready();
 }
 
 void LmcacheConnector::resume_load() {
   load_fiber_.resume();
-  if (!load_fiber_.suspended()) charge_loads();
+  if (load_fiber_.suspended()) return;
+  if (!charge_request()) load_from(load_index_ + 1);
+}
+
+bool LmcacheConnector::charge_request() {
+  if (!load_stages_) return false;
+  run_load_stages(std::move(load_stages_), 0);
+  return true;
 }
 
 // Upstream's engine thread sleeps 0.1 s and tries the pool again; the writes in flight finish
 // meanwhile (each frees its object, or makes the CPU tier's copy evictable). When none is in
-// flight, nothing the simulator models can free memory (the engine's own loads and stores wait
-// for this one; pins hold the rest): upstream would sleep for ever.
+// flight, nothing the simulator models frees memory: the engine's own loads and stores wait for
+// this one, and what holds the pool is references (upstream waits for ever) or pins (upstream's
+// PinMonitor, not modelled, force-unpins them after lmcache's pin timeout, 300 s by default).
 bool LmcacheConnector::sleep(double seconds) {
   if (!load_fiber_.inside() || writes_in_flight_ == 0) return false;
   const SimDuration d = from_seconds(seconds);
@@ -628,90 +648,78 @@ bool LmcacheConnector::sleep(double seconds) {
   return true;
 }
 
-void LmcacheConnector::retrieve_loads() {
-  // One retrieve per request (upstream's loop over the metadata), so the tiers that served each
-  // request can be attributed to it, and its stages charged in upstream's order. Allocated only for
-  // a step that loads (most steps do not).
-  std::shared_ptr<std::vector<LoadStage>>& stages = load_stages_;
-  for (size_t index = 0; index < meta_.requests.size(); ++index) {
-    const lm::ReqMeta& m = meta_.requests[index];
-    if (!m.load_spec) continue;
-    lm::ConnectorMetadata one;
-    one.requests.push_back(m);
-    lm::WorkerLog log;
-    try {
-      worker_adapter_->start_load_kv(one, &log);
-    } catch (const lm::UpstreamError& e) {
-      // A get found no evictable CPU memory and could not wait (WouldBusyWait), or retrieve
-      // raised. A disk get waits (sleep()) while writes are in flight; with none, upstream's
-      // would sleep for ever. Upstream's Redis get sleeps on a Redis worker while the retrieve
-      // waits up to blocking_timeout_secs for it (not modelled), and an exception stops the
-      // engine. The simulator turns the request's whole external load into a recompute and counts
-      // a stalled load.
-      engine_->end_of_operation();
-      ++stats_.stalled_loads;
-      fail_whole_load(m);
-      continue;
-    }
+// The retrieve of meta_.requests[load_index_]; its stages (if it loaded anything) in
+// load_stages_, so that the tiers that served it are attributed to it and charged in upstream's
+// order. Allocated only for a request that loads.
+void LmcacheConnector::retrieve_request() {
+  const size_t index = load_index_;
+  const lm::ReqMeta& m = meta_.requests[index];
+  lm::ConnectorMetadata one;
+  one.requests.push_back(m);
+  lm::WorkerLog log;
+  try {
+    worker_adapter_->start_load_kv(one, &log);
+  } catch (const lm::UpstreamError& e) {
+    // A get found no evictable CPU memory and could not wait (WouldBusyWait), or retrieve
+    // raised. A disk get waits (sleep()) while writes are in flight. Upstream's Redis get sleeps
+    // on the storage manager's event loop, blocking every Redis job, while the retrieve waits up
+    // to blocking_timeout_secs for it (not modelled), and an exception stops the engine. The
+    // simulator turns the request's whole external load into a recompute and counts a stalled
+    // load.
     engine_->end_of_operation();
-    auto it = requests_.find(m.req_id);
-    EngineRequest* live = it != requests_.end() ? it->second.live : nullptr;
-    uint64_t from_disk = 0, to_gpu = 0;
-    std::vector<uint64_t> remote_chunks;  // one GET job each
-    std::vector<KvObject> disk_objects;   // keyed_disk_io_ only
-    std::vector<int64_t> disk_starts, remote_starts;
-    for (const lm::LoadedChunk& c : log.loaded) {
-      int t = tier_of(c.location);
-      int64_t tokens = c.end - c.start;
-      uint64_t b = object_bytes(tokens);
-      if (live != nullptr) live->record.loaded_tokens[t] += tokens;
-      if (t == report::kTierDisk && !c.prefetched) {
-        from_disk += b;
-        disk_starts.push_back(c.start);
-        if (keyed_disk_io_) disk_objects.push_back(disk_object(c.key, b));
-      }
-      if (t == report::kTierRemote && !c.prefetched) {
-        remote_chunks.push_back(b);
-        remote_starts.push_back(c.start);
-      }
-      if (c.bad) ++stats_.wrong_kv_chunks;
-      to_gpu += b;
-    }
-    if (to_gpu == 0) continue;
-    if (!stages) stages = std::make_shared<std::vector<LoadStage>>();
-    if (from_disk > 0)
-      stages->push_back({LoadStage::kFetchDisk,
-                         from_disk,
-                         {},
-                         std::move(disk_objects),
-                         index,
-                         std::move(disk_starts)});
-    if (!remote_chunks.empty())
-      stages->push_back({LoadStage::kFetchRemote,
-                         0,
-                         std::move(remote_chunks),
-                         {},
-                         index,
-                         std::move(remote_starts)});
-    if (broadcast_ns(to_gpu) > 0) stages->push_back({LoadStage::kBroadcast, to_gpu});
-    stages->push_back({LoadStage::kToGpu, to_gpu});
-  }
-  auto invalid = worker_adapter_->get_block_ids_with_load_errors();
-  invalid_.insert(invalid.begin(), invalid.end());
-}
-
-void LmcacheConnector::charge_loads() {
-  if (!load_stages_) {
-    fire_ready();
+    ++stats_.stalled_loads;
+    fail_whole_load(m);
     return;
   }
-  run_load_stages(std::move(load_stages_), 0);
+  engine_->end_of_operation();
+  auto it = requests_.find(m.req_id);
+  EngineRequest* live = it != requests_.end() ? it->second.live : nullptr;
+  uint64_t from_disk = 0, to_gpu = 0;
+  std::vector<uint64_t> remote_chunks;  // one GET job each
+  std::vector<KvObject> disk_objects;   // keyed_disk_io_ only
+  std::vector<int64_t> disk_starts, remote_starts;
+  for (const lm::LoadedChunk& c : log.loaded) {
+    int t = tier_of(c.location);
+    int64_t tokens = c.end - c.start;
+    uint64_t b = object_bytes(tokens);
+    if (live != nullptr) live->record.loaded_tokens[t] += tokens;
+    if (t == report::kTierDisk && !c.prefetched) {
+      from_disk += b;
+      disk_starts.push_back(c.start);
+      if (keyed_disk_io_) disk_objects.push_back(disk_object(c.key, b));
+    }
+    if (t == report::kTierRemote && !c.prefetched) {
+      remote_chunks.push_back(b);
+      remote_starts.push_back(c.start);
+    }
+    if (c.bad) ++stats_.wrong_kv_chunks;
+    to_gpu += b;
+  }
+  if (to_gpu == 0) return;
+  auto stages = std::make_shared<std::vector<LoadStage>>();
+  if (from_disk > 0)
+    stages->push_back({LoadStage::kFetchDisk,
+                       from_disk,
+                       {},
+                       std::move(disk_objects),
+                       index,
+                       std::move(disk_starts)});
+  if (!remote_chunks.empty())
+    stages->push_back({LoadStage::kFetchRemote,
+                       0,
+                       std::move(remote_chunks),
+                       {},
+                       index,
+                       std::move(remote_starts)});
+  if (broadcast_ns(to_gpu) > 0) stages->push_back({LoadStage::kBroadcast, to_gpu});
+  stages->push_back({LoadStage::kToGpu, to_gpu});
+  load_stages_ = std::move(stages);
 }
 
 void LmcacheConnector::run_load_stages(std::shared_ptr<const std::vector<LoadStage>> stages,
                                        size_t next) {
   if (next == stages->size()) {
-    fire_ready();
+    load_from(load_index_ + 1);
     return;
   }
   const LoadStage& st = (*stages)[next];

@@ -184,13 +184,16 @@ class LmcacheConnector final : public KvConnector,
   void prefetch_job_done(int q);
   // The rest of begin_step: loads (bulk) or the layerwise pipeline; step_ready_ holds `ready`.
   void start_step_transfers();
-  // Bulk mode: every load of the step (retrieve_loads: the model's retrieves, which build
-  // load_stages_), then charge_loads (their stages, then fire_ready()). With a disk tier the
-  // retrieves run on load_fiber_: a disk get that finds no CPU memory sleeps in upstream's busy
-  // loop (sleep()), and resume_load continues it 0.1 s later, while the simulation goes on.
+  // Bulk mode: every load of the step, request after request from meta_.requests[index]
+  // (load_from): the model's retrieve (retrieve_request, which leaves the request's stages in
+  // load_stages_), then its stages (charge_request: false when it has none), then the next
+  // request; after the last, fire_ready(). With a disk tier each retrieve runs on load_fiber_: a
+  // disk get that finds no CPU memory sleeps in upstream's busy loop (sleep()), and resume_load
+  // continues it 0.1 s later, while the simulation goes on.
   void load_bulk();
-  void retrieve_loads();
-  void charge_loads();
+  void load_from(size_t index);
+  void retrieve_request();
+  bool charge_request();
   void resume_load();
   // BusyLoopSleeper, for the disk tier's get_blocking: inside a bulk load's retrieves and with
   // writes in flight (they free memory as they finish), suspends the load for `seconds` and
@@ -341,7 +344,9 @@ class LmcacheConnector final : public KvConnector,
   std::unique_ptr<HealthRemote> health_remote_;
   std::unique_ptr<LmcacheHealthMonitor> health_;
 
-  // The bulk load under way: its stages, built by retrieve_loads, and whether it slept.
+  // The bulk load under way: the request (index in meta_.requests), its stages (built by
+  // retrieve_request) and whether its retrieve slept.
+  size_t load_index_ = 0;
   std::shared_ptr<std::vector<LoadStage>> load_stages_;
   bool load_slept_ = false;
   // Last member: a load suspended at the end of a run is unwound before what it uses goes.

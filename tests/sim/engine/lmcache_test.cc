@@ -133,6 +133,43 @@ TEST(LmcacheEngine, ADiskLoadDoesNotSleepWhenCpuMemoryIsEvictable) {
             (67'108'864 + 6) / 7 + 80'000 + pcie_copy_ns(67'108'864, 35) + 1'001'000);
 }
 
+// Upstream's start_load_kv retrieves request after request, each after the one before has read
+// and copied its chunks, so a later request's allocation sees the memory that writes freed in
+// the meantime. GPU prefix caching is off, so every hit is LMCache's; 512-token prompts are 2
+// chunks; the engine loop is synchronous. A (0 s) and P (5 s) fill the 4-chunk CPU tier; B
+// (10 s) evicts A's copies, and its 2 writes (64 MiB at 1 GB/s) end at Tw = 10.070063042 s:
+// 10.001512 (B's 1,512-µs step) + 1.362178 ms (its copy: 64 MiB at 50 GB/s, a 10-µs latency per
+// chunk) + 80 µs + 67.108864 ms. F (10.0675 s, 200 tokens: no full chunk, nothing stored) keeps
+// the engine busy until 10.0687 s, while R1 (P's prompt) and R2 (A's) arrive; they run in the
+// next step, from 10.0687 s. R1's chunks are in the CPU tier (no allocation), and its copy to the
+// GPU takes 1.927397 ms. Only then does R2's retrieve allocate, after Tw: it evicts B's copies and
+// never sleeps. Had it allocated at 10.0687 s with R1's retrieve, it would have slept 0.1 s.
+TEST(LmcacheEngine, ALaterRequestsRetrieveAllocatesAfterTheEarlierRequestsCopies) {
+  const char* trace =
+      "0,512,1,512,1\n"
+      "5,512,1,512,2\n"
+      "10,512,1,512,3\n"
+      "10.0675,200,1,512,4\n"
+      "10.068,512,1,512,2\n"
+      "10.068,512,1,512,1\n";
+  Result r = run(scenario_with({"lmcache.max_local_cpu_size_gb=0.125",
+                                "lmcache.max_local_disk_size_gb=1", "links.disk_write_gbps=1",
+                                "vllm.enable_prefix_caching=false", "vllm.async_scheduling=false"}),
+                 trace);
+  const auto& f = r.records.at(3);
+  const auto& r1 = r.records.at(4);
+  const auto& r2 = r.records.at(5);
+  EXPECT_EQ(f.finish, 10'068'700'000);
+  EXPECT_EQ(r1.loaded_tokens[report::kTierCpu], 512);
+  EXPECT_EQ(r2.loaded_tokens[report::kTierDisk], 512);
+  EXPECT_EQ(r.summary.memory_waits.loads, 0u);
+  EXPECT_EQ(r.summary.stalled_loads, 0u);
+  const SimTime h2d = pcie_copy_ns(67'108'864, 35);         // 1,927,397 ns
+  const SimTime disk_read = (67'108'864 + 6) / 7 + 80'000;  // 9,666,981 ns
+  EXPECT_EQ(r1.first_token, f.finish + h2d + disk_read + h2d + 1'002'000);
+  EXPECT_EQ(r2.first_token, r1.first_token);
+}
+
 // A load that needs more CPU memory than the tier has: nothing in flight can free it (upstream's
 // get would sleep for ever), so it stalls and is recomputed. The CPU tier holds one chunk. A
 // prefills 256 tokens a step, storing one chunk per step, whose write (fast disk) is done before
