@@ -81,6 +81,7 @@ Cluster::Cluster(const scenario::Scenario& s, workload::Workload* workload,
       c.shared.disk = std::make_shared<model::lmcache::DiskDirectory>();  // per node
       c.shared.remote = lmcache_remote_;                                  // one for all
       c.registry = lmcache_registry_;
+      c.recorder = recorder_;
       connectors_.push_back(std::make_unique<LmcacheConnector>(s, std::move(c)));
       connector = connectors_.back().get();
     }

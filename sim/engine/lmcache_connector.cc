@@ -624,6 +624,9 @@ void LmcacheConnector::load_from(size_t index) {
 void LmcacheConnector::resume_load() {
   load_fiber_.resume();
   if (load_fiber_.suspended()) return;
+  if (ctx_.recorder != nullptr)  // the retrieve ended: its wait is one span of the timeline
+    ctx_.recorder->on_memory_wait(ctx_.instance, wait_start_, ctx_.sim->now() - wait_start_,
+                                  wait_sleeps_);
   if (!charge_request()) load_from(load_index_ + 1);
 }
 
@@ -641,7 +644,12 @@ bool LmcacheConnector::charge_request() {
 bool LmcacheConnector::sleep(double seconds) {
   if (!load_fiber_.inside() || writes_in_flight_ == 0) return false;
   const SimDuration d = from_seconds(seconds);
-  if (!std::exchange(load_slept_, true)) ++stats_.memory_waits;
+  if (!std::exchange(load_slept_, true)) {
+    ++stats_.memory_waits;
+    wait_start_ = ctx_.sim->now();
+    wait_sleeps_ = 0;
+  }
+  ++wait_sleeps_;
   stats_.memory_wait_ns += d;
   ctx_.sim->schedule_after(d, [this] { resume_load(); });
   load_fiber_.suspend();

@@ -116,6 +116,7 @@ class LmcacheConnector final : public KvConnector,
     const KvCacheLayout* layout = nullptr;
     model::lmcache::SharedStorage shared;  // disk directory (per instance) + remote (shared)
     std::shared_ptr<model::lmcache::KeyScopeRegistry> registry;
+    report::RunRecorder* recorder = nullptr;  // the timeline's memory waits (optional)
   };
   LmcacheConnector(const scenario::Scenario& s, Context ctx);
   ~LmcacheConnector() override;
@@ -345,10 +346,12 @@ class LmcacheConnector final : public KvConnector,
   std::unique_ptr<LmcacheHealthMonitor> health_;
 
   // The bulk load under way: the request (index in meta_.requests), its stages (built by
-  // retrieve_request) and whether its retrieve slept.
+  // retrieve_request), whether its retrieve slept, since when and how often.
   size_t load_index_ = 0;
   std::shared_ptr<std::vector<LoadStage>> load_stages_;
   bool load_slept_ = false;
+  SimTime wait_start_ = 0;
+  int64_t wait_sleeps_ = 0;
   // Last member: a load suspended at the end of a run is unwound before what it uses goes.
   Fiber load_fiber_;
 };

@@ -267,6 +267,16 @@ void RunRecorder::on_transfer(const Transfer& t, const TransferResult& r) {
                        ", \"bytes\": " + std::to_string(t.total_bytes()));
 }
 
+void RunRecorder::on_memory_wait(int instance, SimTime start, SimDuration duration,
+                                 int64_t sleeps) {
+  if (!trace_ || start < measure_from_) return;  // a wait of the warm-up
+  if (named_threads_.insert({instance, kMemoryWaitTid}).second)
+    trace_->name_thread(instance + 1, kMemoryWaitTid, "lmcache memory wait");
+  if (trace_->skip_event()) return;
+  trace_->complete(instance + 1, kMemoryWaitTid, "memory wait", start, duration,
+                   "\"sleeps\": " + std::to_string(sleeps));
+}
+
 void RunRecorder::set_link_kinds(std::vector<std::string> kinds) {
   link_column_.clear();
   for (const std::string& kind : kinds) {

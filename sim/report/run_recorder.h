@@ -268,6 +268,10 @@ class RunRecorder {
   void on_step(int instance, SimTime start, SimDuration duration, int64_t num_tokens,
                int64_t num_reqs);
   void on_transfer(const Transfer& t, const TransferResult& r);
+  // A bulk load of `instance` whose disk get slept `sleeps` times for CPU memory, from its first
+  // sleep for `duration`: a span of the timeline (thread kMemoryWaitTid).
+  void on_memory_wait(int instance, SimTime start, SimDuration duration, int64_t sleeps);
+  static constexpr int kMemoryWaitTid = 17;  // after the transfer paths' 1 + 4·src + dst
   void set_gpu_evictions(int64_t n) { summary_.gpu_evictions = n; }
   void set_prefix_caching(bool on) { summary_.prefix_caching = on; }
   void set_tier_evictions(int tier, uint64_t n) { summary_.tier_evictions[tier] = n; }

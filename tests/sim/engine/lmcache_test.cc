@@ -1,11 +1,14 @@
 // LMCache inside the simulated engine: hits, loads, stores and failed loads, computed by hand.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <map>
+#include <sstream>
 
 #include "sim/cli/common.h"
 #include "sim/engine/cluster.h"
 #include "sim/scenario/scenario_loader.h"
+#include "sim/workload/trace_reader.h"
 #include "tests/sim/engine/engine_harness.h"
 #include "tests/support/paths.h"
 
@@ -114,6 +117,36 @@ TEST(LmcacheEngine, ADiskLoadSleepsUntilInFlightWritesFreeCpuMemory) {
   const SimTime disk_read = (67'108'864 + 6) / 7 + 80'000;
   EXPECT_EQ(c.first_token - c.arrival,
             200'000'000 + disk_read + pcie_copy_ns(67'108'864, 35) + 1'001'000);
+}
+
+// The timeline shows the wait: C's retrieve sleeps at 10.01 s and 10.11 s and ends at 10.21 s, a
+// 200,000-µs span of 2 sleeps on instance 0's memory-wait thread (17).
+TEST(LmcacheEngine, AMemoryWaitIsASpanOfTheTimeline) {
+  const scenario::Scenario s =
+      scenario_with({"lmcache.max_local_cpu_size_gb=0.125", "lmcache.max_local_disk_size_gb=1",
+                     "links.disk_write_gbps=1"});
+  const std::string dir = kvtwin::testing::scratch_subdir();
+  {
+    workload::Workload w(
+        workload::open_trace_bytes("<t>",
+                                   "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
+                                   "0,1024,1,512,1 2\n10,1024,1,512,3 4\n10.01,1024,1,512,1 2\n",
+                                   workload::TraceFormat::kAuto),
+        {});
+    report::RunRecorder rec(s, "<t>", dir);
+    Cluster c(s, &w, &rec);
+    c.run(nullptr);
+    rec.finish(c.now());
+  }
+  std::ifstream in(dir + "/trace.json");
+  std::stringstream json;
+  json << in.rdbuf();
+  EXPECT_NE(json.str().find("{\"ph\": \"X\", \"pid\": 1, \"tid\": 17, \"name\": \"memory wait\", "
+                            "\"ts\": 10010000, \"dur\": 200000, \"args\": {\"sleeps\": 2}}"),
+            std::string::npos)
+      << json.str().substr(0, 2000);
+  EXPECT_NE(json.str().find("\"tid\": 17, \"args\": {\"name\": \"lmcache memory wait\"}"),
+            std::string::npos);
 }
 
 // The same load when the writes are done before C comes (C at 11 s): B's CPU copies are
