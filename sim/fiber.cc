@@ -72,7 +72,14 @@ Fiber::~Fiber() {
       // A destructor that threw while unwinding: there is no one left to report it to.
     }
   }
-  if (mapping_ != nullptr) munmap(mapping_, page_bytes() + kStackBytes);
+  if (mapping_ != nullptr) {
+#ifdef KVTWIN_FIBER_ASAN
+    // The last body's final frames left their redzones in the shadow; a later mapping at this
+    // address must not inherit them.
+    __asan_unpoison_memory_region(stack_, kStackBytes);
+#endif
+    munmap(mapping_, page_bytes() + kStackBytes);
+  }
 }
 
 void Fiber::map_stack() {

@@ -606,6 +606,7 @@ void LmcacheConnector::load_bulk() {
 void LmcacheConnector::load_from(size_t index) {
   for (; index < meta_.requests.size(); ++index) {
     if (!meta_.requests[index].load_spec) continue;
+    catch_up_health();  // a later request's retrieve runs after the earlier ones' transfers
     load_index_ = index;
     load_slept_ = false;
     if (engine_->storage_manager().local_disk() == nullptr) {  // no get can sleep
