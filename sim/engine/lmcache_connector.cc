@@ -608,8 +608,10 @@ void LmcacheConnector::load_from(size_t index) {
     if (!meta_.requests[index].load_spec) continue;
     catch_up_health();  // a later request's retrieve runs after the earlier ones' transfers
     load_index_ = index;
-    load_slept_ = false;
-    if (engine_->storage_manager().local_disk() == nullptr) {  // no get can sleep
+    wait_sleeps_ = 0;
+    // No write in flight, or no disk tier: no get can sleep (none becomes in flight while the
+    // retrieve runs on this stack), so the fiber's switches are saved.
+    if (writes_in_flight_ == 0 || engine_->storage_manager().local_disk() == nullptr) {
       retrieve_request();
     } else {
       load_fiber_.start([this] { retrieve_request(); });
@@ -645,12 +647,10 @@ bool LmcacheConnector::charge_request() {
 bool LmcacheConnector::sleep(double seconds) {
   if (!load_fiber_.inside() || writes_in_flight_ == 0) return false;
   const SimDuration d = from_seconds(seconds);
-  if (!std::exchange(load_slept_, true)) {
+  if (wait_sleeps_++ == 0) {  // the load's first sleep
     ++stats_.memory_waits;
     wait_start_ = ctx_.sim->now();
-    wait_sleeps_ = 0;
   }
-  ++wait_sleeps_;
   stats_.memory_wait_ns += d;
   ctx_.sim->schedule_after(d, [this] { resume_load(); });
   load_fiber_.suspend();

@@ -188,9 +188,9 @@ class LmcacheConnector final : public KvConnector,
   // Bulk mode: every load of the step, request after request from meta_.requests[index]
   // (load_from): the model's retrieve (retrieve_request, which leaves the request's stages in
   // load_stages_), then its stages (charge_request: false when it has none), then the next
-  // request; after the last, fire_ready(). With a disk tier each retrieve runs on load_fiber_: a
-  // disk get that finds no CPU memory sleeps in upstream's busy loop (sleep()), and resume_load
-  // continues it 0.1 s later, while the simulation goes on.
+  // request; after the last, fire_ready(). With a disk tier and writes in flight a retrieve runs
+  // on load_fiber_: a disk get that finds no CPU memory sleeps in upstream's busy loop (sleep()),
+  // and resume_load continues it 0.1 s later, while the simulation goes on.
   void load_bulk();
   void load_from(size_t index);
   void retrieve_request();
@@ -346,12 +346,11 @@ class LmcacheConnector final : public KvConnector,
   std::unique_ptr<LmcacheHealthMonitor> health_;
 
   // The bulk load under way: the request (index in meta_.requests), its stages (built by
-  // retrieve_request), whether its retrieve slept, since when and how often.
+  // retrieve_request), how often its retrieve slept and since when.
   size_t load_index_ = 0;
   std::shared_ptr<std::vector<LoadStage>> load_stages_;
-  bool load_slept_ = false;
-  SimTime wait_start_ = 0;
   int64_t wait_sleeps_ = 0;
+  SimTime wait_start_ = 0;
   // Last member: a load suspended at the end of a run is unwound before what it uses goes.
   Fiber load_fiber_;
 };

@@ -281,12 +281,12 @@ TEST(LocalDiskBackend, ABlockingGetThatCannotWaitRaisesWouldBusyWait) {
 }
 
 // Stores allocate without busy_loop (force_store_wait off): they store what fits and never
-// sleep.
+// sleep. (The sleeper answers false: a store that did sleep would raise, not spin.)
 TEST(LocalDiskBackend, StoresNeverSleep) {
   LMCacheEngine e(toy_config(4, 8), toy_metadata());
   put_a_on_disk_and_b_pending(e);
   ScriptedSleeper sleeper;
-  sleeper.on_sleep = [] { return true; };
+  sleeper.on_sleep = [] { return false; };
   e.storage_manager().local_disk()->set_busy_loop_sleeper(&sleeper);
   StoreResult r = store(e, seq(64, 9000));
   EXPECT_FALSE(r.error);

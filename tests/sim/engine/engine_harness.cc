@@ -45,9 +45,9 @@ namespace {
 
 RunResult run_reader(const scenario::Scenario& s, std::unique_ptr<workload::TraceReader> reader,
                      const workload::WorkloadOptions& options,
-                     const Cluster::MoverFactory& movers = {}) {
+                     const Cluster::MoverFactory& movers = {}, const std::string& out_dir = "") {
   workload::Workload w(std::move(reader), options);
-  report::RunRecorder rec(s, "<t>", "");
+  report::RunRecorder rec(s, "<t>", out_dir);
   Cluster c(s, &w, &rec, movers);
   RunResult r;
   c.set_request_observer([&](const report::RequestRecord& x) { r.records[x.index] = x; });
@@ -59,10 +59,10 @@ RunResult run_reader(const scenario::Scenario& s, std::unique_ptr<workload::Trac
 }  // namespace
 
 RunResult run_cluster(const scenario::Scenario& s, const std::string& trace,
-                      const workload::WorkloadOptions& options,
-                      const Cluster::MoverFactory& movers) {
+                      const workload::WorkloadOptions& options, const Cluster::MoverFactory& movers,
+                      const std::string& out_dir) {
   return run_reader(s, workload::open_trace_bytes("<t>", trace, workload::TraceFormat::kAuto),
-                    options, movers);
+                    options, movers, out_dir);
 }
 
 RunResult run_on_example_trace(const scenario::Scenario& s) {

@@ -38,10 +38,10 @@ scenario::Scenario lmcache_cpu_scenario(const std::string& name,
 
 // Runs the scenario on `trace` (any supported format, auto-detected) to completion, through the
 // workload transforms `options` (none by default); `movers`, when given, supplies each instance's
-// Mover (Cluster::MoverFactory).
+// Mover (Cluster::MoverFactory); `out_dir`, when given, receives the run directory's files.
 RunResult run_cluster(const scenario::Scenario& s, const std::string& trace,
                       const workload::WorkloadOptions& options = {},
-                      const Cluster::MoverFactory& movers = {});
+                      const Cluster::MoverFactory& movers = {}, const std::string& out_dir = "");
 
 // Runs the scenario on traces/examples/mooncake_conversation_10min.jsonl through the workload
 // options `kvtwin run` takes from it (rate scale, request cap, window, synthetic prefixes).

@@ -1,15 +1,13 @@
 // LMCache inside the simulated engine: hits, loads, stores and failed loads, computed by hand.
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <map>
-#include <sstream>
 
 #include "sim/cli/common.h"
 #include "sim/engine/cluster.h"
 #include "sim/scenario/scenario_loader.h"
-#include "sim/workload/trace_reader.h"
 #include "tests/sim/engine/engine_harness.h"
+#include "tests/support/command.h"
 #include "tests/support/paths.h"
 
 namespace kvtwin::sim::engine {
@@ -56,10 +54,10 @@ const char* kSharedPrompt =
     "10,1024,2,512,1 2\n";
 
 // Runs `rows` of a native CSV trace (arrival_s, prompt_tokens, output_tokens, block_size,
-// block_ids; no header).
-Result run(const scenario::Scenario& s, const std::string& rows) {
+// block_ids; no header), writing the run directory to `out_dir` when given.
+Result run(const scenario::Scenario& s, const std::string& rows, const std::string& out_dir = "") {
   return harness::run_cluster(
-      s, "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n" + rows);
+      s, "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n" + rows, {}, {}, out_dir);
 }
 
 // One modelled PCIe copy of `bytes` in this file's scenario: the bytes at `gbps` (GB/s = bytes
@@ -73,6 +71,23 @@ SimTime pcie_copy_ns(int64_t bytes, int64_t gbps) {
 SimTime store_copy_ns(int64_t bytes, int64_t chunks, int64_t gbps) {
   return pcie_copy_ns(bytes, gbps) + (chunks - 1) * 10'000;
 }
+
+// A disk read of `bytes` in this file's scenario: the bytes at the default 7 GB/s, rounded up to
+// the ns, plus the default 80-µs disk latency.
+SimTime disk_read_ns(int64_t bytes) {
+  return (bytes + 6) / 7 + 80'000;
+}
+
+// A CPU tier of 4 chunks (0.125 GiB), a 1-GiB disk tier and 1-GB/s disk writes: B's 4 writes
+// (134 ms) hold the whole CPU tier for a while (the memory-wait tests below).
+const std::vector<std::string> kSmallCpuTierSlowDiskWrites = {"lmcache.max_local_cpu_size_gb=0.125",
+                                                              "lmcache.max_local_disk_size_gb=1",
+                                                              "links.disk_write_gbps=1"};
+// A (0 s) and B (10 s) store 4 chunks each; C (10.01 s) has A's prompt.
+const char* kLoadDuringWrites =
+    "0,1024,1,512,1 2\n"
+    "10,1024,1,512,3 4\n"
+    "10.01,1024,1,512,1 2\n";
 
 // A and C share a 1024-token prompt; B in between evicts A's last 29 GPU blocks (the pool has
 // 99 usable blocks: B takes the 35 never-used ones, then A's blocks tail first).
@@ -100,13 +115,7 @@ TEST(LmcacheEngine, CpuTierServesWhatTheGpuEvicted) {
 // evicts B's copies and reads. TTFT = 0.2 s + the disk read (64 MiB at 7 GB/s + 80 µs) + the copy
 // to the GPU + one step of 1 token.
 TEST(LmcacheEngine, ADiskLoadSleepsUntilInFlightWritesFreeCpuMemory) {
-  const char* trace =
-      "0,1024,1,512,1 2\n"
-      "10,1024,1,512,3 4\n"
-      "10.01,1024,1,512,1 2\n";
-  Result r = run(scenario_with({"lmcache.max_local_cpu_size_gb=0.125",
-                                "lmcache.max_local_disk_size_gb=1", "links.disk_write_gbps=1"}),
-                 trace);
+  Result r = run(scenario_with(kSmallCpuTierSlowDiskWrites), kLoadDuringWrites);
   const auto& c = r.records.at(2);
   ASSERT_LT(r.records.at(1).finish, c.arrival);  // B's writes started before C came
   EXPECT_EQ(c.gpu_hit_tokens, 560);
@@ -114,38 +123,21 @@ TEST(LmcacheEngine, ADiskLoadSleepsUntilInFlightWritesFreeCpuMemory) {
   EXPECT_EQ(r.summary.stalled_loads, 0u);
   EXPECT_EQ(r.summary.memory_waits.loads, 1u);
   EXPECT_DOUBLE_EQ(r.summary.memory_waits.wait_s, 0.2);
-  const SimTime disk_read = (67'108'864 + 6) / 7 + 80'000;
   EXPECT_EQ(c.first_token - c.arrival,
-            200'000'000 + disk_read + pcie_copy_ns(67'108'864, 35) + 1'001'000);
+            200'000'000 + disk_read_ns(67'108'864) + pcie_copy_ns(67'108'864, 35) + 1'001'000);
 }
 
 // The timeline shows the wait: C's retrieve sleeps at 10.01 s and 10.11 s and ends at 10.21 s, a
 // 200,000-µs span of 2 sleeps on instance 0's memory-wait thread (17).
 TEST(LmcacheEngine, AMemoryWaitIsASpanOfTheTimeline) {
-  const scenario::Scenario s =
-      scenario_with({"lmcache.max_local_cpu_size_gb=0.125", "lmcache.max_local_disk_size_gb=1",
-                     "links.disk_write_gbps=1"});
   const std::string dir = kvtwin::testing::scratch_subdir();
-  {
-    workload::Workload w(
-        workload::open_trace_bytes("<t>",
-                                   "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
-                                   "0,1024,1,512,1 2\n10,1024,1,512,3 4\n10.01,1024,1,512,1 2\n",
-                                   workload::TraceFormat::kAuto),
-        {});
-    report::RunRecorder rec(s, "<t>", dir);
-    Cluster c(s, &w, &rec);
-    c.run(nullptr);
-    rec.finish(c.now());
-  }
-  std::ifstream in(dir + "/trace.json");
-  std::stringstream json;
-  json << in.rdbuf();
-  EXPECT_NE(json.str().find("{\"ph\": \"X\", \"pid\": 1, \"tid\": 17, \"name\": \"memory wait\", "
-                            "\"ts\": 10010000, \"dur\": 200000, \"args\": {\"sleeps\": 2}}"),
+  run(scenario_with(kSmallCpuTierSlowDiskWrites), kLoadDuringWrites, dir);
+  const std::string json = kvtwin::testing::slurp(dir + "/trace.json");
+  EXPECT_NE(json.find("{\"ph\": \"X\", \"pid\": 1, \"tid\": 17, \"name\": \"memory wait\", "
+                      "\"ts\": 10010000, \"dur\": 200000, \"args\": {\"sleeps\": 2}}"),
             std::string::npos)
-      << json.str().substr(0, 2000);
-  EXPECT_NE(json.str().find("\"tid\": 17, \"args\": {\"name\": \"lmcache memory wait\"}"),
+      << json.substr(0, 2000);
+  EXPECT_NE(json.find("\"tid\": 17, \"args\": {\"name\": \"lmcache memory wait\"}"),
             std::string::npos);
 }
 
@@ -156,14 +148,12 @@ TEST(LmcacheEngine, ADiskLoadDoesNotSleepWhenCpuMemoryIsEvictable) {
       "0,1024,1,512,1 2\n"
       "10,1024,1,512,3 4\n"
       "11,1024,1,512,1 2\n";
-  Result r = run(scenario_with({"lmcache.max_local_cpu_size_gb=0.125",
-                                "lmcache.max_local_disk_size_gb=1", "links.disk_write_gbps=1"}),
-                 trace);
+  Result r = run(scenario_with(kSmallCpuTierSlowDiskWrites), trace);
   const auto& c = r.records.at(2);
   EXPECT_EQ(c.loaded_tokens[report::kTierDisk], 512);
   EXPECT_EQ(r.summary.memory_waits.loads, 0u);
   EXPECT_EQ(c.first_token - c.arrival,
-            (67'108'864 + 6) / 7 + 80'000 + pcie_copy_ns(67'108'864, 35) + 1'001'000);
+            disk_read_ns(67'108'864) + pcie_copy_ns(67'108'864, 35) + 1'001'000);
 }
 
 // Upstream's start_load_kv retrieves request after request, each after the one before has read
@@ -185,10 +175,9 @@ TEST(LmcacheEngine, ALaterRequestsRetrieveAllocatesAfterTheEarlierRequestsCopies
       "10.0675,200,1,512,4\n"
       "10.068,512,1,512,2\n"
       "10.068,512,1,512,1\n";
-  Result r = run(scenario_with({"lmcache.max_local_cpu_size_gb=0.125",
-                                "lmcache.max_local_disk_size_gb=1", "links.disk_write_gbps=1",
-                                "vllm.enable_prefix_caching=false", "vllm.async_scheduling=false"}),
-                 trace);
+  std::vector<std::string> sets = kSmallCpuTierSlowDiskWrites;
+  sets.insert(sets.end(), {"vllm.enable_prefix_caching=false", "vllm.async_scheduling=false"});
+  Result r = run(scenario_with(sets), trace);
   const auto& f = r.records.at(3);
   const auto& r1 = r.records.at(4);
   const auto& r2 = r.records.at(5);
@@ -197,8 +186,8 @@ TEST(LmcacheEngine, ALaterRequestsRetrieveAllocatesAfterTheEarlierRequestsCopies
   EXPECT_EQ(r2.loaded_tokens[report::kTierDisk], 512);
   EXPECT_EQ(r.summary.memory_waits.loads, 0u);
   EXPECT_EQ(r.summary.stalled_loads, 0u);
-  const SimTime h2d = pcie_copy_ns(67'108'864, 35);         // 1,927,397 ns
-  const SimTime disk_read = (67'108'864 + 6) / 7 + 80'000;  // 9,666,981 ns
+  const SimTime h2d = pcie_copy_ns(67'108'864, 35);    // 1,927,397 ns
+  const SimTime disk_read = disk_read_ns(67'108'864);  // 9,666,981 ns
   EXPECT_EQ(r1.first_token, f.finish + h2d + disk_read + h2d + 1'002'000);
   EXPECT_EQ(r2.first_token, r1.first_token);
 }
