@@ -467,6 +467,22 @@ void notes(Lines& line, const scenario::Scenario& base, const Axis& axis, const 
         "            replays another part of the trace (workload.max_requests keeps the same "
         "ones)\n",
         who.c_str());
+  // The answer held on a window so short that most of its requests were still in the system
+  // when the last one arrived (a system that keeps up holds about rate x E2E, a small share of a
+  // long window): it served one burst, which says little about the rate it can sustain.
+  if (r.ok()) {
+    const report::Summary& m = r.ok()->summary;
+    if (m.finished >= 4 && 2 * m.load.in_system_at_last_arrival > m.finished)
+      line(
+          "note        %sat %s %s, %llu of the %llu finished requests were still in the system "
+          "at\n"
+          "            the last arrival: the window is one burst, not a sustained load; replay "
+          "more\n"
+          "            requests (workload.max_requests) before trusting the answer\n",
+          who.c_str(), name.c_str(), value_text(axis, r.ok()->value).c_str(),
+          static_cast<unsigned long long>(m.load.in_system_at_last_arrival),
+          static_cast<unsigned long long>(m.finished));
+  }
   // At every probe the rejected requests alone left too few to reach the target (prompts over
   // vllm.max_model_len, say): the key searched was not what stood in the way. (Then no value
   // held: a holding probe finished a share >= target of its requests.)

@@ -67,7 +67,9 @@
 // search in which every probe rejected more than 1 - A of its requests (prompts over
 // max_model_len: no value of the key could hold), and otherwise a search over the rate in which
 // no value held while the trace's largest arrival group (requests at one instant, which no
-// rate_scale separates) is report::kBurstHint or more.
+// rate_scale separates) is report::kBurstHint or more. A note also says when, at the holding
+// value, more than half of the finished requests were still in the system at the last arrival
+// (load.in_system_at_last_arrival): the window was one burst, too short to show a sustained rate.
 //
 // --vary (sweep's grid, sim/cli/grid.h; never the key searched) runs one such search per point
 // of the grid, each exactly the search that --set of the point's values runs alone: the frontier

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <thread>
 
@@ -57,8 +59,15 @@ workload::WorkloadOptions workload_options(const scenario::Scenario& s) {
 
 std::string scenario_trace_name(const scenario::Scenario& s, const std::string& trace_override) {
   if (!trace_override.empty()) return trace_override;
-  if (!s.workload.trace.empty())
-    return s.workload.trace.front() == '/' ? s.workload.trace : s.base_dir + "/" + s.workload.trace;
+  if (!s.workload.trace.empty()) {
+    std::string path =
+        s.workload.trace.front() == '/' ? s.workload.trace : s.base_dir + "/" + s.workload.trace;
+    // A trace the scenario names and nobody can read is the scenario's error: name its key.
+    if (::access(path.c_str(), R_OK) != 0)
+      scenario::scenario_error(s, "workload.trace",
+                               "cannot open trace " + path + ": " + std::strerror(errno));
+    return path;
+  }
   return std::string(embedded::kDefaultTraceName);
 }
 

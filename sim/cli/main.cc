@@ -33,7 +33,8 @@ void add_scenario_options(CLI::App* cmd, std::string* scenario, std::string* tra
                           std::vector<std::string>* sets) {
   cmd->add_option("--scenario", *scenario, "scenario TOML (default: embedded default)");
   cmd->add_option("--trace", *trace, "trace file, overrides workload.trace");
-  cmd->add_option("--set", *sets, "override a scenario field: key=value (repeatable)");
+  cmd->add_option("--set", *sets, "override a scenario field: key=value (repeatable)")
+      ->allow_extra_args(false);
 }
 
 int dispatch(int argc, char** argv) {
@@ -114,7 +115,8 @@ int dispatch(int argc, char** argv) {
   validate_cmd->add_option("--scenario", validate.scenario,
                            "validate a simulation run of this scenario (disk / remote transfers)");
   validate_cmd->add_option("--trace", validate.trace, "--scenario: trace file");
-  validate_cmd->add_option("--set", validate.sets, "--scenario: override a field, key=value");
+  validate_cmd->add_option("--set", validate.sets, "--scenario: override a field, key=value")
+      ->allow_extra_args(false);
   validate_cmd->add_option("--max-requests", validate.max_requests,
                            "--scenario: first N requests only (workload.max_requests)");
   validate_cmd->add_option("--max-duration-s", validate.max_duration_s,
@@ -155,7 +157,8 @@ int dispatch(int argc, char** argv) {
           "--vary", sweep.vary,
           "key=v1,v2,... or k1/k2=a1/b1,a2/b2 for keys set together (repeatable; the first "
           "is the x axis)")
-      ->required();
+      ->required()
+      ->allow_extra_args(false);
   sweep_cmd->add_option("-j,--jobs", sweep.jobs, "points simulated in parallel")
       ->check(CLI::Range(1, 1024));
   sweep_cmd->add_option("--out", sweep.out, "directory for sweep.csv, per-point summaries, plots");
@@ -180,10 +183,11 @@ int dispatch(int argc, char** argv) {
   capacity_cmd
       ->add_flag("--least", capacity.least, "find the least of the key that holds (a resource)")
       ->excludes(most_flag);
-  capacity_cmd->add_option(
-      "--vary", capacity.vary,
-      "key=v1,v2,... or k1/k2=a1/b1,... (repeatable): one search at each point of the "
-      "grid");
+  capacity_cmd
+      ->add_option("--vary", capacity.vary,
+                   "key=v1,v2,... or k1/k2=a1/b1,... (repeatable): one search at each point of the "
+                   "grid")
+      ->allow_extra_args(false);
   capacity_cmd->add_option("--slo-attainment", capacity.slo_attainment,
                            "share of the requests that must finish within both SLOs (a rejected or "
                            "failed one misses), in (0, 1]");
@@ -233,7 +237,8 @@ int dispatch(int argc, char** argv) {
   stats_cmd->add_option("--scenario", stats.scenario,
                         "scenario whose [workload] transforms apply and whose model sizes the "
                         "working set (default: the embedded default)");
-  stats_cmd->add_option("--set", stats.sets, "override a scenario field: key=value");
+  stats_cmd->add_option("--set", stats.sets, "override a scenario field: key=value")
+      ->allow_extra_args(false);
   stats_cmd->add_option("--window-s", stats.window_s, "working-set window in seconds")
       ->check(CLI::Validator(
           [](std::string& text) {
@@ -254,7 +259,8 @@ int dispatch(int argc, char** argv) {
   convert_cmd->add_option("--scenario", convert.scenario,
                           "scenario whose [workload] transforms apply (rate scale, limits, "
                           "synthetic prefixes)");
-  convert_cmd->add_option("--set", convert.sets, "override a scenario field: key=value");
+  convert_cmd->add_option("--set", convert.sets, "override a scenario field: key=value")
+      ->allow_extra_args(false);
   convert_cmd->callback([&] { exit_code = kvtwin::sim::cli::run_trace_convert(convert); });
 
   try {

@@ -64,8 +64,8 @@ std::string trace_stats_json(const workload::TraceStats& s, const std::string& n
     j.field("unique_blocks", s.unique_blocks);
     j.field("prefix_reuse_blocks", ratio(s.prefix_hit_blocks, s.block_refs));
     j.field("prefix_reuse_tokens", ratio(s.prefix_hit_tokens, s.tokens_with_ids));
-    j.field("working_set_tokens", s.unique_block_tokens);
-    j.field("working_set_bytes", static_cast<double>(s.unique_block_tokens) * kv_bytes_per_token);
+    j.field("working_set_tokens", s.working_set_tokens());
+    j.field("working_set_bytes", static_cast<double>(s.working_set_tokens()) * kv_bytes_per_token);
     if (s.window_s > 0) {
       j.key("busiest_window");
       j.begin_object();
@@ -90,13 +90,19 @@ int run_trace_stats(const TraceStatsOptions& o) {
   workload::Workload w(workload::open_trace(o.file, parse_format(o.format, "--format")),
                        window_options(s));
   workload::TraceStats stats = workload::compute_trace_stats(&w, o.window_s);
-  double kv =
-      static_cast<double>(hw::derive_geometry(s).kv_bytes_per_token) * s.gpu.tensor_parallel;
+  // Under MLA every rank holds the same latent KV, and LMCache (save_only_first_rank, its
+  // default there) keeps rank 0's copy alone: the distinct bytes are one rank's.
+  const bool one_copy = s.model.attention == "mla" && s.lmcache.save_only_first_rank;
+  double kv = static_cast<double>(hw::derive_geometry(s).kv_bytes_per_token) *
+              (one_copy ? 1 : s.gpu.tensor_parallel);
   std::string text = o.json ? trace_stats_json(stats, o.file, kv, s.model.name)
                             : workload::format_trace_stats(stats, o.file, kv);
   if (!o.json)
     text += "KV bytes per token    " + std::to_string(static_cast<int64_t>(kv)) + " (" +
-            s.model.name + ", all ranks)\n";
+            s.model.name +
+            (one_copy ? ", one rank's copy: MLA ranks hold the same latent and LMCache keeps rank "
+                        "0's (lmcache.save_only_first_rank))\n"
+                      : ", all ranks)\n");
   std::fputs(text.c_str(), stdout);
   return 0;
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "model/check.h"
+#include "sim/scenario/scenario_loader.h"
 
 namespace kvtwin::sim::engine {
 
@@ -26,7 +27,7 @@ namespace {
 SchedulerConfig scheduler_config(const scenario::Scenario& s, const KvCacheLayout& layout) {
   SchedulerConfig c;
   c.max_num_batched_tokens = s.vllm.max_num_batched_tokens;
-  c.max_num_seqs = s.vllm.max_num_seqs;
+  c.max_num_seqs = scenario::effective_max_num_seqs(s);
   c.long_prefill_token_threshold = s.vllm.long_prefill_token_threshold;
   c.enable_chunked_prefill = s.vllm.enable_chunked_prefill;
   if (s.model.encoder_layers > 0) {
@@ -42,7 +43,8 @@ SchedulerConfig scheduler_config(const scenario::Scenario& s, const KvCacheLayou
   c.async_scheduling = s.vllm.async_scheduling;
   c.priority_policy = s.vllm.scheduling_policy == "priority";
   bool has_mamba = s.model.layer_pattern.find('M') != std::string::npos;
-  c.mamba_block_aligned_split = has_mamba && s.vllm.mamba_cache_mode == "align";
+  c.mamba_block_aligned_split =
+      has_mamba && effective_mamba_cache_mode(s) == model::vllm::MambaCacheMode::kAlign;
   return c;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <numeric>
 
 #include "model/vllm/math_utils.h"
 #include "sim/io/input_error.h"
@@ -27,20 +28,53 @@ std::string kv_dtype_name(const hw::ModelGeometry& g) {
   return g.kv_bytes == 1 ? "fp8" : g.kv_bytes == 4 ? "float32" : "bfloat16";
 }
 
+bool capability_family(const scenario::Scenario& s, int major) {
+  return static_cast<int>(s.gpu.compute_capability) == major;
+}
+
+// The block size vLLM's default MLA backend forces (CudaPlatform.check_and_update_config).
+int mla_block_size(const scenario::Scenario& s, int block_size) {
+  if (capability_family(s, 9)) return block_size % 64 != 0 ? 64 : block_size;  // FlashMLA
+  if (capability_family(s, 10)) {
+    if (s.model.head_size == 128)  // FlashInfer-MLA (qk_nope_head_dim 128)
+      return block_size != 32 && block_size % 64 != 0 ? 64 : block_size;
+    return block_size % 128 != 0 ? 128 : block_size;  // CUTLASS-MLA
+  }
+  return block_size;
+}
+
 // Step 1: one spec per layer.
 std::vector<LayerSpec> layer_specs(const scenario::Scenario& s, const hw::ModelGeometry& g,
                                    int* attention_block_size) {
+  using model::vllm::cdiv;
+  using model::vllm::MambaCacheMode;
   const int tp = g.tp;
   const int kv_heads = g.mla ? 1 : std::max(1, s.model.num_kv_heads / tp);
   const int head_size = g.mla ? s.model.kv_lora_rank + s.model.qk_rope_head_dim : g.head_size;
   const int64_t attn_bytes_per_token = g.kv_bytes_per_token_per_layer;
-  int block_size = s.vllm.block_size;
+  int block_size = g.mla ? mla_block_size(s, s.vllm.block_size) : s.vllm.block_size;
+  const MambaCacheMode mamba_mode = effective_mamba_cache_mode(s);
+  int64_t mamba_block = s.vllm.max_model_len;  // mode "none": one block holds the only state
   if (g.num_mamba_layers > 0) {
-    // The attention page must hold one Mamba state: grow block_size in multiples of 16.
-    int64_t need = g.mamba_state_bytes_per_layer;
-    int64_t tokens = (need + attn_bytes_per_token - 1) / attn_bytes_per_token;
-    int64_t aligned = (tokens + 15) / 16 * 16;
-    block_size = static_cast<int>(std::max<int64_t>(block_size, aligned));
+    // The attention page must hold one Mamba state, in blocks of the kernel's alignment.
+    const int64_t align = g.mla ? 64 : capability_family(s, 10) && g.head_size == 256 ? 32 : 16;
+    const int64_t state = g.mamba_state_bytes_per_layer;
+    int64_t attn_block;
+    if (mamba_mode == MambaCacheMode::kAll) {
+      const int64_t chunk = std::lcm(int64_t{s.model.mamba_chunk_size}, align);
+      attn_block = chunk * cdiv(cdiv(state, attn_bytes_per_token), chunk);
+      mamba_block = attn_block;
+      if (attn_block < block_size)
+        scenario::scenario_error(s, "vllm.block_size",
+                                 "with vllm.mamba_cache_mode = \"all\" vLLM's Mamba block is " +
+                                     std::to_string(attn_block) +
+                                     " tokens, smaller than the attention block: kvtwin does not "
+                                     "model blocks of two sizes; lower vllm.block_size");
+    } else {
+      attn_block = align * cdiv(state, align * attn_bytes_per_token);
+    }
+    block_size = static_cast<int>(std::max<int64_t>(block_size, attn_block));
+    if (mamba_mode == MambaCacheMode::kAlign) mamba_block = block_size;
   }
   *attention_block_size = block_size;
   const int64_t attn_page = int64_t{block_size} * attn_bytes_per_token;
@@ -59,20 +93,23 @@ std::vector<LayerSpec> layer_specs(const scenario::Scenario& s, const hw::ModelG
         l.page_bytes = attn_page;
         break;
       case hw::LayerKind::kSliding:
-        spec.kind = KVCacheSpecKind::kSlidingWindow;
-        spec.sliding_window = s.model.sliding_window;
+        // A KV connector (LMCache) turns vLLM's hybrid manager off, and unify_hybrid_kv_cache_
+        // specs makes sliding-window layers full attention: blocks for every token (the
+        // attention itself stays windowed).
+        if (s.lmcache.enabled) {
+          spec.kind = g.mla ? KVCacheSpecKind::kMLAAttention : KVCacheSpecKind::kFullAttention;
+        } else {
+          spec.kind = KVCacheSpecKind::kSlidingWindow;
+          spec.sliding_window = s.model.sliding_window;
+        }
         l.page_bytes = attn_page;
         break;
       case hw::LayerKind::kMamba: {
         spec.kind = KVCacheSpecKind::kMamba;
         spec.num_kv_heads = 0;
         spec.head_size = 0;
-        auto mode = model::vllm::mamba_cache_mode_from_name(s.vllm.mamba_cache_mode);
-        spec.mamba_cache_mode = *mode;
-        // Without prefix caching of states ("none") one block holds the request's only state.
-        spec.block_size = spec.mamba_cache_mode == model::vllm::MambaCacheMode::kNone
-                              ? static_cast<int>(s.vllm.max_model_len)
-                              : block_size;
+        spec.mamba_cache_mode = mamba_mode;
+        spec.block_size = static_cast<int>(mamba_block);
         l.page_bytes = attn_page;  // padded to the attention page
         break;
       }
@@ -179,11 +216,40 @@ void check_enough_kv_cache_memory(const KvCacheLayout& layout, const scenario::S
   scenario::scenario_error(s, "vllm.max_model_len", buf);
 }
 
+// The constraints vLLM asserts for Mamba cache mode "align" (MambaModelConfig and
+// VllmConfig.__post_init__, after the block size has grown to hold a state).
+void check_mamba_align(const KvCacheLayout& layout, const scenario::Scenario& s) {
+  const int bs = layout.attention_block_size;
+  if (!s.vllm.enable_chunked_prefill)
+    scenario::scenario_error(s, "vllm.enable_chunked_prefill",
+                             "vLLM needs chunked prefill for vllm.mamba_cache_mode = \"align\"");
+  if (bs > s.vllm.max_num_batched_tokens)
+    scenario::scenario_error(
+        s, "vllm.max_num_batched_tokens",
+        "with vllm.mamba_cache_mode = \"align\" vLLM needs the block (" + std::to_string(bs) +
+            " tokens, grown to hold a Mamba state) <= vllm.max_num_batched_tokens (" +
+            std::to_string(s.vllm.max_num_batched_tokens) + ")");
+  if (s.vllm.long_prefill_token_threshold > 0 && s.vllm.long_prefill_token_threshold < bs)
+    scenario::scenario_error(
+        s, "vllm.long_prefill_token_threshold",
+        "with vllm.mamba_cache_mode = \"align\" vLLM needs long_prefill_token_threshold 0 or >= "
+        "the block (" +
+            std::to_string(bs) + " tokens, grown to hold a Mamba state)");
+}
+
 }  // namespace
+
+model::vllm::MambaCacheMode effective_mamba_cache_mode(const scenario::Scenario& s) {
+  if (!s.vllm.enable_prefix_caching) return model::vllm::MambaCacheMode::kNone;
+  return *model::vllm::mamba_cache_mode_from_name(s.vllm.mamba_cache_mode);
+}
 
 KvCacheLayout derive_kv_cache_layout(const scenario::Scenario& s, const hw::ModelGeometry& g) {
   KvCacheLayout layout;
   std::vector<LayerSpec> layers = layer_specs(s, g, &layout.attention_block_size);
+  if (g.num_mamba_layers > 0 &&
+      effective_mamba_cache_mode(s) == model::vllm::MambaCacheMode::kAlign)
+    check_mamba_align(layout, s);
 
   // Step 2: groups. Layers with equal specs, in first-appearance order.
   std::vector<std::pair<KVCacheSpec, std::vector<size_t>>> by_spec;

@@ -4,10 +4,19 @@
 //
 //   1. One spec per layer (per tensor-parallel rank):
 //        F  full attention (MLA: one latent "head" of kv_lora_rank + qk_rope_head_dim)
-//        S  sliding window
+//        S  sliding window; full attention when LMCache is on (a KV connector turns vLLM's hybrid
+//           manager off, and unify_hybrid_kv_cache_specs converts the specs: one group)
 //        M  Mamba-2 state: one block holds a whole state; attention block_size grows to the
-//           smallest multiple of 16 whose page holds a state, and the Mamba page is padded to
-//           the attention page (vLLM's hybrid attention/Mamba page alignment)
+//           smallest multiple of the kernel alignment a (16; 64 for MLA; 32 for head size 256
+//           on compute capability 10) whose page holds a state — with mamba_cache_mode "all",
+//           to a multiple of lcm(model.mamba_chunk_size, a) — and the Mamba page is padded to
+//           the attention page (vLLM's HybridAttentionMambaModelConfig). The Mamba block is
+//           max_model_len tokens in mode "none" (forced when prefix caching is off), the
+//           attention block in "align", the chunk-aligned size in "all"
+//        MLA: block_size is forced by vLLM's default MLA backend (platforms/cuda.py): on
+//           compute capability 9.x (FlashMLA) to 64 unless a multiple of 64; on 10.x
+//           FlashInfer-MLA (head size 128) to 64 unless 32 or a multiple of 64, CUTLASS-MLA
+//           (otherwise) to 128 unless a multiple of 128; elsewhere kept
 //        encoder-decoder: each decoder layer also has a cross-attention layer
 //   2. Every layer the same spec → one group. Otherwise page sizes are unified (a smaller page's
 //      block_size is multiplied up to the largest page) and layers are split into groups of equal
@@ -61,7 +70,13 @@ inline constexpr int64_t kMaxGpuBlocksPerInstance = int64_t{1} << 24;
 inline constexpr int64_t kMaxGpuBlocksTotal = int64_t{1} << 26;
 
 // Throws InputError (naming the scenario key that sets the count) when no block fits, when more
-// than kMaxGpuBlocksPerInstance would, or when vLLM's start-up check (step 4 above) fails.
+// than kMaxGpuBlocksPerInstance would, or when vLLM's start-up check (step 4 above) fails; and,
+// as vLLM refuses to start, for Mamba cache mode "align" without chunked prefill, with a block
+// larger than max_num_batched_tokens or with a long_prefill_token_threshold in (0, block).
 KvCacheLayout derive_kv_cache_layout(const scenario::Scenario& s, const hw::ModelGeometry& g);
+
+// The Mamba cache mode vLLM runs with: vllm.mamba_cache_mode, but "none" whenever prefix
+// caching is off (vLLM's MambaModelConfig forces it).
+model::vllm::MambaCacheMode effective_mamba_cache_mode(const scenario::Scenario& s);
 
 }  // namespace kvtwin::sim::engine

@@ -8,19 +8,20 @@ namespace kvtwin::sim::hw {
 
 double dtype_bytes(const std::string& dtype) {
   if (dtype == "float32") return 4;
-  if (dtype == "fp8") return 1;
+  if (dtype == "fp8" || dtype == "fp8_e4m3" || dtype == "fp8_e5m2") return 1;
   if (dtype == "mxfp4") return 0.53125;
   return 2;  // bfloat16, float16
 }
 
 double ModelGeometry::weight_bytes_per_rank() const {
-  double attn = attn_params_per_layer * (num_full_layers + num_sliding_layers) +
-                mamba_params_per_layer * num_mamba_layers;
-  double mlp =
-      dense_mlp_params * num_dense_mlp_layers +
-      num_moe_layers * (router_params + expert_params * (num_experts + num_shared_experts));
-  double enc = encoder_params_per_layer * encoder_layers;
-  return (attn + mlp + lm_head_params + enc) * weight_bytes;
+  double linear =
+      attn_params_per_layer * (num_full_layers + num_sliding_layers) +
+      mamba_params_per_layer * num_mamba_layers + dense_mlp_params * num_dense_mlp_layers +
+      num_moe_layers * expert_params * num_shared_experts +
+      encoder_params_per_layer * encoder_layers + cross_attn_params_per_layer * num_layers;
+  double experts = num_moe_layers * expert_params * num_experts;
+  double head = lm_head_params + embed_params + num_moe_layers * router_params;
+  return linear * linear_weight_bytes + experts * expert_weight_bytes + head * head_weight_bytes;
 }
 
 ModelGeometry derive_geometry(const scenario::Scenario& s) {
@@ -45,10 +46,14 @@ ModelGeometry derive_geometry(const scenario::Scenario& s) {
   g.heads_per_rank = m.num_heads / g.tp;
   g.head_size = m.head_size;
   g.vocab_size = m.vocab_size;
-  g.weight_bytes = dtype_bytes(m.dtype);
   g.activation_bytes = m.dtype == "float32" ? 4 : 2;
+  g.head_weight_bytes = g.activation_bytes;
+  g.expert_weight_bytes = dtype_bytes(m.dtype);
+  g.linear_weight_bytes = m.dtype == "mxfp4" ? g.activation_bytes : dtype_bytes(m.dtype);
+  // vLLM's "auto" KV type is the model's dtype: bfloat16 for checkpoints with quantized weights.
+  const bool quantized = m.dtype == "fp8" || m.dtype == "mxfp4";
   const std::string& kv_dtype = m.kv_cache_dtype != "auto" ? m.kv_cache_dtype
-                                : m.dtype == "mxfp4"       ? std::string("bfloat16")
+                                : quantized                ? std::string("bfloat16")
                                                            : m.dtype;
   g.kv_bytes = static_cast<int>(dtype_bytes(kv_dtype));
 
@@ -105,8 +110,11 @@ ModelGeometry derive_geometry(const scenario::Scenario& s) {
     g.num_dense_mlp_layers = m.intermediate_size > 0 ? m.num_layers : 0;
   }
   g.lm_head_params = hidden * m.vocab_size / tp;
-  if (m.encoder_layers > 0)
+  g.embed_params = m.tie_word_embeddings ? 0 : g.lm_head_params;
+  if (m.encoder_layers > 0) {
     g.encoder_params_per_layer = (4 * hidden * H * D) / tp + g.dense_mlp_params;
+    g.cross_attn_params_per_layer = (4 * hidden * H * D) / tp;
+  }
   KVTWIN_CHECK_LT(0, g.kv_bytes_per_token_per_layer);
   return g;
 }

@@ -48,9 +48,14 @@ struct ModelGeometry {
   int heads_per_rank = 0;
   int head_size = 0;
   int vocab_size = 0;
-  double weight_bytes = 2;   // per weight element
-  int activation_bytes = 2;  // per activation element (all-reduce traffic)
-  int kv_bytes = 2;          // per KV element
+  // Bytes per weight element. A quantized model.dtype quantizes the decoder's projections
+  // (fp8: attention, Mamba, MLPs and experts; mxfp4: the routed experts only, as gpt-oss ships);
+  // the embedding, the LM head and the MoE routers stay 16-bit (32-bit for float32).
+  double linear_weight_bytes = 2;  // attention / Mamba / MLP / shared-expert / encoder weights
+  double expert_weight_bytes = 2;  // routed experts
+  double head_weight_bytes = 2;    // embedding, LM head, routers
+  int activation_bytes = 2;        // per activation element (all-reduce traffic)
+  int kv_bytes = 2;                // per KV element
 
   // KV-cache sizes (per rank).
   int64_t kv_bytes_per_token_per_layer = 0;  // one attention layer (F or S)
@@ -70,16 +75,20 @@ struct ModelGeometry {
   int num_moe_layers = 0;
   int num_dense_mlp_layers = 0;
   double lm_head_params = 0;
+  double embed_params = 0;  // the input embedding when untied (memory only: a step gathers rows)
   // Encoder (encoder-decoder models).
   int encoder_layers = 0;
   int encoder_tokens = 0;
   double encoder_params_per_layer = 0;
+  // A decoder layer's cross-attention projections: q and o run per new token, k and v once per
+  // request over the encoder output.
+  double cross_attn_params_per_layer = 0;
 
   // Mamba core work.
   int mamba_d_inner_per_rank = 0;
   int mamba_state_size = 0;
 
-  // Total weight bytes per rank (what one step streams at least once, dense part).
+  // Weight bytes per rank: every parameter the rank holds (what the KV pool is sized after).
   double weight_bytes_per_rank() const;
 };
 

@@ -33,21 +33,24 @@ double RooflineStepModel::roofline_s(double flops, double bytes) const {
 double RooflineStepModel::linear_s(double tokens, double logits_tokens) const {
   if (tokens <= 0) return 0;
   const int attn_layers = g_.num_full_layers + g_.num_sliding_layers;
-  double dense_params =
-      g_.attn_params_per_layer * attn_layers + g_.mamba_params_per_layer * g_.num_mamba_layers +
-      g_.dense_mlp_params * g_.num_dense_mlp_layers +
-      g_.num_moe_layers * (g_.router_params + g_.expert_params * g_.num_shared_experts);
-  double flops = 2 * tokens * dense_params;
-  double bytes = dense_params * g_.weight_bytes;
+  // Cross attention's q and o projections run per new token (k and v: encoder_s).
+  double dense_params = g_.attn_params_per_layer * attn_layers +
+                        g_.mamba_params_per_layer * g_.num_mamba_layers +
+                        g_.dense_mlp_params * g_.num_dense_mlp_layers +
+                        g_.num_moe_layers * g_.expert_params * g_.num_shared_experts +
+                        g_.cross_attn_params_per_layer / 2 * g_.num_layers;
+  double routers = g_.num_moe_layers * g_.router_params;
+  double flops = 2 * tokens * (dense_params + routers);
+  double bytes = dense_params * g_.linear_weight_bytes + routers * g_.head_weight_bytes;
   if (g_.num_moe_layers > 0) {
     double e = g_.num_experts, k = g_.experts_per_token;
     double touched = e * (1 - std::pow(1 - k / e, tokens));
     flops += 2 * tokens * k * g_.expert_params * g_.num_moe_layers;
-    bytes += touched * g_.expert_params * g_.weight_bytes * g_.num_moe_layers;
+    bytes += touched * g_.expert_params * g_.expert_weight_bytes * g_.num_moe_layers;
   }
   double t = roofline_s(flops, bytes);
   // LM head: streamed once per step, computed for sampling slices only.
-  t += roofline_s(2 * logits_tokens * g_.lm_head_params, g_.lm_head_params * g_.weight_bytes);
+  t += roofline_s(2 * logits_tokens * g_.lm_head_params, g_.lm_head_params * g_.head_weight_bytes);
   return t;
 }
 
@@ -56,15 +59,21 @@ double RooflineStepModel::attention_s(const StepSlice& slice) const {
   const double c = static_cast<double>(slice.num_context_tokens);
   if (n <= 0) return 0;
   const double kv = static_cast<double>(g_.kv_bytes_per_token_per_layer);
-  // FLOPs per (query, key) pair: scores over D and values over D per head; MLA (absorbed) scores
-  // over the latent plus RoPE part (C + R) and values over the latent C.
-  const double per_pair =
-      g_.mla ? 2.0 * g_.heads_per_rank * (2.0 * g_.mla_kv_lora_rank + g_.mla_rope_dim)
-             : 4.0 * g_.heads_per_rank * g_.head_size;
+  const double H = g_.heads_per_rank, D = g_.head_size;
+  // FLOPs per (query, key) pair: scores over D and values over D per head. MLA: a decode (one
+  // new token) runs the absorbed form, scores over the latent plus RoPE part (C + R) and values
+  // over the latent C; a prefill runs the MHA form over up-projected keys (D + R) and values (D),
+  // after up-projecting the cached context's latent (kv_b_proj, C -> H·2D per token).
+  const bool mla_decode = g_.mla && n <= 1;
+  const double per_pair = !g_.mla      ? 4.0 * H * D
+                          : mla_decode ? 2.0 * H * (2.0 * g_.mla_kv_lora_rank + g_.mla_rope_dim)
+                                       : 2.0 * H * (2.0 * D + g_.mla_rope_dim);
+  const double up_projection =
+      g_.mla && !mla_decode ? 2.0 * c * g_.mla_kv_lora_rank * H * 2 * D : 0;
   double t = 0;
   if (g_.num_full_layers > 0) {
     double pairs = key_pairs(c, n, 0);
-    t += g_.num_full_layers * roofline_s(pairs * per_pair, (c + n + n) * kv);
+    t += g_.num_full_layers * roofline_s(pairs * per_pair + up_projection, (c + n + n) * kv);
   }
   if (g_.num_sliding_layers > 0) {
     double w = g_.sliding_window;
@@ -95,7 +104,11 @@ double RooflineStepModel::encoder_s(double e) const {
   if (e <= 0 || g_.encoder_layers == 0) return 0;
   double flops_layer =
       2 * e * g_.encoder_params_per_layer + 4 * e * e * g_.heads_per_rank * g_.head_size;
-  return g_.encoder_layers * roofline_s(flops_layer, g_.encoder_params_per_layer * g_.weight_bytes);
+  double t = g_.encoder_layers *
+             roofline_s(flops_layer, g_.encoder_params_per_layer * g_.linear_weight_bytes);
+  // Each decoder layer projects the encoder output to its cross-attention keys and values.
+  const double kv_params = g_.cross_attn_params_per_layer / 2;
+  return t + g_.num_layers * roofline_s(2 * e * kv_params, kv_params * g_.linear_weight_bytes);
 }
 
 StepTime RooflineStepModel::step_time(const std::vector<StepSlice>& batch) const {

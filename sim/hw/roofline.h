@@ -3,18 +3,24 @@
 // Each component costs max(FLOPs / (peak · compute_efficiency), bytes / (HBM · memory_eff.)):
 //
 //   linear     T = Σ new tokens over the batch, Lg = slices with logits
-//              FLOPs = 2·T·(attention/Mamba projections + dense MLPs + shared experts)
-//                    + 2·T·k·expert (MoE, k = experts_per_token) + 2·Lg·hidden·vocab/tp
+//              FLOPs = 2·T·(attention/Mamba projections + dense MLPs + shared experts + routers
+//                    + cross attention's q and o) + 2·T·k·expert (MoE, k = experts_per_token)
+//                    + 2·Lg·hidden·vocab/tp
 //              bytes = every dense weight once + touched experts' weights
-//                      (E·(1 − (1 − k/E)^T) experts per MoE layer) + the LM head
+//                      (E·(1 − (1 − k/E)^T) experts per MoE layer) + the LM head, each at its
+//                      own width (ModelGeometry: quantized projections, 16-bit head and routers)
 //   attention  per attention layer and slice (n new tokens on c cached):
 //              pairs = Σ_{i=1..n} keys(c + i), keys(x) = x (full) or min(x, window) (sliding)
 //              FLOPs = 4 · pairs · heads_per_rank · head_size
-//                      (mla: 2 · pairs · heads_per_rank · (2·kv_lora_rank + qk_rope_head_dim))
+//                mla, n = 1 (decode, absorbed): 2 · pairs · heads · (2·kv_lora_rank + rope)
+//                mla, n > 1 (prefill, MHA form): 2 · pairs · heads · (2·head_size + rope)
+//                      + 2 · c · kv_lora_rank · heads · 2·head_size (the cached context's
+//                      latent up-projected to keys and values)
 //              bytes = (keys(c + n) + n) · KV bytes per token per layer
 //              Mamba layer: FLOPs = 6·n·d_inner·d_state, bytes = 2 · state bytes
 //   encoder    encoder tokens e: 2·e·encoder params + 4·e²·heads·head_size per encoder layer,
-//              bytes = encoder weights
+//              bytes = encoder weights; then per decoder layer the cross-attention k and v
+//              projections of the e outputs: 2·e·(k, v params), bytes = those weights
 //   all-reduce tp > 1: 2 per decoder layer of T·hidden·activation bytes, ring:
 //              2·(tp−1)/tp · bytes / allreduce bandwidth + latency
 //   overhead   step_overhead_us, once per step

@@ -35,7 +35,10 @@ struct ModelConfig {
   int intermediate_size = 14336;
   int vocab_size = 128256;
   std::string dtype = "bfloat16";       // weights and activations
-  std::string kv_cache_dtype = "auto";  // "auto" = dtype, or fp8
+  std::string kv_cache_dtype = "auto";  // "auto" = dtype, bfloat16 or an fp8 type
+  // Untied input embedding and LM head (two vocab x hidden matrices), as most checkpoints;
+  // true: one shared matrix (Gemma, Whisper).
+  bool tie_word_embeddings = false;
   // Attention: "full" (MHA/GQA) or "mla" (DeepSeek-style latent attention).
   std::string attention = "full";
   int kv_lora_rank = 0;      // MLA latent size
@@ -56,6 +59,9 @@ struct ModelConfig {
   int mamba_state_size = 0;  // d_state
   int mamba_n_groups = 1;
   int mamba_conv_kernel = 4;
+  // The Mamba-2 kernel's chunk (the checkpoint's chunk_size): aligns the block size of
+  // mamba_cache_mode "all".
+  int mamba_chunk_size = 256;
   // Encoder-decoder (cross attention): encoder layers and the fixed encoder input per request.
   int encoder_layers = 0;
   int encoder_tokens = 0;
@@ -71,6 +77,9 @@ struct GpuConfig {
   double step_overhead_us = 3000;   // fixed cost per step (launches, sampling; the scheduler's
                                     // CPU time too unless vllm.*_cpu_us take it)
   int tensor_parallel = 1;
+  // CUDA compute capability (9.0 Hopper, 10.0 Blackwell, 8.0 Ampere): picks vLLM's default MLA
+  // backend, whose block size vLLM forces.
+  double compute_capability = 9.0;
   double allreduce_gbps = 300;  // per-GPU NVLink bus bandwidth seen by all-reduce
   double allreduce_latency_us = 8;
 };
@@ -86,7 +95,7 @@ struct VllmConfig {
   double gpu_memory_utilization = 0.9;
   double activation_reserve_gb = 4.0;  // per GPU, kept from the KV pool when deriving
   int max_num_batched_tokens = 8192;
-  int max_num_seqs = 256;
+  int max_num_seqs = 0;  // 0 = vLLM's default (scenario_loader.h: effective_max_num_seqs)
   int long_prefill_token_threshold = 0;  // 0 = off
   bool enable_prefix_caching = true;
   bool enable_chunked_prefill = true;

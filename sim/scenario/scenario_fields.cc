@@ -144,8 +144,12 @@ std::vector<FieldSpec> make_fields() {
                    {"bfloat16", "float16", "float32", "fp8", "mxfp4"},
                    "weight type (activations and all-reduce traffic are 16-bit unless float32)"));
   f.push_back(text("model.kv_cache_dtype", &S::model, &ModelConfig::kv_cache_dtype,
-                   {"auto", "bfloat16", "float16", "float32", "fp8"},
-                   "KV-cache element type (auto = model.dtype; bfloat16 for mxfp4 weights)"));
+                   {"auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2"},
+                   "KV-cache element type, as vLLM's --kv-cache-dtype (auto = model.dtype; "
+                   "bfloat16 for fp8 and mxfp4 weights)"));
+  f.push_back(boolean("model.tie_word_embeddings", &S::model, &ModelConfig::tie_word_embeddings,
+                      "one matrix for the input embedding and the LM head (false: two, each "
+                      "vocab_size x hidden_size, split over the ranks)"));
   f.push_back(text("model.attention", &S::model, &ModelConfig::attention, {"full", "mla"},
                    "attention of F layers: full (MHA/GQA) or mla (latent KV)"));
   f.push_back(numeric("model.kv_lora_rank", &S::model, &ModelConfig::kv_lora_rank, 0, 65536,
@@ -179,6 +183,11 @@ std::vector<FieldSpec> make_fields() {
                       "groups", "Mamba-2 B/C groups"));
   f.push_back(numeric("model.mamba_conv_kernel", &S::model, &ModelConfig::mamba_conv_kernel, 1, 64,
                       "tokens", "Mamba-2 causal convolution width"));
+  f.push_back(numeric("model.mamba_chunk_size", &S::model, &ModelConfig::mamba_chunk_size, 1,
+                      1 << 20, "tokens",
+                      "the Mamba-2 kernel's chunk (the checkpoint's chunk_size): with "
+                      "vllm.mamba_cache_mode = all the block size is a multiple of "
+                      "lcm(chunk, 16)"));
   f.push_back(numeric("model.encoder_layers", &S::model, &ModelConfig::encoder_layers, 0, 1024,
                       "layers", "encoder layers of an encoder-decoder model (0 = decoder only)"));
   f.push_back(numeric("model.encoder_tokens", &S::model, &ModelConfig::encoder_tokens, 0, 1 << 24,
@@ -201,6 +210,10 @@ std::vector<FieldSpec> make_fields() {
               "CPU time too unless vllm.schedule_cpu_us / output_cpu_us take it)"));
   f.push_back(numeric("gpu.tensor_parallel", &S::gpu, &GpuConfig::tensor_parallel, 1, 1024, "GPUs",
                       "tensor-parallel degree of one instance"));
+  f.push_back(numeric("gpu.compute_capability", &S::gpu, &GpuConfig::compute_capability, 7.0, 13.0,
+                      "",
+                      "CUDA compute capability (9.0 Hopper, 10.0 Blackwell, 8.0 Ampere): picks "
+                      "vLLM's default MLA backend and the block size it forces"));
   f.push_back(numeric("gpu.allreduce_gbps", &S::gpu, &GpuConfig::allreduce_gbps, 0.001, 1e5, "GB/s",
                       "all-reduce bus bandwidth per GPU (NVLink)"));
   f.push_back(numeric("gpu.allreduce_latency_us", &S::gpu, &GpuConfig::allreduce_latency_us, 0, 1e6,
@@ -211,8 +224,8 @@ std::vector<FieldSpec> make_fields() {
   f.push_back(text("step.profile", &S::step, &StepConfig::profile, {},
                    "profile CSV (relative to the scenario file) when step.model = profile"));
   // [vllm]
-  f.push_back(numeric("vllm.block_size", &S::vllm, &VllmConfig::block_size, 1, 4096, "tokens",
-                      "tokens per KV block"));
+  f.push_back(numeric("vllm.block_size", &S::vllm, &VllmConfig::block_size, 1, 256, "tokens",
+                      "tokens per KV block: 1, 8, 16, 32, 64, 128 or 256, as vLLM takes"));
   f.push_back(numeric("vllm.num_gpu_blocks", &S::vllm, &VllmConfig::num_gpu_blocks, 0, kBig,
                       "blocks", "KV blocks per instance (0 = derive from gpu_memory_utilization)"));
   f.push_back(numeric("vllm.gpu_memory_utilization", &S::vllm, &VllmConfig::gpu_memory_utilization,
@@ -221,8 +234,11 @@ std::vector<FieldSpec> make_fields() {
                       1e6, "GiB", "memory per GPU kept from the KV pool (activations, graphs)"));
   f.push_back(numeric("vllm.max_num_batched_tokens", &S::vllm, &VllmConfig::max_num_batched_tokens,
                       1, 1 << 24, "tokens", "token budget per step"));
-  f.push_back(numeric("vllm.max_num_seqs", &S::vllm, &VllmConfig::max_num_seqs, 1, 1 << 20,
-                      "requests", "running requests per step"));
+  f.push_back(numeric("vllm.max_num_seqs", &S::vllm, &VllmConfig::max_num_seqs, 0, 1 << 20,
+                      "requests",
+                      "running requests per step; 0: vLLM's default (vllm serve without "
+                      "--max-num-seqs): 1024 on a GPU of at least 70 GiB whose gpu.name does not "
+                      "contain A100, else 256, at most vllm.max_num_batched_tokens"));
   f.push_back(numeric("vllm.long_prefill_token_threshold", &S::vllm,
                       &VllmConfig::long_prefill_token_threshold, 0, 1 << 24, "tokens",
                       "cap on one request's prefill tokens per step (0 = off)"));

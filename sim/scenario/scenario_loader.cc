@@ -2,6 +2,8 @@
 
 #include <toml++/toml.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -159,18 +161,22 @@ void validate_model(const Scenario& s) {
   if (has_s && m.sliding_window <= 0)
     invalid(s, "model.sliding_window", "S layers need a window > 0");
   if (has_m && (m.mamba_num_heads <= 0 || m.mamba_head_dim <= 0 || m.mamba_state_size <= 0))
-    invalid(s, "model.mamba_num_heads",
-            "M layers need mamba_num_heads, mamba_head_dim and "
-            "mamba_state_size > 0");
+    invalid(s,
+            m.mamba_num_heads <= 0  ? "model.mamba_num_heads"
+            : m.mamba_head_dim <= 0 ? "model.mamba_head_dim"
+                                    : "model.mamba_state_size",
+            "M layers need mamba_num_heads, mamba_head_dim and mamba_state_size > 0");
   if (m.attention == "mla" && (m.kv_lora_rank <= 0 || m.qk_rope_head_dim <= 0))
     invalid(s, "model.kv_lora_rank", "MLA needs kv_lora_rank and qk_rope_head_dim > 0");
   if (m.attention == "full" && m.num_heads % m.num_kv_heads != 0)
     conflict(s, {"model.num_kv_heads", "model.num_heads"},
              "model.num_kv_heads must divide model.num_heads");
-  if (m.num_experts > 0 && (m.experts_per_token <= 0 || m.experts_per_token > m.num_experts ||
-                            m.moe_intermediate_size <= 0))
-    invalid(s, "model.experts_per_token",
-            "MoE needs 0 < experts_per_token <= num_experts and moe_intermediate_size > 0");
+  if (m.num_experts > 0 && (m.experts_per_token <= 0 || m.experts_per_token > m.num_experts))
+    conflict(s, {"model.experts_per_token", "model.num_experts"},
+             "MoE needs 0 < model.experts_per_token <= model.num_experts");
+  if (m.num_experts > 0 && m.moe_intermediate_size <= 0)
+    conflict(s, {"model.moe_intermediate_size", "model.num_experts"},
+             "MoE needs model.moe_intermediate_size > 0");
   if ((m.encoder_layers > 0) != (m.encoder_tokens > 0))
     conflict(s, {"model.encoder_tokens", "model.encoder_layers"},
              "model.encoder_layers and model.encoder_tokens go together (both 0 or both > 0)");
@@ -187,14 +193,24 @@ void validate_rest(const Scenario& s) {
   if (s.step.model == "profile" && s.step.profile.empty())
     invalid(s, "step.profile", "step.model = \"profile\" needs a profile file");
   const bool encoder_decoder = s.model.encoder_layers > 0;
+  // vLLM's BlockSize choices (a Mamba hybrid's attention block then grows from it).
+  const int bs = s.vllm.block_size;
+  if (bs != 1 && bs != 8 && bs != 16 && bs != 32 && bs != 64 && bs != 128 && bs != 256)
+    invalid(s, "vllm.block_size", "vLLM takes 1, 8, 16, 32, 64, 128 or 256");
+  if (s.vllm.max_num_seqs > 0 && s.vllm.max_num_batched_tokens < s.vllm.max_num_seqs)
+    conflict(s, {"vllm.max_num_batched_tokens", "vllm.max_num_seqs"},
+             "vllm.max_num_batched_tokens must be >= vllm.max_num_seqs, as vLLM requires");
   // vLLM forces chunked prefill off for encoder-decoder models, and their cross-attention
   // manager raises NotImplementedError on the first prefix-cache lookup.
   if (encoder_decoder && s.vllm.enable_prefix_caching)
     conflict(s, {"vllm.enable_prefix_caching", "model.encoder_layers"},
              "encoder-decoder models cannot use vllm.enable_prefix_caching (vLLM's "
              "CrossAttentionManager does not support caching)");
-  if ((!s.vllm.enable_chunked_prefill || encoder_decoder) &&
-      s.vllm.max_num_batched_tokens < s.vllm.max_model_len)
+  if (encoder_decoder && s.vllm.max_num_batched_tokens < s.vllm.max_model_len)
+    conflict(s, {"vllm.max_num_batched_tokens", "vllm.max_model_len", "model.encoder_layers"},
+             "vLLM runs encoder-decoder models without chunked prefill, so "
+             "vllm.max_num_batched_tokens must be >= vllm.max_model_len");
+  if (!s.vllm.enable_chunked_prefill && s.vllm.max_num_batched_tokens < s.vllm.max_model_len)
     conflict(s,
              {"vllm.max_num_batched_tokens", "vllm.max_model_len", "vllm.enable_chunked_prefill"},
              "without chunked prefill, vllm.max_num_batched_tokens must be >= vllm.max_model_len "
@@ -216,9 +232,6 @@ void validate_rest(const Scenario& s) {
       invalid(s, "lmcache.enabled", "LMCache does not serve encoder-decoder models");
     if (s.model.layer_pattern.find('M') != std::string::npos)
       invalid(s, "lmcache.enabled", "LMCache does not serve Mamba layers");
-    if (s.model.layer_pattern.find('S') != std::string::npos)
-      invalid(s, "lmcache.enabled",
-              "LMCache needs one KV cache group (vLLM's hybrid manager off): use layer_pattern F");
     if (l.enable_async_loading && l.use_layerwise)
       invalid(s, "lmcache.enable_async_loading",
               "LMCache's async loading has no layerwise path (use_layerwise = false)");
@@ -334,6 +347,15 @@ void apply_hardware_profile(Scenario* s) {
     f->set(s, convert(*f, node, path, node.source().begin.line));
     s->origins[key] = FieldOrigin{path, node.source().begin.line};
   }
+}
+
+int effective_max_num_seqs(const Scenario& s) {
+  if (s.vllm.max_num_seqs > 0) return s.vllm.max_num_seqs;
+  std::string name = s.gpu.name;
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const int device_default =
+      s.gpu.memory_gb >= 70 && name.find("a100") == std::string::npos ? 1024 : 256;
+  return std::min(device_default, s.vllm.max_num_batched_tokens);
 }
 
 void validate(const Scenario& s) {

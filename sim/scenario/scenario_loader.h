@@ -32,6 +32,11 @@ void apply_override(Scenario* s, std::string_view assignment, const std::string&
 // Cross-field checks; throws InputError citing the field's origin.
 void validate(const Scenario& s);
 
+// vllm.max_num_seqs, or for 0 the value vLLM v0.17's `vllm serve` picks when --max-num-seqs is
+// not given (EngineArgs.get_batch_defaults): 1024 on a device of at least 70 GiB whose name does
+// not contain "a100" (gpu.memory_gb, gpu.name), else 256; then lowered to max_num_batched_tokens.
+int effective_max_num_seqs(const Scenario& s);
+
 // Throws the InputError of a scenario value that cannot be used: named by where `key` was set
 // (file and line, or --set), else by the scenario's file.
 [[noreturn]] void scenario_error(const Scenario& s, const std::string& key, const std::string& msg);

@@ -40,7 +40,7 @@ TraceStats compute_trace_stats(Workload* workload, double window_s) {
   std::vector<double> prompts, outputs;
   std::unordered_set<uint64_t> seen, sessions, window;
   SimTime window_len = window_s > 0 ? from_seconds(window_s) : 0;
-  int64_t window_index = -1;
+  int64_t window_index = -1, busiest_index = -1;
   uint64_t window_tokens = 0;
   TraceRequest r;
   ArrivalGroups groups;  // every request read, as the other figures count them
@@ -54,38 +54,48 @@ TraceStats compute_trace_stats(Workload* workload, double window_s) {
     s.total_prompt_tokens += static_cast<uint64_t>(r.prompt_tokens);
     s.total_output_tokens += static_cast<uint64_t>(r.output_tokens);
     if (r.has_session) sessions.insert(r.session_id);
-    if (r.block_ids.empty()) continue;
-    ++s.requests_with_ids;
-    if (s.block_size == 0) s.block_size = r.block_size;
-    s.tokens_with_ids += static_cast<uint64_t>(r.prompt_tokens);
-    s.block_refs += r.block_ids.size();
-    bool hitting = true;
-    for (size_t i = 0; i < r.block_ids.size(); ++i) {
-      bool known = seen.count(r.block_ids[i]) > 0;
-      if (hitting && known) {
-        ++s.prefix_hit_blocks;
-        int64_t start = static_cast<int64_t>(i) * r.block_size;
-        s.prefix_hit_tokens +=
-            static_cast<uint64_t>(std::min<int64_t>(r.block_size, r.prompt_tokens - start));
-      } else {
-        hitting = false;
-      }
-    }
     if (window_len > 0 && r.arrival / window_len != window_index) {
       window.clear();
       window_tokens = 0;
       window_index = r.arrival / window_len;
     }
-    for (size_t i = 0; i < r.block_ids.size(); ++i) {
-      uint64_t tokens = static_cast<uint64_t>(std::min<int64_t>(
-          r.block_size, r.prompt_tokens - static_cast<int64_t>(i) * r.block_size));
-      if (seen.insert(r.block_ids[i]).second) s.unique_block_tokens += tokens;
-      if (window_len > 0 && window.insert(r.block_ids[i]).second) window_tokens += tokens;
+    const uint64_t uncovered = static_cast<uint64_t>(std::max<int64_t>(
+        0, r.prompt_tokens - static_cast<int64_t>(r.block_ids.size()) * r.block_size));
+    s.uncovered_tokens += uncovered;
+    window_tokens += uncovered;
+    if (!r.block_ids.empty()) {
+      ++s.requests_with_ids;
+      if (s.block_size == 0) s.block_size = r.block_size;
+      s.tokens_with_ids += static_cast<uint64_t>(r.prompt_tokens);
+      s.block_refs += r.block_ids.size();
+      bool hitting = true;
+      for (size_t i = 0; i < r.block_ids.size(); ++i) {
+        bool known = seen.count(r.block_ids[i]) > 0;
+        if (hitting && known) {
+          ++s.prefix_hit_blocks;
+          int64_t start = static_cast<int64_t>(i) * r.block_size;
+          s.prefix_hit_tokens +=
+              static_cast<uint64_t>(std::min<int64_t>(r.block_size, r.prompt_tokens - start));
+        } else {
+          hitting = false;
+        }
+      }
+      for (size_t i = 0; i < r.block_ids.size(); ++i) {
+        uint64_t tokens = static_cast<uint64_t>(std::min<int64_t>(
+            r.block_size, r.prompt_tokens - static_cast<int64_t>(i) * r.block_size));
+        if (seen.insert(r.block_ids[i]).second) s.unique_block_tokens += tokens;
+        if (window_len > 0 && window.insert(r.block_ids[i]).second) window_tokens += tokens;
+      }
     }
+    // The busiest window is the first to reach the most distinct ids; its tokens keep growing
+    // with the requests that arrive in it later.
     if (window_len > 0 && window.size() > s.max_window_unique_blocks) {
       s.max_window_unique_blocks = window.size();
       s.max_window_tokens = window_tokens;
       s.max_window_start_s = to_seconds(window_index * window_len);
+      busiest_index = window_index;
+    } else if (window_len > 0 && window_index == busiest_index) {
+      s.max_window_tokens = window_tokens;
     }
   }
   s.arrival_instants = groups.instants;
@@ -148,7 +158,7 @@ std::string format_trace_stats(const TraceStats& s, const std::string& name,
   line("prefix reuse ratio    %.2f%% of blocks, %.2f%% of prompt tokens (infinite cache)\n",
        100 * ratio(s.prefix_hit_blocks, s.block_refs),
        100 * ratio(s.prefix_hit_tokens, s.tokens_with_ids));
-  double ws_tokens = static_cast<double>(s.unique_block_tokens);
+  double ws_tokens = static_cast<double>(s.working_set_tokens());
   line("working set           %.0f tokens", ws_tokens);
   if (kv_bytes_per_token > 0) line(" = %.1f GiB of KV", ws_tokens * kv_bytes_per_token / (1 << 30));
   out += "\n";

@@ -4,7 +4,9 @@
 // Prefix reuse ratio: walk requests in order; for each, count its leading block ids already
 // seen in any earlier request (first miss stops the match), then remember all its ids. Because
 // ids are chained, that is the hit rate of a cache that never evicts, at the trace's block size.
-// Working set: distinct block ids (all time, and the most within any aligned window).
+// Working set: the tokens of distinct block ids plus every prompt token no id covers (a
+// request's tokens past its ids, e.g. after a synthetic prefix, are its own), all time and
+// within the busiest aligned window (the one with the most distinct ids).
 //
 // Memory grows with distinct block ids and requests (the tool's purpose is the whole trace), not
 // with tokens.
@@ -42,13 +44,16 @@ struct TraceStats {
   uint64_t block_refs = 0;
   uint64_t unique_blocks = 0;
   uint64_t unique_block_tokens = 0;  // tokens covered by distinct ids (partial blocks counted)
+  uint64_t uncovered_tokens = 0;     // prompt tokens no id covers (unique to their request)
   uint64_t prefix_hit_blocks = 0;
   uint64_t prefix_hit_tokens = 0;
   uint64_t tokens_with_ids = 0;  // prompt tokens of requests that carry ids
   double window_s = 0;           // window of the next field
   uint64_t max_window_unique_blocks = 0;
-  uint64_t max_window_tokens = 0;  // tokens of those blocks
+  uint64_t max_window_tokens = 0;  // tokens of those blocks and the window's uncovered tokens
   double max_window_start_s = 0;   // where that window starts (workload.start_s replays it)
+
+  uint64_t working_set_tokens() const { return unique_block_tokens + uncovered_tokens; }
 };
 
 // Reads the whole workload. `window_s` > 0 sets the working-set window.

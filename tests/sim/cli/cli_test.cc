@@ -259,6 +259,28 @@ TEST(Cli, TraceStatsJsonGivesTheReportsFigures) {
   EXPECT_EQ(azure.out.find("block_size"), std::string::npos) << azure.out;
 }
 
+// Under MLA every rank holds the same latent KV, and LMCache keeps rank 0's copy alone
+// (save_only_first_rank): trace stats sizes the working set with one rank's 70,272 bytes per
+// token (61 layers · 576 · 2) for DeepSeek-V3 at TP 8, not eight copies.
+TEST(Cli, TraceStatsSizesAnMlaWorkingSetWithOneRanksCopy) {
+  using kvtwin::testing::number_after;
+  const std::string trace =
+      kvtwin::testing::source_path("traces/examples/mooncake_conversation_10min.jsonl");
+  const std::string ds =
+      " --scenario " + kvtwin::testing::source_path("scenarios/deepseek_v3_mla_h200.toml");
+  const auto one = kvtwin::testing::run_kvtwin("trace stats --json" + ds + " " + trace);
+  const auto all = kvtwin::testing::run_kvtwin(
+      "trace stats --json" + ds + " --set lmcache.save_only_first_rank=false " + trace);
+  const auto text = kvtwin::testing::run_kvtwin("trace stats" + ds + " " + trace);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  EXPECT_EQ(number_after(one.out, "\"kv_bytes_per_token\": "), 61 * 576 * 2);
+  EXPECT_EQ(number_after(all.out, "\"kv_bytes_per_token\": "), 8 * 61 * 576 * 2);
+  EXPECT_NE(text.out.find("KV bytes per token    70272 (deepseek-ai/DeepSeek-V3, one rank's copy"),
+            std::string::npos)
+      << text.out;
+}
+
 // `trace convert --scenario` writes the requests the scenario replays (scaled arrivals, the
 // window from time 0, synthetic prefix ids): replayed at rate scale 1 without those keys, the
 // file gives the run the scenario gives on the original trace, but for requests.csv's index

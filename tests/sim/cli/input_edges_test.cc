@@ -147,6 +147,51 @@ TEST(InputEdges, AConflictIsBlamedOnTheOverrideThatCausedIt) {
                    "vllm.enable_chunked_prefill = false)");
 }
 
+// Each value is blamed where it was set: the Mamba field that is 0, the MoE key the user changed,
+// the encoder-decoder rule in its own words, a trace the scenario names by its key and line.
+TEST(InputEdges, MessagesNameTheValueThatIsWrong) {
+  const std::string nem = kvtwin::testing::source_path("scenarios/nemotron_h_8b_mamba_hybrid.toml");
+  expect_bad_input(run_kvtwin("run -q --scenario " + nem + " --set model.mamba_state_size=0"),
+                   "--set: model.mamba_state_size: M layers need mamba_num_heads, mamba_head_dim "
+                   "and mamba_state_size > 0");
+  expect_bad_input(run_kvtwin("run -q --set model.num_experts=8"),
+                   "--set: model.num_experts: MoE needs 0 < model.experts_per_token <= "
+                   "model.num_experts (model.experts_per_token = 0, model.num_experts = 8)");
+  const std::string whisper =
+      kvtwin::testing::source_path("scenarios/whisper_large_v3_encdec.toml");
+  expect_bad_input(run_kvtwin("run -q --scenario " + whisper + " --set vllm.max_model_len=65536"),
+                   "--set: vllm.max_model_len: vLLM runs encoder-decoder models without chunked "
+                   "prefill, so vllm.max_num_batched_tokens must be >= vllm.max_model_len "
+                   "(vllm.max_num_batched_tokens = 8192, vllm.max_model_len = 65536, "
+                   "model.encoder_layers = 32)");
+  const std::string dir = kvtwin::testing::scratch_dir();
+  const std::string sc = write(dir, "s.toml", "[workload]\ntrace = \"missing.csv\"\n");
+  expect_bad_input(run_kvtwin("run -q --scenario " + sc),
+                   sc + ":2: workload.trace: cannot open trace " + dir +
+                       "/missing.csv: No such file or directory");
+}
+
+// --set and --vary take one value each time: a positional argument after them stays one.
+TEST(InputEdges, RepeatableOptionsDoNotSwallowPositionalArguments) {
+  const std::string trace =
+      kvtwin::testing::source_path("traces/examples/mooncake_conversation_10min.jsonl");
+  CommandRun r = run_kvtwin("trace stats --set workload.max_requests=50 " + trace + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"requests\": 50,"), std::string::npos) << r.out;
+  const std::string dir = kvtwin::testing::scratch_dir();
+  r = run_kvtwin("trace convert --set workload.max_requests=5 " + trace + " " + dir +
+                 "/out.jsonl --to mooncake");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(count_lines(slurp(dir + "/out.jsonl")), 5u);
+  // A second word after one --set is not a second override.
+  expect_bad_input(run_kvtwin("run -q --set workload.max_requests=5 output.plots=false"),
+                   "The following argument was not expected: output.plots=false (see kvtwin "
+                   "--help)");
+  expect_bad_input(run_kvtwin("sweep --vary workload.rate_scale=1,2 vllm.block_size=16,32"),
+                   "The following argument was not expected: vllm.block_size=16,32 (see kvtwin "
+                   "--help)");
+}
+
 // Upstream LMCache f4261ef6 asserts, for a request resumed after preemption, that its computed
 // tokens equal its LMCache hit, even when that hit was below min_retrieve_tokens and nothing was
 // loaded: the AssertionError stops vLLM's engine. The run reproduces that as one line and exit 1;
@@ -192,7 +237,8 @@ TEST(InputEdges, ValidScenariosThatOnceRanForeverFinish) {
   // pool preempted itself, was recomputed and looked up again, forever.
   const std::string dsv3 =
       "--scenario " + kvtwin::testing::source_path("scenarios/deepseek_v3_mla_h200.toml") +
-      " --set vllm.max_num_batched_tokens=255 --set vllm.num_gpu_blocks=8"
+      " --set vllm.max_num_batched_tokens=255 --set vllm.max_num_seqs=64"
+      " --set vllm.num_gpu_blocks=8"
       " --set lmcache.enable_async_loading=true --set workload.max_requests=20";
   CommandRun r = run_kvtwin("run -q " + dsv3 + " --set output.plots=false --out " + dir + "/run",
                             /*timeout_s=*/60);
@@ -268,7 +314,7 @@ TEST(InputEdges, SizesTheSimulatorCannotHoldAreRefusedBeforeAllocating) {
                    "--set: vllm.num_gpu_blocks: 1000000000000000 GPU blocks per instance; the "
                    "simulator holds at most 16777216");
   expect_bad_input(run_kvtwin("run -q --set gpu.memory_gb=1e6"),
-                   "--set: gpu.memory_gb: 460790795 GPU blocks per instance; the simulator holds "
+                   "--set: gpu.memory_gb: 460790294 GPU blocks per instance; the simulator holds "
                    "at most 16777216");
   expect_bad_input(run_kvtwin("run -q --set vllm.num_gpu_blocks=1"),
                    "--set: vllm.num_gpu_blocks: at least 2 blocks are needed (vLLM keeps one as "

@@ -80,6 +80,8 @@ TEST(Capacity, TheAnswerIsAHoldingScaleJustBelowAFailingOne) {
   EXPECT_EQ(at[hi], at[lo] + 1);  // neighbours among the probes
   EXPECT_LE(num(rows[at[hi]], "workload.rate_scale") / num(rows[at[lo]], "workload.rate_scale"),
             1.1);
+  // 300 requests over minutes: a load, not one burst.
+  EXPECT_EQ(screen.find("one burst"), std::string::npos) << screen;
   // The start, the scenario's own scale 1, fails here: the answer lies below it.
   EXPECT_EQ(rows.back().at("workload.rate_scale"), "1");
   EXPECT_EQ(rows.back().at("probe"), "0");
@@ -99,6 +101,23 @@ TEST(Capacity, TheAnswerIsAHoldingScaleJustBelowAFailingOne) {
   ASSERT_NE(dir, dir3);
   EXPECT_EQ(rows3.size(), rows.size());
   EXPECT_EQ(slurp(dir + "/capacity.csv"), slurp(dir3 + "/capacity.csv"));
+}
+
+// A window so short that the answer's requests were nearly all in the system at once: with SLOs
+// nothing misses, every rate holds up to the field's bound, where all 40 requests arrive within
+// the first one's service. The verdict stands, and a note says that it measured one burst.
+TEST(Capacity, SaysWhenTheWindowIsOneBurst) {
+  CapacityOptions o;
+  o.sets = {"workload.max_requests=40", "slo.ttft_ms=1e9", "slo.tpot_ms=1e9"};
+  std::string screen;
+  const Rows rows = capacity(o, &screen);
+  ASSERT_FALSE(rows.empty());
+  EXPECT_EQ(rows.back().at("holds"), "1");
+  EXPECT_NE(screen.find("note        at rate_scale 1e+06, 40 of the 40 finished requests were "
+                        "still in the system at\n            the last arrival: the window is one "
+                        "burst"),
+            std::string::npos)
+      << screen;
 }
 
 // The attainment of the default scenario's first 600 requests hovers near 90 % over a range of
@@ -646,23 +665,24 @@ TEST(Capacity, SaysWhenTheRejectedRequestsAloneMissTheTarget) {
 }
 
 // A value with which vLLM would not start is refused like one the scenario's validation refuses.
-// With 24 GB of GPU memory one request of 32,768 tokens does not fit the KV cache (29,664 does):
-// the search for the least max_model_len doubles from a failing 8,192 to 16,384, meets the
-// refusal, probes the accepted edge, 29,664, which holds, and narrows to the answer between. (It
+// With 25.1 GiB of GPU memory one request of 32,768 tokens does not fit the KV cache (29,760
+// does: 25.1 · 0.9 − 14.957 GiB of weights − 4 GiB leave 3.633 GiB, 1,860 blocks of 2 MiB): the
+// search for the least max_model_len doubles from a failing 8,192 to 16,384, meets the
+// refusal, probes the accepted edge, 29,760, which holds, and narrows to the answer between. (It
 // was an error that ended the search at dbbabce's parent, and "no value holds up to 16384, the
 // scenario's limit" at dbbabce.) With SLOs no run meets, the search ends at that edge and says
 // why the next value is refused.
 TEST(Capacity, RefusesTheValuesVllmWouldNotStartWith) {
   CapacityOptions o;
   o.key = "vllm.max_model_len";
-  o.sets = {"workload.max_requests=20", "gpu.memory_gb=24", "vllm.max_model_len=8192",
+  o.sets = {"workload.max_requests=20", "gpu.memory_gb=25.1", "vllm.max_model_len=8192",
             "slo.ttft_ms=1e9", "slo.tpot_ms=1e9"};
   std::string screen;
   Rows rows = capacity(o, &screen);
   ASSERT_GE(rows.size(), 4u) << screen;
   EXPECT_EQ(rows[0].at("vllm.max_model_len"), "8192");
   EXPECT_EQ(rows[1].at("vllm.max_model_len"), "16384");
-  EXPECT_EQ(rows.back().at("vllm.max_model_len"), "29664");
+  EXPECT_EQ(rows.back().at("vllm.max_model_len"), "29760");
   EXPECT_EQ(rows.back().at("holds"), "1");
   const auto [ok, bad] = answer_of(screen, "max_model_len");
   ASSERT_FALSE(ok.empty()) << screen;
@@ -675,13 +695,13 @@ TEST(Capacity, RefusesTheValuesVllmWouldNotStartWith) {
   o.sets[3] = "slo.ttft_ms=0";
   rows = capacity(o, &screen);
   ASSERT_EQ(rows.size(), 3u) << screen;
-  EXPECT_EQ(rows[2].at("vllm.max_model_len"), "29664");
-  EXPECT_NE(screen.find("capacity    no value probed holds, up to max_model_len 29664 (the "
+  EXPECT_EQ(rows[2].at("vllm.max_model_len"), "29760");
+  EXPECT_NE(screen.find("capacity    no value probed holds, up to max_model_len 29760 (the "
                         "scenario's limit)\n"),
             std::string::npos)
       << screen;
   EXPECT_NE(screen.find("note        the scenario refuses max_model_len beyond that value:\n"
-                        "            vllm.max_model_len: one request of 29665 tokens needs"),
+                        "            vllm.max_model_len: one request of 29761 tokens needs"),
             std::string::npos)
       << screen;
   EXPECT_NE(screen.find("vLLM refuses to start"), std::string::npos) << screen;

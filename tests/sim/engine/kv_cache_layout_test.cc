@@ -139,5 +139,99 @@ TEST(KvCacheLayout, WhisperHasASelfAndACrossAttentionGroupOfThirtyTwoLayers) {
   EXPECT_FALSE(l.enable_caching);  // the scenario turns prefix caching off, as vLLM requires
 }
 
+// MLA: vLLM forces the block size of its default MLA backend (CudaPlatform.
+// check_and_update_config). DeepSeek-V3's page is block_size · 576 elements · 2 bytes.
+TEST(KvCacheLayout, MlaTakesTheBlockSizeItsDefaultBackendForces) {
+  auto block = [](std::initializer_list<const char*> sets) {
+    return layout_of(shipped("deepseek_v3_mla_h200.toml", sets)).attention_block_size;
+  };
+  // Hopper, FlashMLA: 64 unless a multiple of 64.
+  EXPECT_EQ(block({"vllm.block_size=16"}), 64);
+  EXPECT_EQ(block({"vllm.block_size=32"}), 64);
+  EXPECT_EQ(block({"vllm.block_size=128"}), 128);
+  EXPECT_EQ(layout_of(shipped("deepseek_v3_mla_h200.toml", {"vllm.block_size=16"})).page_bytes,
+            64 * 576 * 2);
+  // Ampere: no forcing (Triton MLA).
+  EXPECT_EQ(block({"vllm.block_size=16", "gpu.compute_capability=8.0"}), 16);
+  // Blackwell, FlashInfer-MLA (qk_nope_head_dim 128): 64 unless 32 or a multiple of 64.
+  EXPECT_EQ(block({"vllm.block_size=16", "gpu.compute_capability=10.0"}), 64);
+  EXPECT_EQ(block({"vllm.block_size=32", "gpu.compute_capability=10.0"}), 32);
+  EXPECT_EQ(block({"vllm.block_size=256", "gpu.compute_capability=10.0"}), 256);
+  // Blackwell with another head size, CUTLASS-MLA: 128 unless a multiple of 128.
+  EXPECT_EQ(block({"vllm.block_size=64", "gpu.compute_capability=10.0", "model.head_size=192"}),
+            128);
+  EXPECT_EQ(block({"vllm.block_size=256", "gpu.compute_capability=10.0", "model.head_size=192"}),
+            256);
+  // Not MLA: kept.
+  EXPECT_EQ(
+      layout_of(shipped("llama31_8b_h100_cpu.toml", {"vllm.block_size=32"})).attention_block_size,
+      32);
+}
+
+// Nemotron-H 8B (TP 1): one Mamba state is 2 bytes · (3 · (8192 + 2 · 8 · 128) + 8192 · 128) =
+// 2,158,592 bytes = exactly 527 tokens of one attention layer's KV (2 · 8 · 128 · 2 = 4,096
+// bytes). "align" and "none" grow the attention block to a multiple of 16: 528. "all" grows it
+// to a multiple of lcm(chunk, 16): 768 with the default chunk of 256, 640 with 128; the Mamba
+// block is that size too. "align" keeps the Mamba block at the attention block, "none" at
+// max_model_len (8,192); prefix caching off forces "none".
+TEST(KvCacheLayout, TheMambaBlockFollowsTheCacheModeVllmRunsWith) {
+  auto mamba_block = [](const KvCacheLayout& l) {
+    for (const auto& g : l.config.kv_cache_groups)
+      if (g.kv_cache_spec.kind == model::vllm::KVCacheSpecKind::kMamba)
+        return g.kv_cache_spec.block_size;
+    return -1;
+  };
+  const KvCacheLayout align = layout_of(shipped("nemotron_h_8b_mamba_hybrid.toml", {}));
+  EXPECT_EQ(align.attention_block_size, 528);
+  EXPECT_EQ(mamba_block(align), 528);
+
+  const scenario::Scenario off =
+      shipped("nemotron_h_8b_mamba_hybrid.toml", {"vllm.enable_prefix_caching=false"});
+  EXPECT_EQ(effective_mamba_cache_mode(off), model::vllm::MambaCacheMode::kNone);
+  const KvCacheLayout none = layout_of(off);
+  EXPECT_EQ(none.attention_block_size, 528);
+  EXPECT_EQ(mamba_block(none), 8192);
+  EXPECT_FALSE(none.enable_caching);
+
+  const KvCacheLayout all =
+      layout_of(shipped("nemotron_h_8b_mamba_hybrid.toml", {"vllm.mamba_cache_mode=all"}));
+  EXPECT_EQ(all.attention_block_size, 768);
+  EXPECT_EQ(mamba_block(all), 768);
+  EXPECT_EQ(all.page_bytes, 768 * 4096);
+  const KvCacheLayout all128 =
+      layout_of(shipped("nemotron_h_8b_mamba_hybrid.toml",
+                        {"vllm.mamba_cache_mode=all", "model.mamba_chunk_size=128"}));
+  EXPECT_EQ(all128.attention_block_size, 640);
+  EXPECT_EQ(mamba_block(all128), 640);
+}
+
+// What vLLM asserts for Mamba cache mode "align", once the block has grown to 528 tokens:
+// chunked prefill, a token budget of at least a block, and a long-prefill threshold of 0 or at
+// least a block. A block of two sizes under "all" (a tiny state with a 16-token chunk gives a
+// 16-token Mamba block under a 256-token attention block) is refused as not modelled.
+TEST(KvCacheLayout, MambaAlignRefusesWhatVllmRefuses) {
+  const char* nem = "nemotron_h_8b_mamba_hybrid.toml";
+  EXPECT_EQ(refusal(shipped(nem, {"vllm.enable_chunked_prefill=false"})).field(),
+            "vllm.enable_chunked_prefill");
+  InputError budget = refusal(shipped(nem, {"vllm.max_num_batched_tokens=512"}));
+  EXPECT_EQ(budget.field(), "vllm.max_num_batched_tokens");
+  EXPECT_NE(std::string(budget.what()).find("(528 tokens"), std::string::npos) << budget.what();
+  EXPECT_GT(layout_of(shipped(nem, {"vllm.max_num_batched_tokens=528"})).num_blocks(), 0);
+  EXPECT_EQ(refusal(shipped(nem, {"vllm.long_prefill_token_threshold=527"})).field(),
+            "vllm.long_prefill_token_threshold");
+  EXPECT_GT(layout_of(shipped(nem, {"vllm.long_prefill_token_threshold=528"})).num_blocks(), 0);
+  // The same values without "align" are vLLM's to take.
+  EXPECT_GT(layout_of(shipped(nem, {"vllm.mamba_cache_mode=all", "vllm.max_num_batched_tokens=512",
+                                    "vllm.long_prefill_token_threshold=100"}))
+                .num_blocks(),
+            0);
+  EXPECT_EQ(refusal(shipped(nem, {"vllm.mamba_cache_mode=all", "model.mamba_chunk_size=16",
+                                  "vllm.block_size=256", "model.mamba_num_heads=2",
+                                  "model.mamba_head_dim=8", "model.mamba_state_size=8",
+                                  "model.mamba_n_groups=1"}))
+                .field(),
+            "vllm.block_size");
+}
+
 }  // namespace
 }  // namespace kvtwin::sim::engine

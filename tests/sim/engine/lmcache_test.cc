@@ -5,6 +5,8 @@
 
 #include "sim/cli/common.h"
 #include "sim/engine/cluster.h"
+#include "sim/engine/kv_cache_layout.h"
+#include "sim/hw/model_geometry.h"
 #include "sim/scenario/scenario_loader.h"
 #include "tests/sim/engine/engine_harness.h"
 #include "tests/support/command.h"
@@ -296,6 +298,30 @@ TEST(LmcacheEngine, LoadsOfOneStepRunRequestAfterRequest) {
   EXPECT_DOUBLE_EQ(r.summary.link_bytes.at("pcie_h2d"), 3 * 33'554'432.0);
 }
 
+// With a KV connector vLLM turns its hybrid manager off: sliding-window layers keep blocks for
+// every token, as full-attention ones do, in one KV cache group. So alternating 64-token windows
+// (layer_pattern SF) store and load exactly what the all-full model does here (the profile step
+// model does not see the window): C misses the GPU for blocks B evicted and loads 512 tokens
+// from the CPU tier, byte for byte as with pattern F.
+TEST(LmcacheEngine, SlidingWindowLayersAreFullAttentionUnderLmcache) {
+  const std::vector<std::string> swa = {"model.layer_pattern=SF", "model.sliding_window=64"};
+  const scenario::Scenario s = scenario_with(swa);
+  const KvCacheLayout l = derive_kv_cache_layout(s, hw::derive_geometry(s));
+  ASSERT_EQ(l.config.kv_cache_groups.size(), 1u);
+  EXPECT_EQ(l.config.kv_cache_groups[0].kv_cache_spec.kind,
+            model::vllm::KVCacheSpecKind::kFullAttention);
+  EXPECT_EQ(l.config.kv_cache_groups[0].layer_names.size(), 32u);
+  Result f = run(scenario_with({}), kEvictedPrefix);
+  Result sf = run(s, kEvictedPrefix);
+  ASSERT_EQ(sf.records.size(), 3u);
+  EXPECT_EQ(sf.records.at(2).loaded_tokens[report::kTierCpu], 512);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(sf.records.at(i).gpu_hit_tokens, f.records.at(i).gpu_hit_tokens) << i;
+    EXPECT_EQ(sf.records.at(i).first_token, f.records.at(i).first_token) << i;
+  }
+  EXPECT_EQ(sf.summary.link_bytes, f.summary.link_bytes);
+}
+
 // wait_for_save stores request after request, each store copying its chunks GPU → CPU before the
 // next (and only then queueing their disk / remote writes). W runs alone; A and B arrive during
 // W's step and prefill together in the next one (2048 tokens: 3048 µs), then each copies its 4
@@ -321,9 +347,12 @@ TEST(LmcacheEngine, StoresOfOneStepCopyRequestAfterRequest) {
 // forward pass: 18,874,368 B / 300 GB/s = 62,914.56 → 62,915 ns, plus the 8 µs latency.
 // With every rank loading its own copy there is no broadcast.
 TEST(LmcacheEngine, MlaLoadsWaitForRankZerosBroadcast) {
-  const std::vector<std::string> mla = {"gpu.tensor_parallel=2",  "model.attention=mla",
-                                        "model.kv_lora_rank=512", "model.qk_rope_head_dim=64",
-                                        "gpu.allreduce_gbps=300", "gpu.allreduce_latency_us=8"};
+  // Compute capability 8.0: vLLM's Triton MLA keeps the 16-token blocks (Hopper's FlashMLA
+  // would force 64).
+  const std::vector<std::string> mla = {"gpu.tensor_parallel=2",     "model.attention=mla",
+                                        "model.kv_lora_rank=512",    "model.qk_rope_head_dim=64",
+                                        "gpu.allreduce_gbps=300",    "gpu.allreduce_latency_us=8",
+                                        "gpu.compute_capability=8.0"};
   const SimTime load = pcie_copy_ns(18'874'368, 35);
   for (bool first_rank_only : {true, false}) {
     std::vector<std::string> sets = mla;

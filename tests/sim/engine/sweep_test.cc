@@ -130,7 +130,9 @@ TEST(Sweep, TheTableCountsRejectedAndFailedRequests) {
 
 // Failed LMCache loads, recomputed (kv_load_failure_policy = recompute): a 1-GiB CPU tier cannot
 // stage some retrieves (upstream would wait forever), and with remote_get_failure_rate = 1 every
-// Redis read fails as well, so that every LMCache hit is recomputed.
+// Redis read fails as well, so that every LMCache hit is recomputed. (A request may count more:
+// from its first bad block, which can be a GPU hit on a block another request of its step was
+// loading, as vLLM counts it.)
 TEST(Sweep, TheTableGivesTheShareOfPromptTokensWhoseLoadFailed) {
   const auto rows = sweep_two_points(
       {"workload.max_requests=200", "lmcache.remote=true", "lmcache.max_local_cpu_size_gb=1",
@@ -139,7 +141,8 @@ TEST(Sweep, TheTableGivesTheShareOfPromptTokensWhoseLoadFailed) {
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_GT(std::stod(rows[0].at("failed_load_rate")), 0);
   EXPECT_LT(std::stod(rows[0].at("failed_load_rate")), std::stod(rows[0].at("lmcache_hit_rate")));
-  EXPECT_EQ(rows[1].at("failed_load_rate"), rows[1].at("lmcache_hit_rate"));
+  EXPECT_GE(std::stod(rows[1].at("failed_load_rate")), std::stod(rows[1].at("lmcache_hit_rate")));
+  EXPECT_GT(std::stod(rows[1].at("failed_load_rate")), std::stod(rows[0].at("failed_load_rate")));
 }
 
 // Point i's summary.json, parsed by `parser` (which must outlive the element).
@@ -230,8 +233,9 @@ TEST(Sweep, TheTableMarksThePointsWhoseQueueGrewThroughTheRun) {
     EXPECT_NEAR(std::stod(rows[i].at("offered_requests_per_s")),
                 double(load["offered_requests_per_s"].get_double()), 5e-7);
     simdjson::dom::array quarters = load["queue_ms_by_arrival_quarter"].get_array();
-    EXPECT_NEAR(std::stod(rows[i].at("queue_q1_ms")), double(quarters.at(0).get_double()), 5e-4);
-    EXPECT_NEAR(std::stod(rows[i].at("queue_q4_ms")), double(quarters.at(3).get_double()), 5e-4);
+    // sweep.csv prints 3 decimals: a value ending in 5 at the 4th rounds by up to 5e-4.
+    EXPECT_NEAR(std::stod(rows[i].at("queue_q1_ms")), double(quarters.at(0).get_double()), 6e-4);
+    EXPECT_NEAR(std::stod(rows[i].at("queue_q4_ms")), double(quarters.at(3).get_double()), 6e-4);
     EXPECT_EQ(rows[i].at("saturated"), bool(load["saturated"].get_bool()) ? "1" : "0");
   }
   EXPECT_EQ(rows[0].at("saturated"), "0");

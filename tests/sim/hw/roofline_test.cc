@@ -13,7 +13,8 @@ namespace {
 
 // A toy model with round numbers so that every figure below can be checked by hand:
 //   attention params per layer = 2·1000·1000 + 2·1000·1000 = 4e6, MLP = 3·1000·1000 = 3e6,
-//   dense params = 2 layers · 7e6 = 1.4e7, LM head = 1e6; KV per token per layer = 2·10·100·2 =
+//   dense params = 2 layers · 7e6 = 1.4e7, LM head = 1e6 (and an untied input embedding of 1e6,
+//   memory only); KV per token per layer = 2·10·100·2 =
 //   4000 bytes. GPU: 1e12 FLOP/s and 1e12 bytes/s after efficiency, no overhead.
 scenario::Scenario toy(const std::string& extra = "") {
   return scenario::load_scenario_text(
@@ -37,7 +38,10 @@ TEST(ModelGeometry, DerivesParametersAndKvSizes) {
   EXPECT_DOUBLE_EQ(g.lm_head_params, 1e6);
   EXPECT_EQ(g.kv_bytes_per_token_per_layer, 4000);
   EXPECT_EQ(g.kv_bytes_per_token, 8000);
-  EXPECT_DOUBLE_EQ(g.weight_bytes_per_rank(), 2 * (1.4e7 + 1e6));
+  EXPECT_DOUBLE_EQ(g.weight_bytes_per_rank(), 2 * (1.4e7 + 1e6 + 1e6));
+  // A tied embedding is the LM head's matrix.
+  EXPECT_DOUBLE_EQ(derive_geometry(toy("tie_word_embeddings = true\n")).weight_bytes_per_rank(),
+                   2 * (1.4e7 + 1e6));
 }
 
 TEST(ModelGeometry, Llama8BHas128KiBOfKvPerToken) {
@@ -153,6 +157,72 @@ TEST(Roofline, MlaAttentionScoresOverLatentPlusRopeAndValuesOverLatent) {
   // (1000 + 1000)·(100 + 20)·2 = 4.8e5 → 4.8e-7 s), two layers → 4.4044e-3 s.
   auto m = model_of(toy("attention = \"mla\"\nkv_lora_rank = 100\nqk_rope_head_dim = 20\n"));
   EXPECT_DOUBLE_EQ(m.attention_s(StepSlice{1000, 0, true, 0}), 2 * 500500 * 4400.0 / 1e12);
+}
+
+// gpt-oss-120b ships MXFP4 experts and keeps everything else in bf16 (model card: 60.8 GiB of
+// weights). Counted by hand from config.json: 36 layers of 128 experts, each 3 · 2880 · 2880
+// params at 0.53125 bytes (4.25 bits); bf16 attention (q and o: 2 · 2880 · 64 · 64, k and v:
+// 2 · 2880 · 8 · 64 per layer), routers (2880 · 128 per layer), the untied embedding and LM head
+// (201,088 · 2880 each): 60.69 GiB.
+TEST(ModelGeometry, GptOssWeighsItsMxfp4ExpertsAndBf16Rest) {
+  auto s = scenario::load_scenario_file(
+      kvtwin::testing::source_path("scenarios/gpt_oss_120b_hybrid.toml"));
+  const double experts = 36.0 * 128 * 3 * 2880 * 2880;
+  const double attention = 36.0 * (2.0 * 2880 * 64 * 64 + 2.0 * 2880 * 8 * 64);
+  const double routers = 36.0 * 2880 * 128;
+  const double vocab = 2.0 * 201088 * 2880;
+  const double bytes = experts * 0.53125 + (attention + routers + vocab) * 2;
+  EXPECT_DOUBLE_EQ(derive_geometry(s).weight_bytes_per_rank(), bytes);
+  EXPECT_NEAR(bytes / (1 << 30), 60.69, 0.005);
+}
+
+// fp8 weights quantize the decoder's projections (1 byte), not the embedding or the LM head, and
+// vLLM's "auto" KV type for an fp8 checkpoint is its bf16 dtype: 2 · 10 · 100 · 2 bytes.
+TEST(ModelGeometry, Fp8WeightsKeepTheHeadIn16BitsAndTheKvInBf16) {
+  ModelGeometry g = derive_geometry(toy("dtype = \"fp8\"\n"));
+  EXPECT_DOUBLE_EQ(g.weight_bytes_per_rank(), 1.4e7 * 1 + (1e6 + 1e6) * 2);
+  EXPECT_EQ(g.kv_bytes_per_token_per_layer, 4000);
+  EXPECT_EQ(derive_geometry(toy("dtype = \"fp8\"\nkv_cache_dtype = \"fp8_e4m3\"\n"))
+                .kv_bytes_per_token_per_layer,
+            2000);
+  // One decode token: 2.8e7 FLOPs over 1.4e7 fp8 bytes (compute bound, 2.8e-5 s); the LM head
+  // streams 1e6 bf16 params (2e6 bytes, 2e-6 s; fp8 would take half).
+  EXPECT_DOUBLE_EQ(model_of(toy("dtype = \"fp8\"\n")).linear_s(1, 0), 2.8e-5 + 2e-6);
+}
+
+// MLA with C = kv_lora_rank = 400, R = 20, D = head_size = 100, 10 heads. A decode runs the
+// absorbed form: 2 · 10 · (2 · 400 + 20) = 16,400 FLOPs per (query, key) pair; on 999 cached
+// tokens, 1,000 pairs → 1.64e7 FLOPs (1.64e-5 s), against (999 + 1 + 1) · 420 · 2 bytes
+// (8.4e-7 s): compute bound. A prefill runs the MHA form, 2 · 10 · (2 · 100 + 20) = 4,400 per
+// pair, and first up-projects the cached context's latent: 100 new tokens on 900 cached have
+// 100 · 900 + 100 · 101 / 2 = 95,050 pairs (4.1822e8 FLOPs) plus 2 · 900 · 400 · 10 · 200 =
+// 1.44e9 → 1.85822e-3 s per layer. Two layers each.
+TEST(Roofline, MlaDecodesAbsorbedAndPrefillsInTheMhaForm) {
+  auto m = model_of(toy("attention = \"mla\"\nkv_lora_rank = 400\nqk_rope_head_dim = 20\n"));
+  EXPECT_DOUBLE_EQ(m.attention_s(StepSlice{1, 999, true, 0}), 2 * 1000 * 16400.0 / 1e12);
+  EXPECT_DOUBLE_EQ(m.attention_s(StepSlice{100, 900, true, 0}),
+                   2 * (95050 * 4400.0 + 2.0 * 900 * 400 * 10 * 200) / 1e12);
+  // No cached context: no up-projection.
+  EXPECT_DOUBLE_EQ(m.attention_s(StepSlice{1000, 0, true, 0}), 2 * 500500 * 4400.0 / 1e12);
+}
+
+// Encoder-decoder: each decoder layer also holds cross-attention q, k, v, o projections
+// (4 · 1000 · 10 · 100 = 4e6 params); q and o run per new token, k and v once per request over
+// the encoder's output. Toy with 1 encoder layer and 50 encoder tokens: the encoder layer costs
+// 2 · 50 · 7e6 + 4 · 50² · 10 · 100 = 7.1e8 FLOPs (7.1e-4 s, against 7e6 params · 2 bytes =
+// 1.4e7 bytes), and each of the 2 decoder layers projects the 50 outputs: 2 · 50 · 2e6 = 2e8
+// FLOPs (2e-4 s) against 4e6 bytes.
+TEST(Roofline, EncoderDecoderModelsCountTheirCrossAttentionProjections) {
+  auto s =
+      toy("encoder_layers = 1\nencoder_tokens = 50\n[vllm]\nenable_prefix_caching = false\n"
+          "max_model_len = 8192\n");
+  ModelGeometry g = derive_geometry(s);
+  EXPECT_DOUBLE_EQ(g.cross_attn_params_per_layer, 4e6);
+  EXPECT_DOUBLE_EQ(g.weight_bytes_per_rank(), 2 * (1.4e7 + 7e6 + 2 * 4e6 + 1e6 + 1e6));
+  auto m = model_of(s);
+  EXPECT_DOUBLE_EQ(m.encoder_s(50), 7.1e8 / 1e12 + 2 * 2e8 / 1e12);
+  // A decode's linear part streams the q and o projections too: (1.4e7 + 2 · 2e6) params.
+  EXPECT_DOUBLE_EQ(m.linear_s(1, 0), 2 * (1.4e7 + 2 * 2e6) / 1e12 + 2e-6);
 }
 
 TEST(Roofline, RingAllReduceFactorIsFractionalForTpNotDividingTwo) {

@@ -34,7 +34,7 @@ TEST(ScenarioLoader, FieldsAbsentFromTheFileKeepTheirDefaults) {
   Scenario s = load("[vllm]\nblock_size = 32\n\n[lmcache]\nenabled = true\n");
   EXPECT_EQ(s.vllm.block_size, 32);
   EXPECT_TRUE(s.lmcache.enabled);
-  EXPECT_EQ(s.vllm.max_num_seqs, 256);
+  EXPECT_EQ(s.vllm.max_num_seqs, 0);  // vLLM's default, resolved by effective_max_num_seqs
   EXPECT_EQ(s.model.num_layers, 32);
   EXPECT_EQ(s.origins.at("vllm.block_size").line, 2u);
 }
@@ -104,7 +104,7 @@ TEST(ScenarioLoader, EditDistanceCountsInsertionsDeletionsSubstitutionsAndSwaps)
 
 TEST(ScenarioLoader, OutOfRangeAndWrongTypesNameFileLineAndKey) {
   EXPECT_EQ(input_error([] { load("[vllm]\n\nblock_size = 0\n"); }),
-            "s.toml:3: vllm.block_size: value 0 out of range [1, 4096]");
+            "s.toml:3: vllm.block_size: value 0 out of range [1, 256]");
   EXPECT_EQ(input_error([] { load("[gpu]\ncompute_efficiency = 1.5\n"); }),
             "s.toml:2: gpu.compute_efficiency: value 1.5 out of range [0.001, 1]");
   EXPECT_EQ(input_error([] { load("[vllm]\nblock_size = \"16\"\n"); }),
@@ -116,6 +116,41 @@ TEST(ScenarioLoader, OutOfRangeAndWrongTypesNameFileLineAndKey) {
   EXPECT_EQ(input_error([] { load("[cluster]\nrouter = \"random\"\n"); }),
             "s.toml:2: cluster.router: 'random' is not one of: round_robin, least_loaded, "
             "prefix_aware");
+}
+
+// Values vLLM v0.17 does not take: block sizes outside its BlockSize list, KV cache types
+// outside --kv-cache-dtype's choices, and more seats than the token budget.
+TEST(ScenarioLoader, RefusesWhatVllmDoesNotTake) {
+  EXPECT_EQ(input_error([] { load("[vllm]\nblock_size = 48\n"); }),
+            "s.toml:2: vllm.block_size: vLLM takes 1, 8, 16, 32, 64, 128 or 256");
+  for (const char* ok : {"1", "8", "16", "32", "64", "128", "256"})
+    EXPECT_EQ(load(std::string("[vllm]\nblock_size = ") + ok + "\n").vllm.block_size,
+              std::stoi(ok));
+  EXPECT_EQ(input_error([] { load("[model]\nkv_cache_dtype = \"float16\"\n"); }),
+            "s.toml:2: model.kv_cache_dtype: 'float16' is not one of: auto, bfloat16, fp8, "
+            "fp8_e4m3, fp8_e5m2");
+  EXPECT_EQ(input_error([] { load("[vllm]\nmax_num_batched_tokens = 128\nmax_num_seqs = 256\n"); }),
+            "s.toml:2: vllm.max_num_batched_tokens: vllm.max_num_batched_tokens must be >= "
+            "vllm.max_num_seqs, as vLLM requires (vllm.max_num_batched_tokens = 128, "
+            "vllm.max_num_seqs = 256)");
+  EXPECT_EQ(load("[vllm]\nmax_num_batched_tokens = 256\nmax_num_seqs = 256\n").vllm.max_num_seqs,
+            256);
+}
+
+// max_num_seqs = 0 is vLLM's default as `vllm serve` picks it without --max-num-seqs: 1024 on a
+// device of at least 70 GiB whose name lacks "a100", else 256, lowered to the token budget.
+TEST(ScenarioLoader, TheDefaultSeatsAreVllmServesForTheGpu) {
+  EXPECT_EQ(effective_max_num_seqs(load("")), 1024);  // H100-SXM5-80GB
+  EXPECT_EQ(effective_max_num_seqs(load("[vllm]\nmax_num_batched_tokens = 512\n")), 512);
+  EXPECT_EQ(effective_max_num_seqs(load("[gpu]\nname = \"A100-SXM4-80GB\"\n")), 256);
+  EXPECT_EQ(effective_max_num_seqs(load("[gpu]\nname = \"NVIDIA a100 80GB\"\n")), 256);
+  EXPECT_EQ(effective_max_num_seqs(load("[gpu]\nname = \"A800-SXM4-80GB\"\n")), 1024);
+  EXPECT_EQ(effective_max_num_seqs(load("[gpu]\nmemory_gb = 48\n")), 256);
+  EXPECT_EQ(effective_max_num_seqs(load("[gpu]\nmemory_gb = 70\n")), 1024);
+  EXPECT_EQ(effective_max_num_seqs(load("[vllm]\nmax_num_seqs = 300\n")), 300);
+  EXPECT_EQ(
+      effective_max_num_seqs(load("[gpu]\nmemory_gb = 48\n[vllm]\nmax_num_batched_tokens = 100\n")),
+      100);
 }
 
 TEST(ScenarioLoader, SyntaxErrorsCarryTheLine) {

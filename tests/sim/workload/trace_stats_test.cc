@@ -116,6 +116,28 @@ TEST(TraceStats, WorkingSetTokensBelongToTheFirstWindowReachingTheMaximum) {
   EXPECT_EQ(s.max_window_start_s, 0);
 }
 
+// The working set counts every prompt token no id covers: a request's tokens past its ids (after
+// a synthetic prefix, say) and those of a request without ids are its own. Ids 1 and 2 cover 32
+// distinct tokens; the uncovered ones are 40 − 32 = 8, 50 − 16 = 34 and 30: 32 + 72 = 104. In
+// 5-s windows, [0, 5) is the busiest (2 ids) and holds 40 + 30 tokens: the request without ids
+// arriving after the window reached its most ids counts too.
+TEST(TraceStats, TheWorkingSetHoldsTheTokensNoIdCovers) {
+  std::string path = kvtwin::testing::scratch_dir() + "/u.csv";
+  std::ofstream(path) << "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
+                         "0,40,1,16,1 2\n"
+                         "3,30,1,,\n"
+                         "6,50,1,16,1\n";
+  TraceStats s = stats_of(path, 5);
+  EXPECT_EQ(s.unique_block_tokens, 32u);
+  EXPECT_EQ(s.uncovered_tokens, 72u);
+  EXPECT_EQ(s.working_set_tokens(), 104u);
+  EXPECT_EQ(s.max_window_unique_blocks, 2u);
+  EXPECT_EQ(s.max_window_tokens, 70u);
+  EXPECT_EQ(s.max_window_start_s, 0);
+  EXPECT_NE(format_trace_stats(s, "u.csv", 0).find("working set           104 tokens"),
+            std::string::npos);
+}
+
 // The busiest window's start is reported, so that workload.start_s can replay it: 5 s windows,
 // [0, 5) holds 1 block, [10, 15) 3, [20, 25) 2.
 TEST(TraceStats, TheBusiestWindowNamesItsStart) {
