@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -60,6 +61,19 @@ std::string option_text(double x) {
 // of the scenario's validation (a tensor-parallel size that does not divide the heads, a CPU pool
 // below one byte) or of check_vllm_starts, as a plain run would.
 scenario::Scenario scenario_at(const Axis& a, const scenario::Scenario& base, double x) {
+  // Keys whose 0 is not an amount but a default or "no limit": a search must not walk into it.
+  static const std::map<std::string, std::string> kZeroMeans = {
+      {"vllm.num_gpu_blocks", "the pool derived from memory"},
+      {"vllm.max_num_seqs", "vLLM's default"},
+      {"vllm.long_prefill_token_threshold", "no cap"},
+      {"workload.max_requests", "every request"},
+      {"workload.max_duration_s", "the whole trace"},
+  };
+  if (x == 0) {
+    auto it = kZeroMeans.find(a.field->key);
+    if (it != kZeroMeans.end())
+      throw InputError("--for", 0, a.field->key, "0 is not an amount here: it means " + it->second);
+  }
   scenario::Scenario s = base;
   scenario::apply_override(&s, a.field->key + "=" + value_text(a, x), "--for");
   scenario::validate(s);

@@ -91,8 +91,10 @@ int run_trace_stats(const TraceStatsOptions& o) {
                        window_options(s));
   workload::TraceStats stats = workload::compute_trace_stats(&w, o.window_s);
   // Under MLA every rank holds the same latent KV, and LMCache (save_only_first_rank, its
-  // default there) keeps rank 0's copy alone: the distinct bytes are one rank's.
-  const bool one_copy = s.model.attention == "mla" && s.lmcache.save_only_first_rank;
+  // default there; layerwise mode ignores it) keeps rank 0's copy alone: the distinct bytes are
+  // one rank's.
+  const bool one_copy =
+      s.model.attention == "mla" && s.lmcache.save_only_first_rank && !s.lmcache.use_layerwise;
   double kv = static_cast<double>(hw::derive_geometry(s).kv_bytes_per_token) *
               (one_copy ? 1 : s.gpu.tensor_parallel);
   std::string text = o.json ? trace_stats_json(stats, o.file, kv, s.model.name)

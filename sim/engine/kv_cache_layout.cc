@@ -28,6 +28,9 @@ std::string kv_dtype_name(const hw::ModelGeometry& g) {
   return g.kv_bytes == 1 ? "fp8" : g.kv_bytes == 4 ? "float32" : "bfloat16";
 }
 
+// The largest block the simulator takes (a Mamba state can ask for more).
+constexpr int64_t kMaxBlockTokens = int64_t{1} << 24;
+
 bool capability_family(const scenario::Scenario& s, int major) {
   return static_cast<int>(s.gpu.compute_capability) == major;
 }
@@ -52,7 +55,9 @@ std::vector<LayerSpec> layer_specs(const scenario::Scenario& s, const hw::ModelG
   const int kv_heads = g.mla ? 1 : std::max(1, s.model.num_kv_heads / tp);
   const int head_size = g.mla ? s.model.kv_lora_rank + s.model.qk_rope_head_dim : g.head_size;
   const int64_t attn_bytes_per_token = g.kv_bytes_per_token_per_layer;
-  int block_size = g.mla ? mla_block_size(s, s.vllm.block_size) : s.vllm.block_size;
+  // vLLM grows the block for Mamba first (HybridAttentionMambaModelConfig), then the platform
+  // forces the MLA backend's size (CudaPlatform.check_and_update_config).
+  int block_size = s.vllm.block_size;
   const MambaCacheMode mamba_mode = effective_mamba_cache_mode(s);
   int64_t mamba_block = s.vllm.max_model_len;  // mode "none": one block holds the only state
   if (g.num_mamba_layers > 0) {
@@ -73,9 +78,21 @@ std::vector<LayerSpec> layer_specs(const scenario::Scenario& s, const hw::ModelG
     } else {
       attn_block = align * cdiv(state, align * attn_bytes_per_token);
     }
+    if (attn_block > kMaxBlockTokens)
+      scenario::scenario_error(s, "model.mamba_state_size",
+                               "one Mamba state needs an attention block of " +
+                                   std::to_string(attn_block) + " tokens; kvtwin holds at most " +
+                                   std::to_string(kMaxBlockTokens));
     block_size = static_cast<int>(std::max<int64_t>(block_size, attn_block));
     if (mamba_mode == MambaCacheMode::kAlign) mamba_block = block_size;
   }
+  if (g.mla) block_size = mla_block_size(s, block_size);
+  if (g.num_mamba_layers > 0 && mamba_mode != MambaCacheMode::kNone && mamba_block != block_size)
+    scenario::scenario_error(s, "gpu.compute_capability",
+                             "vLLM's MLA backend forces a block of " + std::to_string(block_size) +
+                                 " tokens, unlike the Mamba block of " +
+                                 std::to_string(mamba_block) +
+                                 ": kvtwin does not model blocks of two sizes");
   *attention_block_size = block_size;
   const int64_t attn_page = int64_t{block_size} * attn_bytes_per_token;
   std::vector<LayerSpec> out;
@@ -94,9 +111,9 @@ std::vector<LayerSpec> layer_specs(const scenario::Scenario& s, const hw::ModelG
         break;
       case hw::LayerKind::kSliding:
         // A KV connector (LMCache) turns vLLM's hybrid manager off, and unify_hybrid_kv_cache_
-        // specs makes sliding-window layers full attention: blocks for every token (the
-        // attention itself stays windowed).
-        if (s.lmcache.enabled) {
+        // specs makes sliding-window layers full attention when full-attention layers are there
+        // too: blocks for every token (the attention itself stays windowed).
+        if (s.lmcache.enabled && g.num_full_layers > 0) {
           spec.kind = g.mla ? KVCacheSpecKind::kMLAAttention : KVCacheSpecKind::kFullAttention;
         } else {
           spec.kind = KVCacheSpecKind::kSlidingWindow;
@@ -298,7 +315,8 @@ KvCacheLayout derive_kv_cache_layout(const scenario::Scenario& s, const hw::Mode
   }
   layout.hash_block_size = min_block;
   layout.enable_caching = s.vllm.enable_prefix_caching &&
-                          !(g.num_mamba_layers > 0 && s.vllm.mamba_cache_mode == "none");
+                          !(g.num_mamba_layers > 0 &&
+                            effective_mamba_cache_mode(s) == model::vllm::MambaCacheMode::kNone);
   layout.block_bytes = layout.page_bytes * layout.layers_per_group;
 
   // Step 3: number of blocks.

@@ -4,8 +4,9 @@
 //
 //   1. One spec per layer (per tensor-parallel rank):
 //        F  full attention (MLA: one latent "head" of kv_lora_rank + qk_rope_head_dim)
-//        S  sliding window; full attention when LMCache is on (a KV connector turns vLLM's hybrid
-//           manager off, and unify_hybrid_kv_cache_specs converts the specs: one group)
+//        S  sliding window; full attention when LMCache is on and F layers are there too (a KV
+//           connector turns vLLM's hybrid manager off, and unify_hybrid_kv_cache_specs converts
+//           the specs: one group)
 //        M  Mamba-2 state: one block holds a whole state; attention block_size grows to the
 //           smallest multiple of the kernel alignment a (16; 64 for MLA; 32 for head size 256
 //           on compute capability 10) whose page holds a state — with mamba_cache_mode "all",
@@ -13,7 +14,8 @@
 //           the attention page (vLLM's HybridAttentionMambaModelConfig). The Mamba block is
 //           max_model_len tokens in mode "none" (forced when prefix caching is off), the
 //           attention block in "align", the chunk-aligned size in "all"
-//        MLA: block_size is forced by vLLM's default MLA backend (platforms/cuda.py): on
+//        MLA: block_size (after any Mamba growth) is forced by vLLM's default MLA backend
+//           (platforms/cuda.py): on
 //           compute capability 9.x (FlashMLA) to 64 unless a multiple of 64; on 10.x
 //           FlashInfer-MLA (head size 128) to 64 unless 32 or a multiple of 64, CUTLASS-MLA
 //           (otherwise) to 128 unless a multiple of 128; elsewhere kept
@@ -76,7 +78,10 @@ inline constexpr int64_t kMaxGpuBlocksTotal = int64_t{1} << 26;
 KvCacheLayout derive_kv_cache_layout(const scenario::Scenario& s, const hw::ModelGeometry& g);
 
 // The Mamba cache mode vLLM runs with: vllm.mamba_cache_mode, but "none" whenever prefix
-// caching is off (vLLM's MambaModelConfig forces it).
+// caching is off (vLLM's MambaModelConfig forces it). "none" with prefix caching on is read as
+// vLLM without --enable-prefix-caching, whose default for hybrids is off: caching off
+// (KvCacheLayout::enable_caching); vLLM given the flag explicitly would switch to "all" or
+// "align", which the scenario then says itself.
 model::vllm::MambaCacheMode effective_mamba_cache_mode(const scenario::Scenario& s);
 
 }  // namespace kvtwin::sim::engine

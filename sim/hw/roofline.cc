@@ -24,7 +24,26 @@ RooflineStepModel::RooflineStepModel(const ModelGeometry& geometry, const scenar
       bytes_per_s_(gpu.hbm_tbps * 1e12 * gpu.memory_efficiency),
       overhead_s_(gpu.step_overhead_us * 1e-6),
       allreduce_bytes_per_s_(gpu.allreduce_gbps * 1e9),
-      allreduce_latency_s_(gpu.allreduce_latency_us * 1e-6) {}
+      allreduce_latency_s_(gpu.allreduce_latency_us * 1e-6),
+      mla_decode_threshold_(static_cast<int>(gpu.compute_capability) == 9 ? 128 : 1) {}
+
+std::vector<bool> RooflineStepModel::mla_absorbed(const std::vector<StepSlice>& batch) const {
+  std::vector<bool> out(batch.size(), false);
+  if (!g_.mla || batch.empty()) return out;
+  const int64_t t = mla_decode_threshold_;
+  const int64_t n0 = batch.front().num_new_tokens;
+  const bool uniform = n0 <= t && std::all_of(batch.begin(), batch.end(), [&](const StepSlice& s) {
+                         return s.num_new_tokens == n0;
+                       });
+  int64_t first = -1;  // the decode region's first slice's length
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const StepSlice& s = batch[i];
+    const bool decode_region = s.num_context_tokens > 0 && s.num_new_tokens <= t;
+    if (decode_region && first < 0) first = s.num_new_tokens;
+    out[i] = uniform || (decode_region && s.num_new_tokens == first);
+  }
+  return out;
+}
 
 double RooflineStepModel::roofline_s(double flops, double bytes) const {
   return std::max(flops / flops_per_s_, bytes / bytes_per_s_);
@@ -55,30 +74,37 @@ double RooflineStepModel::linear_s(double tokens, double logits_tokens) const {
 }
 
 double RooflineStepModel::attention_s(const StepSlice& slice) const {
+  return attention_s(slice, mla_absorbed({slice}).front());
+}
+
+double RooflineStepModel::attention_s(const StepSlice& slice, bool mla_absorbed) const {
   const double n = static_cast<double>(slice.num_new_tokens);
   const double c = static_cast<double>(slice.num_context_tokens);
   if (n <= 0) return 0;
   const double kv = static_cast<double>(g_.kv_bytes_per_token_per_layer);
   const double H = g_.heads_per_rank, D = g_.head_size;
-  // FLOPs per (query, key) pair: scores over D and values over D per head. MLA: a decode (one
-  // new token) runs the absorbed form, scores over the latent plus RoPE part (C + R) and values
-  // over the latent C; a prefill runs the MHA form over up-projected keys (D + R) and values (D),
-  // after up-projecting the cached context's latent (kv_b_proj, C -> H·2D per token).
-  const bool mla_decode = g_.mla && n <= 1;
+  // FLOPs per (query, key) pair: scores over D and values over D per head. MLA: the decode
+  // kernels run the absorbed form, scores over the latent plus RoPE part (C + R) and values over
+  // the latent C; a prefill runs the MHA form over up-projected keys (D + R) and values (D),
+  // after up-projecting the attended cached context's latent (kv_b_proj, C -> H·2D per token).
+  const bool mla_decode = g_.mla && mla_absorbed;
   const double per_pair = !g_.mla      ? 4.0 * H * D
                           : mla_decode ? 2.0 * H * (2.0 * g_.mla_kv_lora_rank + g_.mla_rope_dim)
                                        : 2.0 * H * (2.0 * D + g_.mla_rope_dim);
-  const double up_projection =
-      g_.mla && !mla_decode ? 2.0 * c * g_.mla_kv_lora_rank * H * 2 * D : 0;
+  // kv_b_proj over `cached` tokens of latent.
+  auto up_projection = [&](double cached) {
+    return g_.mla && !mla_decode ? 2.0 * cached * g_.mla_kv_lora_rank * H * 2 * D : 0.0;
+  };
   double t = 0;
   if (g_.num_full_layers > 0) {
     double pairs = key_pairs(c, n, 0);
-    t += g_.num_full_layers * roofline_s(pairs * per_pair + up_projection, (c + n + n) * kv);
+    t += g_.num_full_layers * roofline_s(pairs * per_pair + up_projection(c), (c + n + n) * kv);
   }
   if (g_.num_sliding_layers > 0) {
     double w = g_.sliding_window;
     double pairs = key_pairs(c, n, w);
-    t += g_.num_sliding_layers * roofline_s(pairs * per_pair, (std::min(c + n, w) + n) * kv);
+    t += g_.num_sliding_layers * roofline_s(pairs * per_pair + up_projection(std::min(c, w)),
+                                            (std::min(c + n, w) + n) * kv);
   }
   if (g_.num_mamba_layers > 0) {
     double flops = 6 * n * g_.mamba_d_inner_per_rank * g_.mamba_state_size;
@@ -113,11 +139,13 @@ double RooflineStepModel::encoder_s(double e) const {
 
 StepTime RooflineStepModel::step_time(const std::vector<StepSlice>& batch) const {
   double tokens = 0, logits = 0, attn = 0, enc = 0;
-  for (const StepSlice& s : batch) {
+  const std::vector<bool> absorbed = mla_absorbed(batch);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const StepSlice& s = batch[i];
     KVTWIN_CHECK(s.num_new_tokens >= 1 || s.encoder_tokens >= 1) << "empty slice";
     tokens += static_cast<double>(s.num_new_tokens);
     logits += s.logits ? 1 : 0;
-    attn += attention_s(s);
+    attn += attention_s(s, absorbed[i]);
     enc += encoder_s(static_cast<double>(s.encoder_tokens));
   }
   double lin = linear_s(tokens, logits);

@@ -12,10 +12,11 @@
 //   attention  per attention layer and slice (n new tokens on c cached):
 //              pairs = Σ_{i=1..n} keys(c + i), keys(x) = x (full) or min(x, window) (sliding)
 //              FLOPs = 4 · pairs · heads_per_rank · head_size
-//                mla, n = 1 (decode, absorbed): 2 · pairs · heads · (2·kv_lora_rank + rope)
-//                mla, n > 1 (prefill, MHA form): 2 · pairs · heads · (2·head_size + rope)
-//                      + 2 · c · kv_lora_rank · heads · 2·head_size (the cached context's
-//                      latent up-projected to keys and values)
+//                mla, absorbed (decode kernels): 2 · pairs · heads · (2·kv_lora_rank + rope)
+//                mla, otherwise (prefill, MHA form): 2 · pairs · heads · (2·head_size + rope)
+//                      + 2 · c' · kv_lora_rank · heads · 2·head_size (the attended cached
+//                      context c' = keys(c) up-projected from its latent to keys and values)
+//              which MLA slices are absorbed: mla_absorbed below
 //              bytes = (keys(c + n) + n) · KV bytes per token per layer
 //              Mamba layer: FLOPs = 6·n·d_inner·d_state, bytes = 2 · state bytes
 //   encoder    encoder tokens e: 2·e·encoder params + 4·e²·heads·head_size per encoder layer,
@@ -42,7 +43,16 @@ class RooflineStepModel final : public StepModel {
   // The pieces, exposed for tests (seconds).
   double roofline_s(double flops, double bytes) const;
   double linear_s(double tokens, double logits_tokens) const;
+  // A slice as a batch of its own (mla_absorbed({slice})).
   double attention_s(const StepSlice& slice) const;
+  double attention_s(const StepSlice& slice, bool mla_absorbed) const;
+  // MLA: the slices that run the absorbed (decode) kernels, as vLLM's MLA metadata builder
+  // splits a batch with its backend's threshold T (FlashMLA, the default on compute capability
+  // 9.x: 128, uniform lengths; the others: 1). The decode region is the slices with cached
+  // context and at most T new tokens. Every slice is absorbed when all have one length <= T;
+  // otherwise the decode region's slices of its first slice's length (vLLM takes the leading
+  // run of that length in its persistent batch's order; kvtwin takes its batch order).
+  std::vector<bool> mla_absorbed(const std::vector<StepSlice>& batch) const;
   double allreduce_s(double tokens) const;
   double encoder_s(double encoder_tokens) const;
 
@@ -53,6 +63,7 @@ class RooflineStepModel final : public StepModel {
   double overhead_s_;
   double allreduce_bytes_per_s_;
   double allreduce_latency_s_;
+  int64_t mla_decode_threshold_;
 };
 
 }  // namespace kvtwin::sim::hw

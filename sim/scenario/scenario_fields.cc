@@ -187,7 +187,7 @@ std::vector<FieldSpec> make_fields() {
                       1 << 20, "tokens",
                       "the Mamba-2 kernel's chunk (the checkpoint's chunk_size): with "
                       "vllm.mamba_cache_mode = all the block size is a multiple of "
-                      "lcm(chunk, 16)"));
+                      "lcm(chunk, the attention kernel's alignment)"));
   f.push_back(numeric("model.encoder_layers", &S::model, &ModelConfig::encoder_layers, 0, 1024,
                       "layers", "encoder layers of an encoder-decoder model (0 = decoder only)"));
   f.push_back(numeric("model.encoder_tokens", &S::model, &ModelConfig::encoder_tokens, 0, 1 << 24,

@@ -232,6 +232,13 @@ void validate_rest(const Scenario& s) {
       invalid(s, "lmcache.enabled", "LMCache does not serve encoder-decoder models");
     if (s.model.layer_pattern.find('M') != std::string::npos)
       invalid(s, "lmcache.enabled", "LMCache does not serve Mamba layers");
+    // With full-attention layers beside them, vLLM makes sliding-window layers full attention
+    // under a connector (kv_cache_layout.h); alone, they stay a sliding-window group.
+    if (s.model.layer_pattern.find('F') == std::string::npos)
+      invalid(s, "lmcache.enabled",
+              "kvtwin does not model LMCache on a model whose attention layers are all "
+              "sliding-window (vLLM keeps them one sliding-window group); a pattern with F layers "
+              "runs");
     if (l.enable_async_loading && l.use_layerwise)
       invalid(s, "lmcache.enable_async_loading",
               "LMCache's async loading has no layerwise path (use_layerwise = false)");

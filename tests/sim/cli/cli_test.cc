@@ -279,6 +279,11 @@ TEST(Cli, TraceStatsSizesAnMlaWorkingSetWithOneRanksCopy) {
   EXPECT_NE(text.out.find("KV bytes per token    70272 (deepseek-ai/DeepSeek-V3, one rank's copy"),
             std::string::npos)
       << text.out;
+  // Layerwise mode ignores save_only_first_rank: every rank stores its copy.
+  const auto layerwise = kvtwin::testing::run_kvtwin("trace stats --json" + ds +
+                                                     " --set lmcache.use_layerwise=true " + trace);
+  ASSERT_EQ(layerwise.exit_code, 0) << layerwise.err;
+  EXPECT_EQ(number_after(layerwise.out, "\"kv_bytes_per_token\": "), 8 * 61 * 576 * 2);
 }
 
 // `trace convert --scenario` writes the requests the scenario replays (scaled arrivals, the

@@ -120,6 +120,29 @@ TEST(Capacity, SaysWhenTheWindowIsOneBurst) {
       << screen;
 }
 
+// A key whose 0 is not an amount (max_num_seqs 0 is vLLM's default, 1,024 seats here) bounds a
+// downward search at 1: the least number of seats that holds, with SLOs nothing misses, is 1,
+// "the scenario's limit", and a note says what 0 would have meant.
+TEST(Capacity, DoesNotWalkIntoAKeysDefaultZero) {
+  CapacityOptions o;
+  o.key = "vllm.max_num_seqs";
+  o.least = true;
+  o.sets = {"vllm.max_num_seqs=4", "workload.max_requests=40", "slo.ttft_ms=1e9",
+            "slo.tpot_ms=1e9"};
+  std::string screen;
+  const Rows rows = capacity(o, &screen);
+  ASSERT_FALSE(rows.empty());
+  for (const auto& r : rows) EXPECT_NE(r.at("vllm.max_num_seqs"), "0") << screen;
+  EXPECT_EQ(rows.front().at("vllm.max_num_seqs"), "1") << screen;
+  EXPECT_NE(screen.find("capacity    every value probed holds, down to max_num_seqs 1 (the "
+                        "scenario's limit)"),
+            std::string::npos)
+      << screen;
+  EXPECT_NE(screen.find("vllm.max_num_seqs: 0 is not an amount here: it means vLLM's default"),
+            std::string::npos)
+      << screen;
+}
+
 // The attainment of the default scenario's first 600 requests hovers near 90 % over a range of
 // rates; with four probes a round, a scale above the answer holds again, and the screen says the
 // verdict is not monotone there. A note names exactly the probes on the wrong side.

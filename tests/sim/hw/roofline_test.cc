@@ -190,20 +190,50 @@ TEST(ModelGeometry, Fp8WeightsKeepTheHeadIn16BitsAndTheKvInBf16) {
   EXPECT_DOUBLE_EQ(model_of(toy("dtype = \"fp8\"\n")).linear_s(1, 0), 2.8e-5 + 2e-6);
 }
 
-// MLA with C = kv_lora_rank = 400, R = 20, D = head_size = 100, 10 heads. A decode runs the
-// absorbed form: 2 · 10 · (2 · 400 + 20) = 16,400 FLOPs per (query, key) pair; on 999 cached
-// tokens, 1,000 pairs → 1.64e7 FLOPs (1.64e-5 s), against (999 + 1 + 1) · 420 · 2 bytes
-// (8.4e-7 s): compute bound. A prefill runs the MHA form, 2 · 10 · (2 · 100 + 20) = 4,400 per
-// pair, and first up-projects the cached context's latent: 100 new tokens on 900 cached have
+// MLA with C = kv_lora_rank = 400, R = 20, D = head_size = 100, 10 heads. The absorbed form
+// (decode kernels): 2 · 10 · (2 · 400 + 20) = 16,400 FLOPs per (query, key) pair; one token on
+// 999 cached has 1,000 pairs → 1.64e7 FLOPs (1.64e-5 s), against (999 + 1 + 1) · 420 · 2 bytes
+// (8.4e-7 s): compute bound. The MHA form (prefill kernels): 2 · 10 · (2 · 100 + 20) = 4,400 per
+// pair, after up-projecting the cached context's latent: 100 new tokens on 900 cached have
 // 100 · 900 + 100 · 101 / 2 = 95,050 pairs (4.1822e8 FLOPs) plus 2 · 900 · 400 · 10 · 200 =
 // 1.44e9 → 1.85822e-3 s per layer. Two layers each.
-TEST(Roofline, MlaDecodesAbsorbedAndPrefillsInTheMhaForm) {
+TEST(Roofline, MlaAbsorbedAndMhaFormsCostWhatTheirKernelsCompute) {
   auto m = model_of(toy("attention = \"mla\"\nkv_lora_rank = 400\nqk_rope_head_dim = 20\n"));
-  EXPECT_DOUBLE_EQ(m.attention_s(StepSlice{1, 999, true, 0}), 2 * 1000 * 16400.0 / 1e12);
-  EXPECT_DOUBLE_EQ(m.attention_s(StepSlice{100, 900, true, 0}),
+  EXPECT_DOUBLE_EQ(m.attention_s(StepSlice{1, 999, true, 0}, true), 2 * 1000 * 16400.0 / 1e12);
+  EXPECT_DOUBLE_EQ(m.attention_s(StepSlice{100, 900, true, 0}, false),
                    2 * (95050 * 4400.0 + 2.0 * 900 * 400 * 10 * 200) / 1e12);
+  EXPECT_DOUBLE_EQ(m.attention_s(StepSlice{100, 900, true, 0}, true), 2 * 95050 * 16400.0 / 1e12);
   // No cached context: no up-projection.
+  EXPECT_DOUBLE_EQ(m.attention_s(StepSlice{1000, 0, true, 0}, false), 2 * 500500 * 4400.0 / 1e12);
   EXPECT_DOUBLE_EQ(m.attention_s(StepSlice{1000, 0, true, 0}), 2 * 500500 * 4400.0 / 1e12);
+}
+
+// Which slices run the absorbed kernels, as vLLM's MLA metadata builder splits a batch. On
+// compute capability 9.x (FlashMLA, threshold 128, uniform lengths) the decode region is the
+// slices with cached context and at most 128 new tokens, and the decodes are those of its first
+// slice's length, or every slice when all have one length <= 128; elsewhere the threshold is 1.
+TEST(Roofline, MlaSplitsABatchAsVllmsBackendDoes) {
+  const std::string mla = "attention = \"mla\"\nkv_lora_rank = 400\nqk_rope_head_dim = 20\n";
+  const StepSlice decode{1, 999, true, 0}, extend{100, 900, true, 0}, prompt{1000, 0, true, 0};
+  auto hopper = model_of(toy(mla));
+  using V = std::vector<bool>;
+  EXPECT_EQ(hopper.mla_absorbed({decode, extend, prompt}), (V{true, false, false}));
+  EXPECT_EQ(hopper.mla_absorbed({extend, decode}), (V{true, false}));
+  EXPECT_EQ(hopper.mla_absorbed({extend}), (V{true}));  // one length <= 128
+  EXPECT_EQ(hopper.mla_absorbed({StepSlice{50, 0, true, 0}, StepSlice{50, 0, true, 0}}),
+            (V{true, true}));
+  EXPECT_EQ(hopper.mla_absorbed({StepSlice{129, 900, true, 0}}), (V{false}));
+  EXPECT_EQ(hopper.mla_absorbed({prompt}), (V{false}));
+  auto s = toy(mla);
+  s.gpu.compute_capability = 8.0;  // Triton MLA: threshold 1
+  auto ampere = model_of(s);
+  EXPECT_EQ(ampere.mla_absorbed({extend}), (V{false}));
+  EXPECT_EQ(ampere.mla_absorbed({decode, extend, decode}), (V{true, false, true}));
+  EXPECT_EQ(ampere.mla_absorbed({StepSlice{1, 0, true, 0}}), (V{true}));
+  // A step's time charges each slice its form.
+  EXPECT_EQ(hopper.step_time({decode, extend}).attention_ns,
+            from_seconds(hopper.attention_s(decode, true) + hopper.attention_s(extend, false)));
+  EXPECT_EQ(model_of(toy()).mla_absorbed({decode, extend}), (V{false, false}));  // not MLA
 }
 
 // Encoder-decoder: each decoder layer also holds cross-attention q, k, v, o projections

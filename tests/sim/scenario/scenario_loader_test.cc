@@ -135,6 +135,19 @@ TEST(ScenarioLoader, RefusesWhatVllmDoesNotTake) {
             "vllm.max_num_seqs = 256)");
   EXPECT_EQ(load("[vllm]\nmax_num_batched_tokens = 256\nmax_num_seqs = 256\n").vllm.max_num_seqs,
             256);
+  // LMCache on sliding-window layers: with full-attention layers vLLM makes them full attention
+  // (one group); alone they stay a sliding-window group, which kvtwin does not model with LMCache.
+  EXPECT_TRUE(load("[model]\nlayer_pattern = \"SF\"\nsliding_window = 64\n[lmcache]\n"
+                   "enabled = true\n")
+                  .lmcache.enabled);
+  EXPECT_EQ(input_error([] {
+              load(
+                  "[model]\nlayer_pattern = \"S\"\nsliding_window = 64\n[lmcache]\n"
+                  "enabled = true\n");
+            }),
+            "s.toml:5: lmcache.enabled: kvtwin does not model LMCache on a model whose attention "
+            "layers are all sliding-window (vLLM keeps them one sliding-window group); a pattern "
+            "with F layers runs");
 }
 
 // max_num_seqs = 0 is vLLM's default as `vllm serve` picks it without --max-num-seqs: 1024 on a
