@@ -25,23 +25,47 @@ RooflineStepModel::RooflineStepModel(const ModelGeometry& geometry, const scenar
       overhead_s_(gpu.step_overhead_us * 1e-6),
       allreduce_bytes_per_s_(gpu.allreduce_gbps * 1e9),
       allreduce_latency_s_(gpu.allreduce_latency_us * 1e-6),
-      mla_decode_threshold_(static_cast<int>(gpu.compute_capability) == 9 ? 128 : 1) {}
+      // vLLM's default MLA backend (CudaPlatform's priorities): on 9.x FlashAttention-MLA for
+      // a 16-bit KV cache, FlashMLA for fp8; FlashInfer-MLA, CUTLASS-MLA (10.x) and Triton-MLA
+      // split at one token.
+      mla_decode_threshold_(static_cast<int>(gpu.compute_capability) != 9 ? 1
+                            : geometry.kv_bytes == 1                      ? 128
+                                                                          : 512),
+      mla_uniform_(static_cast<int>(gpu.compute_capability) != 9 || geometry.kv_bytes == 1) {}
 
 std::vector<bool> RooflineStepModel::mla_absorbed(const std::vector<StepSlice>& batch) const {
   std::vector<bool> out(batch.size(), false);
   if (!g_.mla || batch.empty()) return out;
   const int64_t t = mla_decode_threshold_;
-  const int64_t n0 = batch.front().num_new_tokens;
-  const bool uniform = n0 <= t && std::all_of(batch.begin(), batch.end(), [&](const StepSlice& s) {
-                         return s.num_new_tokens == n0;
-                       });
-  int64_t first = -1;  // the decode region's first slice's length
-  for (size_t i = 0; i < batch.size(); ++i) {
-    const StepSlice& s = batch[i];
-    const bool decode_region = s.num_context_tokens > 0 && s.num_new_tokens <= t;
-    if (decode_region && first < 0) first = s.num_new_tokens;
-    out[i] = uniform || (decode_region && s.num_new_tokens == first);
+  // reorder_batch_to_split_decodes_and_prefills: decodes (cached context, at most t new tokens),
+  // then extends (cached context, more), then fresh prompts; kvtwin's order within each.
+  std::vector<size_t> order;
+  for (int region = 0; region < 3; ++region)
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const StepSlice& s = batch[i];
+      const int r = s.num_context_tokens == 0 ? 2 : s.num_new_tokens <= t ? 0 : 1;
+      if (r == region) order.push_back(i);
+    }
+  // split_decodes_and_prefills: the decodes are a leading run of that order.
+  auto len = [&](size_t k) { return batch[order[k]].num_new_tokens; };
+  int64_t longest = 0;
+  bool one_length = true;
+  for (size_t k = 0; k < order.size(); ++k) {
+    longest = std::max(longest, len(k));
+    one_length = one_length && len(k) == len(0);
   }
+  size_t decodes = 0;
+  if (longest <= t && (!mla_uniform_ || t <= 1)) {
+    decodes = order.size();
+  } else if (len(0) > t) {
+    decodes = 0;
+  } else if (mla_uniform_ && one_length) {
+    decodes = order.size();
+  } else {
+    while (decodes < order.size() && (mla_uniform_ ? len(decodes) == len(0) : len(decodes) <= t))
+      ++decodes;
+  }
+  for (size_t k = 0; k < decodes; ++k) out[order[k]] = true;
   return out;
 }
 

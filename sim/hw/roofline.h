@@ -47,11 +47,14 @@ class RooflineStepModel final : public StepModel {
   double attention_s(const StepSlice& slice) const;
   double attention_s(const StepSlice& slice, bool mla_absorbed) const;
   // MLA: the slices that run the absorbed (decode) kernels, as vLLM's MLA metadata builder
-  // splits a batch with its backend's threshold T (FlashMLA, the default on compute capability
-  // 9.x: 128, uniform lengths; the others: 1). The decode region is the slices with cached
-  // context and at most T new tokens. Every slice is absorbed when all have one length <= T;
-  // otherwise the decode region's slices of its first slice's length (vLLM takes the leading
-  // run of that length in its persistent batch's order; kvtwin takes its batch order).
+  // splits a batch with its default backend's threshold T: on compute capability 9.x
+  // FlashAttention-MLA for a 16-bit KV cache (T = 512, any lengths) and FlashMLA for fp8
+  // (T = 128, uniform lengths); elsewhere T = 1. The batch is ordered decodes (cached context,
+  // at most T new tokens), extends (cached context, more), fresh prompts (vLLM keeps its
+  // persistent batch's order within each; kvtwin its own), and the decodes are a leading run:
+  // all slices when every one has at most T tokens (uniform backends: T = 1 only), none when the
+  // first has more, all when a uniform backend sees one length, else the run up to the first
+  // slice longer than T (uniform: of another length than the first).
   std::vector<bool> mla_absorbed(const std::vector<StepSlice>& batch) const;
   double allreduce_s(double tokens) const;
   double encoder_s(double encoder_tokens) const;
@@ -64,6 +67,7 @@ class RooflineStepModel final : public StepModel {
   double allreduce_bytes_per_s_;
   double allreduce_latency_s_;
   int64_t mla_decode_threshold_;
+  bool mla_uniform_;
 };
 
 }  // namespace kvtwin::sim::hw

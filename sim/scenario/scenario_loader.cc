@@ -148,15 +148,21 @@ const FieldOrigin& origin_of(const Scenario& s, const std::string& key) {
   invalid(s, blamed, msg + values + ")");
 }
 
+// Whether a layer of kind `c` is among the model's layers (the pattern repeated to num_layers).
+bool has_layer(const ModelConfig& m, char c) {
+  const size_t n = std::min(m.layer_pattern.size(), static_cast<size_t>(std::max(0, m.num_layers)));
+  return m.layer_pattern.substr(0, n).find(c) != std::string::npos;
+}
+
 void validate_model(const Scenario& s) {
   const ModelConfig& m = s.model;
   for (char c : m.layer_pattern)
     if (c != 'F' && c != 'S' && c != 'M')
       invalid(s, "model.layer_pattern", "only F, S and M may appear");
   if (m.layer_pattern.empty()) invalid(s, "model.layer_pattern", "must not be empty");
-  bool has_s = m.layer_pattern.find('S') != std::string::npos;
-  bool has_m = m.layer_pattern.find('M') != std::string::npos;
-  if (m.layer_pattern.find('F') == std::string::npos && !has_s)
+  bool has_s = has_layer(m, 'S');
+  bool has_m = has_layer(m, 'M');
+  if (!has_layer(m, 'F') && !has_s)
     invalid(s, "model.layer_pattern", "needs at least one attention layer (F or S)");
   if (has_s && m.sliding_window <= 0)
     invalid(s, "model.sliding_window", "S layers need a window > 0");
@@ -168,6 +174,9 @@ void validate_model(const Scenario& s) {
             "M layers need mamba_num_heads, mamba_head_dim and mamba_state_size > 0");
   if (m.attention == "mla" && (m.kv_lora_rank <= 0 || m.qk_rope_head_dim <= 0))
     invalid(s, "model.kv_lora_rank", "MLA needs kv_lora_rank and qk_rope_head_dim > 0");
+  if (m.attention == "mla" && has_layer(m, 'S'))
+    conflict(s, {"model.layer_pattern", "model.attention"},
+             "vLLM's MLA attention has no sliding window: S layers cannot be MLA");
   if (m.attention == "full" && m.num_heads % m.num_kv_heads != 0)
     conflict(s, {"model.num_kv_heads", "model.num_heads"},
              "model.num_kv_heads must divide model.num_heads");
@@ -230,11 +239,11 @@ void validate_rest(const Scenario& s) {
               "LMCache needs a CPU pool of at least one byte (it stages I/O)");
     if (s.model.encoder_layers > 0)
       invalid(s, "lmcache.enabled", "LMCache does not serve encoder-decoder models");
-    if (s.model.layer_pattern.find('M') != std::string::npos)
+    if (has_layer(s.model, 'M'))
       invalid(s, "lmcache.enabled", "LMCache does not serve Mamba layers");
     // With full-attention layers beside them, vLLM makes sliding-window layers full attention
     // under a connector (kv_cache_layout.h); alone, they stay a sliding-window group.
-    if (s.model.layer_pattern.find('F') == std::string::npos)
+    if (!has_layer(s.model, 'F'))
       invalid(s, "lmcache.enabled",
               "kvtwin does not model LMCache on a model whose attention layers are all "
               "sliding-window (vLLM keeps them one sliding-window group); a pattern with F layers "

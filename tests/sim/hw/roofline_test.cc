@@ -208,31 +208,40 @@ TEST(Roofline, MlaAbsorbedAndMhaFormsCostWhatTheirKernelsCompute) {
   EXPECT_DOUBLE_EQ(m.attention_s(StepSlice{1000, 0, true, 0}), 2 * 500500 * 4400.0 / 1e12);
 }
 
-// Which slices run the absorbed kernels, as vLLM's MLA metadata builder splits a batch. On
-// compute capability 9.x (FlashMLA, threshold 128, uniform lengths) the decode region is the
-// slices with cached context and at most 128 new tokens, and the decodes are those of its first
-// slice's length, or every slice when all have one length <= 128; elsewhere the threshold is 1.
-TEST(Roofline, MlaSplitsABatchAsVllmsBackendDoes) {
+// Which slices run the absorbed kernels, as vLLM's MLA metadata builder splits a batch: ordered
+// decodes (cached context, at most T new tokens), extends, fresh prompts, and the decodes a
+// leading run. Compute capability 9.x with a bf16 KV cache: FlashAttention-MLA, T = 512, any
+// lengths; with fp8: FlashMLA, T = 128, one length; elsewhere T = 1.
+TEST(Roofline, MlaSplitsABatchAsVllmsDefaultBackendDoes) {
   const std::string mla = "attention = \"mla\"\nkv_lora_rank = 400\nqk_rope_head_dim = 20\n";
   const StepSlice decode{1, 999, true, 0}, extend{100, 900, true, 0}, prompt{1000, 0, true, 0};
-  auto hopper = model_of(toy(mla));
+  const StepSlice long_extend{600, 900, true, 0}, short_prompt{300, 0, true, 0};
   using V = std::vector<bool>;
-  EXPECT_EQ(hopper.mla_absorbed({decode, extend, prompt}), (V{true, false, false}));
-  EXPECT_EQ(hopper.mla_absorbed({extend, decode}), (V{true, false}));
-  EXPECT_EQ(hopper.mla_absorbed({extend}), (V{true}));  // one length <= 128
-  EXPECT_EQ(hopper.mla_absorbed({StepSlice{50, 0, true, 0}, StepSlice{50, 0, true, 0}}),
+  auto fa = model_of(toy(mla));  // 9.0, bf16
+  EXPECT_EQ(fa.mla_absorbed({decode, extend, prompt}), (V{true, true, false}));
+  EXPECT_EQ(fa.mla_absorbed({extend}), (V{true}));
+  EXPECT_EQ(fa.mla_absorbed({prompt}), (V{false}));
+  EXPECT_EQ(fa.mla_absorbed({long_extend, decode}), (V{false, true}));  // decodes come first
+  EXPECT_EQ(fa.mla_absorbed({short_prompt, prompt}), (V{true, false}));
+  EXPECT_EQ(fa.mla_absorbed({prompt, short_prompt}), (V{false, false}));  // the first is long
+  EXPECT_EQ(fa.mla_absorbed({long_extend, short_prompt}), (V{false, false}));
+  auto flashmla = model_of(toy(mla + "kv_cache_dtype = \"fp8\"\n"));  // 9.0, fp8
+  EXPECT_EQ(flashmla.mla_absorbed({decode, extend, prompt}), (V{true, false, false}));
+  EXPECT_EQ(flashmla.mla_absorbed({extend, decode}), (V{true, false}));
+  EXPECT_EQ(flashmla.mla_absorbed({decode, extend, decode}), (V{true, false, false}));
+  EXPECT_EQ(flashmla.mla_absorbed({extend}), (V{true}));  // one length <= 128
+  EXPECT_EQ(flashmla.mla_absorbed({StepSlice{50, 0, true, 0}, StepSlice{50, 0, true, 0}}),
             (V{true, true}));
-  EXPECT_EQ(hopper.mla_absorbed({StepSlice{129, 900, true, 0}}), (V{false}));
-  EXPECT_EQ(hopper.mla_absorbed({prompt}), (V{false}));
+  EXPECT_EQ(flashmla.mla_absorbed({StepSlice{129, 900, true, 0}}), (V{false}));
   auto s = toy(mla);
-  s.gpu.compute_capability = 8.0;  // Triton MLA: threshold 1
+  s.gpu.compute_capability = 8.0;  // Triton MLA: T = 1
   auto ampere = model_of(s);
   EXPECT_EQ(ampere.mla_absorbed({extend}), (V{false}));
   EXPECT_EQ(ampere.mla_absorbed({decode, extend, decode}), (V{true, false, true}));
   EXPECT_EQ(ampere.mla_absorbed({StepSlice{1, 0, true, 0}}), (V{true}));
   // A step's time charges each slice its form.
-  EXPECT_EQ(hopper.step_time({decode, extend}).attention_ns,
-            from_seconds(hopper.attention_s(decode, true) + hopper.attention_s(extend, false)));
+  EXPECT_EQ(fa.step_time({decode, long_extend}).attention_ns,
+            from_seconds(fa.attention_s(decode, true) + fa.attention_s(long_extend, false)));
   EXPECT_EQ(model_of(toy()).mla_absorbed({decode, extend}), (V{false, false}));  // not MLA
 }
 

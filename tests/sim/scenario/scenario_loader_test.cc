@@ -148,6 +148,21 @@ TEST(ScenarioLoader, RefusesWhatVllmDoesNotTake) {
             "s.toml:5: lmcache.enabled: kvtwin does not model LMCache on a model whose attention "
             "layers are all sliding-window (vLLM keeps them one sliding-window group); a pattern "
             "with F layers runs");
+  // The pattern repeats to num_layers: four layers of SSSSSF are all sliding-window.
+  EXPECT_NE(input_error([] {
+              load(
+                  "[model]\nnum_layers = 4\nlayer_pattern = \"SSSSSF\"\nsliding_window = 64\n"
+                  "[lmcache]\nenabled = true\n");
+            }).find("lmcache.enabled: kvtwin does not model LMCache"),
+            std::string::npos);
+  // vLLM's MLA layers have no sliding window.
+  EXPECT_EQ(input_error([] {
+              load(
+                  "[model]\nattention = \"mla\"\nkv_lora_rank = 512\nqk_rope_head_dim = 64\n"
+                  "layer_pattern = \"SF\"\nsliding_window = 64\n");
+            }),
+            "s.toml:5: model.layer_pattern: vLLM's MLA attention has no sliding window: S layers "
+            "cannot be MLA (model.layer_pattern = \"SF\", model.attention = \"mla\")");
 }
 
 // max_num_seqs = 0 is vLLM's default as `vllm serve` picks it without --max-num-seqs: 1024 on a
