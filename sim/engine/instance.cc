@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "model/check.h"
+#include "sim/hw/model_geometry.h"
 #include "sim/scenario/scenario_loader.h"
 
 namespace kvtwin::sim::engine {
@@ -26,7 +27,7 @@ namespace {
 
 SchedulerConfig scheduler_config(const scenario::Scenario& s, const KvCacheLayout& layout) {
   SchedulerConfig c;
-  c.max_num_batched_tokens = s.vllm.max_num_batched_tokens;
+  c.max_num_batched_tokens = scenario::effective_max_num_batched_tokens(s);
   c.max_num_seqs = scenario::effective_max_num_seqs(s);
   c.long_prefill_token_threshold = s.vllm.long_prefill_token_threshold;
   c.enable_chunked_prefill = s.vllm.enable_chunked_prefill;
@@ -34,15 +35,15 @@ SchedulerConfig scheduler_config(const scenario::Scenario& s, const KvCacheLayou
     // vLLM's SchedulerConfig turns both off for encoder-decoder models.
     c.enable_chunked_prefill = false;
     c.long_prefill_token_threshold = 0;
-    c.encoder_compute_budget =
-        std::max<int64_t>(s.vllm.max_num_batched_tokens, s.model.encoder_tokens);
+    c.encoder_compute_budget = std::max<int64_t>(c.max_num_batched_tokens, s.model.encoder_tokens);
   }
   c.max_model_len = s.vllm.max_model_len;
   c.block_size = layout.attention_block_size;
   c.recompute_kv_load_failures = s.vllm.kv_load_failure_policy == "recompute";
   c.async_scheduling = s.vllm.async_scheduling;
   c.priority_policy = s.vllm.scheduling_policy == "priority";
-  bool has_mamba = s.model.layer_pattern.find('M') != std::string::npos;
+  // Mamba layers among those the pattern repeats to (not merely in the pattern).
+  const bool has_mamba = hw::derive_geometry(s).num_mamba_layers > 0;
   c.mamba_block_aligned_split =
       has_mamba && effective_mamba_cache_mode(s) == model::vllm::MambaCacheMode::kAlign;
   return c;

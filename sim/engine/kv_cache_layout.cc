@@ -155,7 +155,7 @@ int64_t max_pages_per_request(const KVCacheSpec& spec, int64_t max_model_len,
                               const scenario::Scenario& s) {
   using model::vllm::cdiv;
   const int64_t bs = spec.block_size;
-  const int64_t batched = s.vllm.max_num_batched_tokens;
+  const int64_t batched = scenario::effective_max_num_batched_tokens(s);
   switch (spec.kind) {
     case KVCacheSpecKind::kFullAttention:
     case KVCacheSpecKind::kMLAAttention:
@@ -240,12 +240,13 @@ void check_mamba_align(const KvCacheLayout& layout, const scenario::Scenario& s)
   if (!s.vllm.enable_chunked_prefill)
     scenario::scenario_error(s, "vllm.enable_chunked_prefill",
                              "vLLM needs chunked prefill for vllm.mamba_cache_mode = \"align\"");
-  if (bs > s.vllm.max_num_batched_tokens)
+  const int budget = scenario::effective_max_num_batched_tokens(s);
+  if (bs > budget)
     scenario::scenario_error(
         s, "vllm.max_num_batched_tokens",
         "with vllm.mamba_cache_mode = \"align\" vLLM needs the block (" + std::to_string(bs) +
             " tokens, grown to hold a Mamba state) <= vllm.max_num_batched_tokens (" +
-            std::to_string(s.vllm.max_num_batched_tokens) + ")");
+            std::to_string(budget) + ")");
   if (s.vllm.long_prefill_token_threshold > 0 && s.vllm.long_prefill_token_threshold < bs)
     scenario::scenario_error(
         s, "vllm.long_prefill_token_threshold",

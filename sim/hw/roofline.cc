@@ -37,13 +37,16 @@ std::vector<bool> RooflineStepModel::mla_absorbed(const std::vector<StepSlice>& 
   std::vector<bool> out(batch.size(), false);
   if (!g_.mla || batch.empty()) return out;
   const int64_t t = mla_decode_threshold_;
-  // reorder_batch_to_split_decodes_and_prefills: decodes (cached context, at most t new tokens),
-  // then extends (cached context, more), then fresh prompts; kvtwin's order within each.
+  // reorder_batch_to_split_decodes_and_prefills: decodes (cached context, at most r new tokens),
+  // then extends (cached context, more), then fresh prompts; kvtwin's order within each. The
+  // model runner reorders with the least threshold of all its attention groups: 1 when Mamba
+  // layers are there.
+  const int64_t reorder = g_.num_mamba_layers > 0 ? 1 : t;
   std::vector<size_t> order;
   for (int region = 0; region < 3; ++region)
     for (size_t i = 0; i < batch.size(); ++i) {
       const StepSlice& s = batch[i];
-      const int r = s.num_context_tokens == 0 ? 2 : s.num_new_tokens <= t ? 0 : 1;
+      const int r = s.num_context_tokens == 0 ? 2 : s.num_new_tokens <= reorder ? 0 : 1;
       if (r == region) order.push_back(i);
     }
   // split_decodes_and_prefills: the decodes are a leading run of that order.

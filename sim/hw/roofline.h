@@ -50,8 +50,10 @@ class RooflineStepModel final : public StepModel {
   // splits a batch with its default backend's threshold T: on compute capability 9.x
   // FlashAttention-MLA for a 16-bit KV cache (T = 512, any lengths) and FlashMLA for fp8
   // (T = 128, uniform lengths); elsewhere T = 1. The batch is ordered decodes (cached context,
-  // at most T new tokens), extends (cached context, more), fresh prompts (vLLM keeps its
-  // persistent batch's order within each; kvtwin its own), and the decodes are a leading run:
+  // at most T new tokens; 1 when Mamba layers are there, whose builder's threshold the runner
+  // reorders with), extends (cached context, more), fresh prompts (vLLM swaps only the slices in
+  // the wrong region, so its order within a region follows its persistent batch; kvtwin keeps
+  // its own batch order, an approximation), and the decodes are a leading run:
   // all slices when every one has at most T tokens (uniform backends: T = 1 only), none when the
   // first has more, all when a uniform backend sees one length, else the run up to the first
   // slice longer than T (uniform: of another length than the first).

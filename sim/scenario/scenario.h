@@ -94,7 +94,7 @@ struct VllmConfig {
   int64_t num_gpu_blocks = 0;  // 0 = derive from gpu_memory_utilization
   double gpu_memory_utilization = 0.9;
   double activation_reserve_gb = 4.0;  // per GPU, kept from the KV pool when deriving
-  int max_num_batched_tokens = 8192;
+  int max_num_batched_tokens = 0;      // 0 = vLLM's default (effective_max_num_batched_tokens)
   int max_num_seqs = 0;  // 0 = vLLM's default (scenario_loader.h: effective_max_num_seqs)
   int long_prefill_token_threshold = 0;  // 0 = off
   bool enable_prefix_caching = true;

@@ -233,7 +233,11 @@ std::vector<FieldSpec> make_fields() {
   f.push_back(numeric("vllm.activation_reserve_gb", &S::vllm, &VllmConfig::activation_reserve_gb, 0,
                       1e6, "GiB", "memory per GPU kept from the KV pool (activations, graphs)"));
   f.push_back(numeric("vllm.max_num_batched_tokens", &S::vllm, &VllmConfig::max_num_batched_tokens,
-                      1, 1 << 24, "tokens", "token budget per step"));
+                      0, 1 << 24, "tokens",
+                      "token budget per step; 0: vLLM's default (vllm serve without "
+                      "--max-num-batched-tokens): 8192 on a GPU of at least 70 GiB whose gpu.name "
+                      "does not contain A100, else 2048; without chunked prefill at least "
+                      "max_model_len; at most the seats times max_model_len"));
   f.push_back(numeric("vllm.max_num_seqs", &S::vllm, &VllmConfig::max_num_seqs, 0, 1 << 20,
                       "requests",
                       "running requests per step; 0: vLLM's default (vllm serve without "

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <limits>
 #include <sstream>
 
 #include "sim/embedded/embedded.h"
@@ -143,9 +144,22 @@ const FieldOrigin& origin_of(const Scenario& s, const std::string& key) {
   for (const char* key : keys) {
     if (rank(key) > rank(blamed)) blamed = key;
     const FieldSpec* f = find_field(key);
-    values += (values.empty() ? " (" : ", ") + std::string(key) + " = " + (f ? f->get(s) : "?");
+    std::string value = f ? f->get(s) : "?";
+    // A budget or seat count left at 0 is vLLM's default: say which.
+    if (value == "0" && std::string_view(key) == "vllm.max_num_batched_tokens")
+      value += " (vLLM's default: " + std::to_string(effective_max_num_batched_tokens(s)) + ")";
+    if (value == "0" && std::string_view(key) == "vllm.max_num_seqs")
+      value += " (vLLM's default: " + std::to_string(effective_max_num_seqs(s)) + ")";
+    values += (values.empty() ? " (" : ", ") + std::string(key) + " = " + value;
   }
   invalid(s, blamed, msg + values + ")");
+}
+
+// get_batch_defaults' device test: at least 70 GiB and not an A100 (by name).
+bool large_device(const Scenario& s) {
+  std::string name = s.gpu.name;
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s.gpu.memory_gb >= 70 && name.find("a100") == std::string::npos;
 }
 
 // Whether a layer of kind `c` is among the model's layers (the pattern repeated to num_layers).
@@ -206,7 +220,8 @@ void validate_rest(const Scenario& s) {
   const int bs = s.vllm.block_size;
   if (bs != 1 && bs != 8 && bs != 16 && bs != 32 && bs != 64 && bs != 128 && bs != 256)
     invalid(s, "vllm.block_size", "vLLM takes 1, 8, 16, 32, 64, 128 or 256");
-  if (s.vllm.max_num_seqs > 0 && s.vllm.max_num_batched_tokens < s.vllm.max_num_seqs)
+  const int64_t budget = effective_max_num_batched_tokens(s);
+  if (s.vllm.max_num_seqs > 0 && budget < s.vllm.max_num_seqs)
     conflict(s, {"vllm.max_num_batched_tokens", "vllm.max_num_seqs"},
              "vllm.max_num_batched_tokens must be >= vllm.max_num_seqs, as vLLM requires");
   // vLLM forces chunked prefill off for encoder-decoder models, and their cross-attention
@@ -215,18 +230,18 @@ void validate_rest(const Scenario& s) {
     conflict(s, {"vllm.enable_prefix_caching", "model.encoder_layers"},
              "encoder-decoder models cannot use vllm.enable_prefix_caching (vLLM's "
              "CrossAttentionManager does not support caching)");
-  if (encoder_decoder && s.vllm.max_num_batched_tokens < s.vllm.max_model_len)
+  if (encoder_decoder && budget < s.vllm.max_model_len)
     conflict(s, {"vllm.max_num_batched_tokens", "vllm.max_model_len", "model.encoder_layers"},
              "vLLM runs encoder-decoder models without chunked prefill, so "
              "vllm.max_num_batched_tokens must be >= vllm.max_model_len");
-  if (!s.vllm.enable_chunked_prefill && s.vllm.max_num_batched_tokens < s.vllm.max_model_len)
+  if (!s.vllm.enable_chunked_prefill && budget < s.vllm.max_model_len)
     conflict(s,
              {"vllm.max_num_batched_tokens", "vllm.max_model_len", "vllm.enable_chunked_prefill"},
              "without chunked prefill, vllm.max_num_batched_tokens must be >= vllm.max_model_len "
              "(as vLLM requires)");
   // Encoder-decoder models set disable_chunked_mm_input: vLLM refuses to start when one encoder
   // input is larger than a step's token budget (compute_mm_encoder_budget).
-  if (encoder_decoder && s.model.encoder_tokens > s.vllm.max_num_batched_tokens)
+  if (encoder_decoder && s.model.encoder_tokens > budget)
     conflict(s, {"vllm.max_num_batched_tokens", "model.encoder_tokens"},
              "an encoder input must fit one step: vLLM refuses to start when model.encoder_tokens "
              "> vllm.max_num_batched_tokens for encoder-decoder models");
@@ -365,13 +380,19 @@ void apply_hardware_profile(Scenario* s) {
   }
 }
 
+int effective_max_num_batched_tokens(const Scenario& s) {
+  if (s.vllm.max_num_batched_tokens > 0) return s.vllm.max_num_batched_tokens;
+  const bool large = large_device(s);
+  int64_t budget = large ? 8192 : 2048;
+  if (!s.vllm.enable_chunked_prefill) budget = std::max<int64_t>(budget, s.vllm.max_model_len);
+  const int64_t seats = s.vllm.max_num_seqs > 0 ? s.vllm.max_num_seqs : large ? 1024 : 256;
+  budget = std::min(budget, seats * s.vllm.max_model_len);
+  return static_cast<int>(std::min<int64_t>(budget, std::numeric_limits<int>::max()));
+}
+
 int effective_max_num_seqs(const Scenario& s) {
   if (s.vllm.max_num_seqs > 0) return s.vllm.max_num_seqs;
-  std::string name = s.gpu.name;
-  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  const int device_default =
-      s.gpu.memory_gb >= 70 && name.find("a100") == std::string::npos ? 1024 : 256;
-  return std::min(device_default, s.vllm.max_num_batched_tokens);
+  return std::min(large_device(s) ? 1024 : 256, effective_max_num_batched_tokens(s));
 }
 
 void validate(const Scenario& s) {

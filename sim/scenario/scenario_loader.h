@@ -32,9 +32,16 @@ void apply_override(Scenario* s, std::string_view assignment, const std::string&
 // Cross-field checks; throws InputError citing the field's origin.
 void validate(const Scenario& s);
 
-// vllm.max_num_seqs, or for 0 the value vLLM v0.17's `vllm serve` picks when --max-num-seqs is
-// not given (EngineArgs.get_batch_defaults): 1024 on a device of at least 70 GiB whose name does
-// not contain "a100" (gpu.memory_gb, gpu.name), else 256; then lowered to max_num_batched_tokens.
+// vllm.max_num_batched_tokens, or for 0 the value vLLM v0.17's `vllm serve` picks when
+// --max-num-batched-tokens is not given (EngineArgs.get_batch_defaults and
+// _set_default_max_num_seqs_and_batched_tokens_args): 8192 on a device of at least 70 GiB whose
+// name does not contain "a100" (gpu.memory_gb, gpu.name), else 2048; without chunked prefill at
+// least max_model_len; then at most the seats (max_num_seqs, or its device default) times
+// max_model_len.
+int effective_max_num_batched_tokens(const Scenario& s);
+
+// vllm.max_num_seqs, or for 0 the value `vllm serve` picks when --max-num-seqs is not given:
+// 1024 on such a device, else 256; then lowered to effective_max_num_batched_tokens.
 int effective_max_num_seqs(const Scenario& s);
 
 // Throws the InputError of a scenario value that cannot be used: named by where `key` was set

@@ -239,6 +239,15 @@ TEST(Roofline, MlaSplitsABatchAsVllmsDefaultBackendDoes) {
   EXPECT_EQ(ampere.mla_absorbed({extend}), (V{false}));
   EXPECT_EQ(ampere.mla_absorbed({decode, extend, decode}), (V{true, false, true}));
   EXPECT_EQ(ampere.mla_absorbed({StepSlice{1, 0, true, 0}}), (V{true}));
+  // With Mamba layers the runner orders the batch with their threshold of 1: the 100-token
+  // extend is no decode there, so the decodes stop at once (FlashAttention-MLA) or are the
+  // one-token decode (FlashMLA).
+  const std::string hybrid = mla +
+                             "layer_pattern = \"MF\"\nmamba_num_heads = 8\n"
+                             "mamba_head_dim = 8\nmamba_state_size = 8\n";
+  EXPECT_EQ(model_of(toy(hybrid)).mla_absorbed({long_extend, extend}), (V{false, false}));
+  EXPECT_EQ(model_of(toy(hybrid + "kv_cache_dtype = \"fp8\"\n")).mla_absorbed({extend, decode}),
+            (V{false, true}));
   // A step's time charges each slice its form.
   EXPECT_EQ(fa.step_time({decode, long_extend}).attention_ns,
             from_seconds(fa.attention_s(decode, true) + fa.attention_s(long_extend, false)));

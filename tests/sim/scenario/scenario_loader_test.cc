@@ -181,6 +181,39 @@ TEST(ScenarioLoader, TheDefaultSeatsAreVllmServesForTheGpu) {
       100);
 }
 
+// max_num_batched_tokens = 0 is vLLM's default budget as `vllm serve` picks it without
+// --max-num-batched-tokens: 8192 on a device of at least 70 GiB whose name lacks "a100", else
+// 2048; without chunked prefill at least max_model_len; at most the seats times max_model_len.
+// The default seats are then lowered to that budget.
+TEST(ScenarioLoader, TheDefaultBudgetIsVllmServesForTheGpu) {
+  EXPECT_EQ(load("").vllm.max_num_batched_tokens, 0);
+  EXPECT_EQ(effective_max_num_batched_tokens(load("")), 8192);  // H100-SXM5-80GB
+  EXPECT_EQ(effective_max_num_batched_tokens(load("[gpu]\nname = \"A100-SXM4-80GB\"\n")), 2048);
+  EXPECT_EQ(effective_max_num_batched_tokens(load("[gpu]\nmemory_gb = 48\n")), 2048);
+  EXPECT_EQ(effective_max_num_batched_tokens(load("[vllm]\nmax_num_batched_tokens = 4096\n")),
+            4096);
+  // Without chunked prefill the budget is raised to one whole prompt.
+  EXPECT_EQ(effective_max_num_batched_tokens(
+                load("[vllm]\nenable_chunked_prefill = false\nmax_model_len = 30000\n")),
+            30000);
+  EXPECT_EQ(effective_max_num_batched_tokens(
+                load("[vllm]\nenable_chunked_prefill = false\nmax_model_len = 4096\n")),
+            8192);
+  // At most seats x max_model_len: 4 seats of 1,000 tokens.
+  EXPECT_EQ(
+      effective_max_num_batched_tokens(load("[vllm]\nmax_num_seqs = 4\nmax_model_len = 1000\n")),
+      4000);
+  // The default seats: 256 on a 48-GiB GPU (within its 2048 tokens); with 8-token requests the
+  // default 1024 seats cap the budget at 1024 · 8 = 8192, which leaves them all.
+  EXPECT_EQ(effective_max_num_seqs(load("[gpu]\nmemory_gb = 48\n")), 256);
+  EXPECT_EQ(effective_max_num_seqs(load("[vllm]\nmax_model_len = 8\nmax_num_seqs = 0\n")), 1024);
+  // An explicit seat count above the default budget is refused, the default shown.
+  EXPECT_EQ(input_error([] { load("[gpu]\nmemory_gb = 48\n[vllm]\nmax_num_seqs = 4096\n"); }),
+            "s.toml:4: vllm.max_num_seqs: vllm.max_num_batched_tokens must be >= "
+            "vllm.max_num_seqs, as vLLM requires (vllm.max_num_batched_tokens = 0 (vLLM's "
+            "default: 2048), vllm.max_num_seqs = 4096)");
+}
+
 TEST(ScenarioLoader, SyntaxErrorsCarryTheLine) {
   std::string msg = input_error([] { load("[vllm]\nblock_size = = 3\n"); });
   EXPECT_EQ(msg.rfind("s.toml:2: ", 0), 0u) << msg;
