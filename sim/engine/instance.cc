@@ -4,7 +4,6 @@
 #include <cmath>
 
 #include "model/check.h"
-#include "sim/hw/model_geometry.h"
 #include "sim/scenario/scenario_loader.h"
 
 namespace kvtwin::sim::engine {
@@ -42,10 +41,13 @@ SchedulerConfig scheduler_config(const scenario::Scenario& s, const KvCacheLayou
   c.recompute_kv_load_failures = s.vllm.kv_load_failure_policy == "recompute";
   c.async_scheduling = s.vllm.async_scheduling;
   c.priority_policy = s.vllm.scheduling_policy == "priority";
-  // Mamba layers among those the pattern repeats to (not merely in the pattern).
-  const bool has_mamba = hw::derive_geometry(s).num_mamba_layers > 0;
+  // The layout holds a Mamba group only for a model with Mamba layers, in the mode vLLM runs.
   c.mamba_block_aligned_split =
-      has_mamba && effective_mamba_cache_mode(s) == model::vllm::MambaCacheMode::kAlign;
+      std::any_of(layout.config.kv_cache_groups.begin(), layout.config.kv_cache_groups.end(),
+                  [](const model::vllm::KVCacheGroupSpec& g) {
+                    return g.kv_cache_spec.kind == model::vllm::KVCacheSpecKind::kMamba &&
+                           g.kv_cache_spec.mamba_cache_mode == model::vllm::MambaCacheMode::kAlign;
+                  });
   return c;
 }
 

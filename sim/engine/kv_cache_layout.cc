@@ -31,14 +31,10 @@ std::string kv_dtype_name(const hw::ModelGeometry& g) {
 // The largest block the simulator takes (a Mamba state can ask for more).
 constexpr int64_t kMaxBlockTokens = int64_t{1} << 24;
 
-bool capability_family(const scenario::Scenario& s, int major) {
-  return static_cast<int>(s.gpu.compute_capability) == major;
-}
-
 // The block size vLLM's default MLA backend forces (CudaPlatform.check_and_update_config).
 int mla_block_size(const scenario::Scenario& s, int block_size) {
-  if (capability_family(s, 9)) return block_size % 64 != 0 ? 64 : block_size;  // FlashMLA
-  if (capability_family(s, 10)) {
+  if (s.gpu.capability_major() == 9) return block_size % 64 != 0 ? 64 : block_size;  // FlashMLA
+  if (s.gpu.capability_major() == 10) {
     if (s.model.head_size == 128)  // FlashInfer-MLA (qk_nope_head_dim 128)
       return block_size != 32 && block_size % 64 != 0 ? 64 : block_size;
     return block_size % 128 != 0 ? 128 : block_size;  // CUTLASS-MLA
@@ -48,6 +44,7 @@ int mla_block_size(const scenario::Scenario& s, int block_size) {
 
 // Step 1: one spec per layer.
 std::vector<LayerSpec> layer_specs(const scenario::Scenario& s, const hw::ModelGeometry& g,
+                                   model::vllm::MambaCacheMode mamba_mode,
                                    int* attention_block_size) {
   using model::vllm::cdiv;
   using model::vllm::MambaCacheMode;
@@ -58,11 +55,12 @@ std::vector<LayerSpec> layer_specs(const scenario::Scenario& s, const hw::ModelG
   // vLLM grows the block for Mamba first (HybridAttentionMambaModelConfig), then the platform
   // forces the MLA backend's size (CudaPlatform.check_and_update_config).
   int block_size = s.vllm.block_size;
-  const MambaCacheMode mamba_mode = effective_mamba_cache_mode(s);
   int64_t mamba_block = s.vllm.max_model_len;  // mode "none": one block holds the only state
   if (g.num_mamba_layers > 0) {
     // The attention page must hold one Mamba state, in blocks of the kernel's alignment.
-    const int64_t align = g.mla ? 64 : capability_family(s, 10) && g.head_size == 256 ? 32 : 16;
+    const int64_t align = g.mla                                                  ? 64
+                          : s.gpu.capability_major() == 10 && g.head_size == 256 ? 32
+                                                                                 : 16;
     const int64_t state = g.mamba_state_bytes_per_layer;
     int64_t attn_block;
     if (mamba_mode == MambaCacheMode::kAll) {
@@ -264,9 +262,9 @@ model::vllm::MambaCacheMode effective_mamba_cache_mode(const scenario::Scenario&
 
 KvCacheLayout derive_kv_cache_layout(const scenario::Scenario& s, const hw::ModelGeometry& g) {
   KvCacheLayout layout;
-  std::vector<LayerSpec> layers = layer_specs(s, g, &layout.attention_block_size);
-  if (g.num_mamba_layers > 0 &&
-      effective_mamba_cache_mode(s) == model::vllm::MambaCacheMode::kAlign)
+  const model::vllm::MambaCacheMode mamba_mode = effective_mamba_cache_mode(s);
+  std::vector<LayerSpec> layers = layer_specs(s, g, mamba_mode, &layout.attention_block_size);
+  if (g.num_mamba_layers > 0 && mamba_mode == model::vllm::MambaCacheMode::kAlign)
     check_mamba_align(layout, s);
 
   // Step 2: groups. Layers with equal specs, in first-appearance order.
@@ -315,9 +313,9 @@ KvCacheLayout derive_kv_cache_layout(const scenario::Scenario& s, const hw::Mode
     min_block = std::min(min_block, group.kv_cache_spec.block_size);
   }
   layout.hash_block_size = min_block;
-  layout.enable_caching = s.vllm.enable_prefix_caching &&
-                          !(g.num_mamba_layers > 0 &&
-                            effective_mamba_cache_mode(s) == model::vllm::MambaCacheMode::kNone);
+  layout.enable_caching =
+      s.vllm.enable_prefix_caching &&
+      !(g.num_mamba_layers > 0 && mamba_mode == model::vllm::MambaCacheMode::kNone);
   layout.block_bytes = layout.page_bytes * layout.layers_per_group;
 
   // Step 3: number of blocks.

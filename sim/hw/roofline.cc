@@ -28,10 +28,10 @@ RooflineStepModel::RooflineStepModel(const ModelGeometry& geometry, const scenar
       // vLLM's default MLA backend (CudaPlatform's priorities): on 9.x FlashAttention-MLA for
       // a 16-bit KV cache, FlashMLA for fp8; FlashInfer-MLA, CUTLASS-MLA (10.x) and Triton-MLA
       // split at one token.
-      mla_decode_threshold_(static_cast<int>(gpu.compute_capability) != 9 ? 1
-                            : geometry.kv_bytes == 1                      ? 128
-                                                                          : 512),
-      mla_uniform_(static_cast<int>(gpu.compute_capability) != 9 || geometry.kv_bytes == 1) {}
+      mla_decode_threshold_(gpu.capability_major() != 9 ? 1
+                            : geometry.kv_bytes == 1    ? 128
+                                                        : 512),
+      mla_uniform_(gpu.capability_major() != 9 || geometry.kv_bytes == 1) {}
 
 std::vector<bool> RooflineStepModel::mla_absorbed(const std::vector<StepSlice>& batch) const {
   std::vector<bool> out(batch.size(), false);
@@ -166,13 +166,14 @@ double RooflineStepModel::encoder_s(double e) const {
 
 StepTime RooflineStepModel::step_time(const std::vector<StepSlice>& batch) const {
   double tokens = 0, logits = 0, attn = 0, enc = 0;
-  const std::vector<bool> absorbed = mla_absorbed(batch);
+  // Only an MLA model splits its batch (every step: no allocation for the others).
+  const std::vector<bool> absorbed = g_.mla ? mla_absorbed(batch) : std::vector<bool>();
   for (size_t i = 0; i < batch.size(); ++i) {
     const StepSlice& s = batch[i];
     KVTWIN_CHECK(s.num_new_tokens >= 1 || s.encoder_tokens >= 1) << "empty slice";
     tokens += static_cast<double>(s.num_new_tokens);
     logits += s.logits ? 1 : 0;
-    attn += attention_s(s, absorbed[i]);
+    attn += attention_s(s, g_.mla && absorbed[i]);
     enc += encoder_s(static_cast<double>(s.encoder_tokens));
   }
   double lin = linear_s(tokens, logits);

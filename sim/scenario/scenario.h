@@ -80,6 +80,8 @@ struct GpuConfig {
   // CUDA compute capability (9.0 Hopper, 10.0 Blackwell, 8.0 Ampere): picks vLLM's default MLA
   // backend, whose block size vLLM forces.
   double compute_capability = 9.0;
+  // The capability's family (9 for 9.0, 10 for 10.3), as vLLM's is_device_capability_family.
+  int capability_major() const { return static_cast<int>(compute_capability); }
   double allreduce_gbps = 300;  // per-GPU NVLink bus bandwidth seen by all-reduce
   double allreduce_latency_us = 8;
 };

@@ -6,6 +6,7 @@
 
 #include "sim/io/input_error.h"
 #include "sim/scenario/scenario_loader.h"
+#include "tests/sim/engine/engine_harness.h"
 #include "tests/support/paths.h"
 
 namespace kvtwin::sim::engine {
@@ -231,6 +232,31 @@ TEST(KvCacheLayout, MambaAlignRefusesWhatVllmRefuses) {
                                   "model.mamba_n_groups=1"}))
                 .field(),
             "vllm.block_size");
+}
+
+// The instance splits prefills at Mamba blocks exactly when its layout runs mode "align". A toy
+// hybrid (an F and an M layer; KV 2 · 16 · 2 = 64 bytes per token, a Mamba state of
+// 2 · (3 · (64 + 2 · 16) + 64 · 16) = 2,624 bytes = 41 tokens: 48-token blocks), the profile
+// model (1000 µs + 1 µs per token), a 100-token budget, the synchronous loop. A 300-token prompt
+// in "align" runs 96, 96, 96 (to the last whole block, 288) and 12 tokens: 4 steps, TTFT
+// 4,300 µs. With prefix caching off vLLM runs mode "none": 100, 100, 100, TTFT 3,300 µs.
+TEST(KvCacheLayout, AnInstanceSplitsPrefillsAtMambaBlocksOnlyInAlignMode) {
+  auto ttft = [](const char* prefix_caching) {
+    const scenario::Scenario s = harness::profile_scenario(
+        "[step]\nmodel = \"profile\"\nprofile = \"profile.csv\"\n"
+        "[model]\nnum_layers = 2\nhidden_size = 64\nnum_heads = 4\nnum_kv_heads = 1\n"
+        "head_size = 16\nintermediate_size = 64\nvocab_size = 1000\nlayer_pattern = \"FM\"\n"
+        "mamba_num_heads = 4\nmamba_head_dim = 16\nmamba_state_size = 16\n"
+        "[vllm]\nnum_gpu_blocks = 200\nmax_num_batched_tokens = 100\nmax_num_seqs = 8\n"
+        "mamba_cache_mode = \"align\"\nasync_scheduling = false\n",
+        "mamba.toml", {std::string("vllm.enable_prefix_caching=") + prefix_caching});
+    EXPECT_EQ(layout_of(s).attention_block_size, 48);
+    const harness::RunResult r =
+        harness::run_cluster(s, "arrival_s,prompt_tokens,output_tokens\n0,300,1\n");
+    return r.records.at(0).first_token - r.records.at(0).arrival;
+  };
+  EXPECT_EQ(ttft("true"), 4'300'000);
+  EXPECT_EQ(ttft("false"), 3'300'000);
 }
 
 }  // namespace

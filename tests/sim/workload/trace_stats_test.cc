@@ -14,14 +14,20 @@ TraceStats stats_of(const std::string& path, double window_s = 0) {
   return compute_trace_stats(&w, window_s);
 }
 
+// The statistics of a native trace of `rows` (arrival_s, prompt_tokens, output_tokens,
+// block_size, block_ids; no header).
+TraceStats stats_of_rows(const std::string& rows, double window_s = 0) {
+  const std::string path = kvtwin::testing::scratch_subdir() + "/t.csv";
+  std::ofstream(path) << "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n" << rows;
+  return stats_of(path, window_s);
+}
+
 TEST(TraceStats, PrefixReuseOfASmallTraceMatchesAHandCount) {
-  std::string path = kvtwin::testing::scratch_dir() + "/t.csv";
-  std::ofstream(path) << "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
-                         "0,40,1,16,1 2 3\n"   // all new
-                         "1,40,1,16,1 2 4\n"   // hits 1 2 (32 tokens)
-                         "2,20,1,16,5 2\n"     // 2 is known but the first miss stops the match
-                         "3,40,1,16,1 2 3\n";  // hits 3 blocks: 16+16+8 tokens
-  TraceStats s = stats_of(path);
+  TraceStats s = stats_of_rows(
+      "0,40,1,16,1 2 3\n"    // all new
+      "1,40,1,16,1 2 4\n"    // hits 1 2 (32 tokens)
+      "2,20,1,16,5 2\n"      // 2 is known but the first miss stops the match
+      "3,40,1,16,1 2 3\n");  // hits 3 blocks: 16+16+8 tokens
   EXPECT_EQ(s.requests, 4u);
   EXPECT_EQ(s.block_refs, 11u);
   EXPECT_EQ(s.unique_blocks, 5u);
@@ -106,11 +112,10 @@ TEST(TraceStats, WorkingSetTokensBelongToTheFirstWindowReachingTheMaximum) {
   // 5 s windows: window [0, 5) holds 3 unique blocks of 16 tokens (48 tokens); window [10, 15)
   // also 3 unique blocks, but its last block is partial (16 + 16 + 8 = 40 tokens). The maximum
   // (3 blocks) is reached first in window 0, and a later tie does not replace its token count.
-  std::string path = kvtwin::testing::scratch_dir() + "/w.csv";
-  std::ofstream(path) << "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
-                         "0,48,1,16,1 2 3\n"
-                         "10,40,1,16,4 5 6\n";
-  TraceStats s = stats_of(path, 5);
+  TraceStats s = stats_of_rows(
+      "0,48,1,16,1 2 3\n"
+      "10,40,1,16,4 5 6\n",
+      5);
   EXPECT_EQ(s.max_window_unique_blocks, 3u);
   EXPECT_EQ(s.max_window_tokens, 48u);
   EXPECT_EQ(s.max_window_start_s, 0);
@@ -122,12 +127,11 @@ TEST(TraceStats, WorkingSetTokensBelongToTheFirstWindowReachingTheMaximum) {
 // 5-s windows, [0, 5) is the busiest (2 ids) and holds 40 + 30 tokens: the request without ids
 // arriving after the window reached its most ids counts too.
 TEST(TraceStats, TheWorkingSetHoldsTheTokensNoIdCovers) {
-  std::string path = kvtwin::testing::scratch_dir() + "/u.csv";
-  std::ofstream(path) << "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
-                         "0,40,1,16,1 2\n"
-                         "3,30,1,,\n"
-                         "6,50,1,16,1\n";
-  TraceStats s = stats_of(path, 5);
+  TraceStats s = stats_of_rows(
+      "0,40,1,16,1 2\n"
+      "3,30,1,,\n"
+      "6,50,1,16,1\n",
+      5);
   EXPECT_EQ(s.unique_block_tokens, 32u);
   EXPECT_EQ(s.uncovered_tokens, 72u);
   EXPECT_EQ(s.working_set_tokens(), 104u);
@@ -141,12 +145,11 @@ TEST(TraceStats, TheWorkingSetHoldsTheTokensNoIdCovers) {
 // The busiest window's start is reported, so that workload.start_s can replay it: 5 s windows,
 // [0, 5) holds 1 block, [10, 15) 3, [20, 25) 2.
 TEST(TraceStats, TheBusiestWindowNamesItsStart) {
-  std::string path = kvtwin::testing::scratch_dir() + "/b.csv";
-  std::ofstream(path) << "arrival_s,prompt_tokens,output_tokens,block_size,block_ids\n"
-                         "1,16,1,16,1\n"
-                         "12,48,1,16,4 5 6\n"
-                         "21,32,1,16,7 8\n";
-  TraceStats s = stats_of(path, 5);
+  TraceStats s = stats_of_rows(
+      "1,16,1,16,1\n"
+      "12,48,1,16,4 5 6\n"
+      "21,32,1,16,7 8\n",
+      5);
   EXPECT_EQ(s.max_window_unique_blocks, 3u);
   EXPECT_EQ(s.max_window_start_s, 10);
 }
