@@ -51,10 +51,9 @@ Point replay(const scenario::Scenario& base, const std::string& trace, const std
   scenario::Scenario s = point_scenario(base, tier, gb);
   hw::ModelGeometry g = hw::derive_geometry(s);
   engine::KvCacheLayout layout = engine::derive_kv_cache_layout(s, g);
-  double bytes_per_token =
-      tier == "gpu" ? static_cast<double>(layout.block_bytes) / layout.attention_block_size
-                    : static_cast<double>(g.kv_bytes_per_token);
-  p.capacity_tokens = static_cast<int64_t>(gb * kGiB / bytes_per_token);
+  p.capacity_tokens =
+      tier == "gpu" ? layout.kv_cache_tokens()
+                    : static_cast<int64_t>(gb * kGiB / static_cast<double>(g.kv_bytes_per_token));
   workload::WorkloadOptions o = workload_options(s);
   o.spacing_s = 1000;  // every request (and its disk / remote writes) finishes before the next
   o.output_tokens = 1;

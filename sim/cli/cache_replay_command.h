@@ -42,6 +42,8 @@ struct CacheReplayOptions {
 
 struct CacheReplayPoint {
   double capacity_gb = 0;
+  // Tokens the tier holds: GPU as vLLM logs its "GPU KV cache size" (the blocks over the KV
+  // cache groups, times the smallest block size); CPU and disk: GiB over the KV bytes per token.
   int64_t capacity_tokens = 0;
   report::Summary summary;
 };

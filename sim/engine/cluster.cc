@@ -94,6 +94,9 @@ Cluster::Cluster(const scenario::Scenario& s, workload::Workload* workload,
   }
   if (recorder_) {
     recorder_->set_prefix_caching(layout_.enable_caching);
+    recorder_->set_gpu_kv_pool(layout_.num_blocks(),
+                               static_cast<int64_t>(layout_.config.kv_cache_groups.size()),
+                               layout_.kv_cache_tokens(), layout_.available_bytes / scenario::kGiB);
     recorder_->set_link_kinds(mover_.link_kinds());
     mover_.set_observer(
         [this](const Transfer& t, const TransferResult& r) { recorder_->on_transfer(t, r); });

@@ -256,8 +256,10 @@ void check_mamba_align(const KvCacheLayout& layout, const scenario::Scenario& s)
 }  // namespace
 
 model::vllm::MambaCacheMode effective_mamba_cache_mode(const scenario::Scenario& s) {
-  if (!s.vllm.enable_prefix_caching) return model::vllm::MambaCacheMode::kNone;
-  return *model::vllm::mamba_cache_mode_from_name(s.vllm.mamba_cache_mode);
+  if (!scenario::effective_enable_prefix_caching(s)) return model::vllm::MambaCacheMode::kNone;
+  const model::vllm::MambaCacheMode mode =
+      *model::vllm::mamba_cache_mode_from_name(s.vllm.mamba_cache_mode);
+  return mode == model::vllm::MambaCacheMode::kNone ? model::vllm::MambaCacheMode::kAll : mode;
 }
 
 KvCacheLayout derive_kv_cache_layout(const scenario::Scenario& s, const hw::ModelGeometry& g) {
@@ -313,9 +315,7 @@ KvCacheLayout derive_kv_cache_layout(const scenario::Scenario& s, const hw::Mode
     min_block = std::min(min_block, group.kv_cache_spec.block_size);
   }
   layout.hash_block_size = min_block;
-  layout.enable_caching =
-      s.vllm.enable_prefix_caching &&
-      !(g.num_mamba_layers > 0 && mamba_mode == model::vllm::MambaCacheMode::kNone);
+  layout.enable_caching = scenario::effective_enable_prefix_caching(s);
   layout.block_bytes = layout.page_bytes * layout.layers_per_group;
 
   // Step 3: number of blocks.

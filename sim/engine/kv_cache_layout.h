@@ -57,11 +57,17 @@ struct KvCacheLayout {
   int hash_block_size = 16;       // block size of request hashing (smallest group block size)
   int attention_block_size = 16;  // block size of the attention groups
   double available_bytes = 0;     // KV memory per rank before division into blocks
-  // vLLM disables prefix caching for Mamba hybrids whose states are not cached
-  // (mamba_cache_mode "none"); otherwise vllm.enable_prefix_caching.
+  // scenario::effective_enable_prefix_caching (a Mamba hybrid with caching on never runs mode
+  // "none": effective_mamba_cache_mode).
   bool enable_caching = true;
 
   int64_t num_blocks() const { return config.num_blocks; }
+  // What vLLM logs as its "GPU KV cache size" (get_max_concurrency_for_kv_cache_config): every
+  // request takes blocks in every group, so the blocks over the groups, times the smallest
+  // block size.
+  int64_t kv_cache_tokens() const {
+    return num_blocks() / static_cast<int64_t>(config.kv_cache_groups.size()) * hash_block_size;
+  }
 };
 
 // Most GPU blocks one instance may have, and all instances together: each block costs the
@@ -77,11 +83,10 @@ inline constexpr int64_t kMaxGpuBlocksTotal = int64_t{1} << 26;
 // larger than max_num_batched_tokens or with a long_prefill_token_threshold in (0, block).
 KvCacheLayout derive_kv_cache_layout(const scenario::Scenario& s, const hw::ModelGeometry& g);
 
-// The Mamba cache mode vLLM runs with: vllm.mamba_cache_mode, but "none" whenever prefix
-// caching is off (vLLM's MambaModelConfig forces it). "none" with prefix caching on is read as
-// vLLM without --enable-prefix-caching, whose default for hybrids is off: caching off
-// (KvCacheLayout::enable_caching); vLLM given the flag explicitly would switch to "all" or
-// "align", which the scenario then says itself.
+// The Mamba cache mode vLLM runs with (MambaModelConfig.verify_and_update_config): "none"
+// whenever prefix caching is off (scenario::effective_enable_prefix_caching: a hybrid's default
+// is off); with it on, vllm.mamba_cache_mode, but "none" becomes "all" (vLLM's choice for models
+// that support Mamba prefix caching, as the Mamba-2 layers kvtwin models do).
 model::vllm::MambaCacheMode effective_mamba_cache_mode(const scenario::Scenario& s);
 
 }  // namespace kvtwin::sim::engine

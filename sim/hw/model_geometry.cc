@@ -21,7 +21,12 @@ double ModelGeometry::weight_bytes_per_rank() const {
       encoder_params_per_layer * encoder_layers + cross_attn_params_per_layer * num_layers;
   double experts = num_moe_layers * expert_params * num_experts;
   double head = lm_head_params + embed_params + num_moe_layers * router_params;
-  return linear * linear_weight_bytes + experts * expert_weight_bytes + head * head_weight_bytes;
+  // vLLM's 16-bit copies of a quantized kv_b_proj (MLA models have F layers only).
+  double copies = mla_absorbed_weight_bytes != linear_weight_bytes
+                      ? mla_kv_b_params_per_layer * num_full_layers * mla_absorbed_weight_bytes
+                      : 0;
+  return linear * linear_weight_bytes + experts * expert_weight_bytes + head * head_weight_bytes +
+         copies;
 }
 
 ModelGeometry derive_geometry(const scenario::Scenario& s) {
@@ -92,10 +97,19 @@ ModelGeometry derive_geometry(const scenario::Scenario& s) {
   // Parameters.
   if (g.mla) {
     double R = m.qk_rope_head_dim, C = m.kv_lora_rank, Q = m.q_lora_rank;
-    double q = Q > 0 ? hidden * Q + Q * H * (D + R) : hidden * H * (D + R);
-    g.attn_params_per_layer = (q + hidden * (C + R) + C * H * 2 * D + H * D * hidden) / tp;
+    // Replicated on every rank (DeepseekV2MLAAttention: the fused q_a / kv_a projection, or
+    // kv_a alone, is not split); q_b (or q), kv_b and o are split by heads.
+    double replicated = (Q > 0 ? hidden * Q : 0) + hidden * (C + R);
+    double q = Q > 0 ? Q * H * (D + R) : hidden * H * (D + R);
+    g.mla_kv_b_params_per_layer = C * H * 2 * D / tp;
+    g.attn_params_per_layer = replicated + (q + H * D * hidden) / tp + g.mla_kv_b_params_per_layer;
+    // process_weights_after_loading dequantizes kv_b into 16-bit W_UK_T / W_UV when the
+    // checkpoint is quantized; a 16-bit checkpoint's are views of kv_b itself.
+    g.mla_absorbed_weight_bytes =
+        g.linear_weight_bytes < g.activation_bytes ? g.activation_bytes : g.linear_weight_bytes;
   } else {
-    g.attn_params_per_layer = (2 * hidden * H * D + 2 * hidden * m.num_kv_heads * D) / tp;
+    const double kv_heads_per_rank = std::max(1, m.num_kv_heads / g.tp);
+    g.attn_params_per_layer = 2 * hidden * H * D / tp + 2 * hidden * kv_heads_per_rank * D;
   }
   g.dense_mlp_params = 3.0 * hidden * m.intermediate_size / tp;
   g.num_experts = m.num_experts;

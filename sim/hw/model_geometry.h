@@ -10,9 +10,12 @@
 //     ssm   n_heads · head_dim · d_state · dtype_bytes / tp,      d_inner = n_heads · head_dim
 //
 //   Parameters (elements, whole model; divided by tp where the layer is sharded):
-//     attention  q: hidden·H·D, k and v: hidden·Hkv·D each, o: H·D·hidden
-//     mla        q: hidden·H·(D+R) (or hidden·Q + Q·H·(D+R) with q_lora_rank Q),
-//                kv_a: hidden·(C+R), kv_b: C·H·2D, o: H·D·hidden      (C = kv_lora_rank)
+//     attention  q: hidden·H·D, k and v: hidden·Hkv·D each, o: H·D·hidden (k and v: a rank
+//                holds max(1, Hkv / tp) heads, vLLM replicating KV heads when tp > Hkv)
+//     mla        q: hidden·H·(D+R) (or q_a: hidden·Q, replicated, + q_b: Q·H·(D+R) with
+//                q_lora_rank Q), kv_a: hidden·(C+R) (replicated), kv_b: C·H·2D,
+//                o: H·D·hidden      (C = kv_lora_rank). With quantized weights vLLM also keeps
+//                16-bit copies of kv_b (W_UK_T, W_UV) for the absorbed decode kernels.
 //     mamba      in: hidden·(2·d_inner + 2·G·N + n_heads), out: d_inner·hidden
 //     dense MLP  3·hidden·intermediate (gated)
 //     MoE MLP    router hidden·E, each expert 3·hidden·moe_intermediate
@@ -64,7 +67,11 @@ struct ModelGeometry {
   int64_t cross_kv_bytes_per_token = 0;      // all decoder layers' cross-attention KV
 
   // Parameters (elements per rank).
-  double attn_params_per_layer = 0;   // projections of an attention layer
+  double attn_params_per_layer = 0;      // projections of an attention layer (MLA: with kv_b)
+  double mla_kv_b_params_per_layer = 0;  // MLA: kv_b_proj (latent -> keys and values)
+  // MLA: bytes per element of the kv_b weights the absorbed decode kernels read: the 16-bit
+  // copies when the checkpoint is quantized (they are weight memory too), else kv_b itself.
+  double mla_absorbed_weight_bytes = 2;
   double mamba_params_per_layer = 0;  // projections of a Mamba layer
   double dense_mlp_params = 0;        // one dense MLP
   double expert_params = 0;           // one routed expert

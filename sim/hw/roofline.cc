@@ -21,6 +21,8 @@ double key_pairs(double c, double n, double w) {
 RooflineStepModel::RooflineStepModel(const ModelGeometry& geometry, const scenario::GpuConfig& gpu)
     : g_(geometry),
       flops_per_s_(gpu.peak_tflops * 1e12 * gpu.compute_efficiency),
+      flops16_per_s_((gpu.peak_tflops_16bit > 0 ? gpu.peak_tflops_16bit : gpu.peak_tflops) * 1e12 *
+                     gpu.compute_efficiency),
       bytes_per_s_(gpu.hbm_tbps * 1e12 * gpu.memory_efficiency),
       overhead_s_(gpu.step_overhead_us * 1e-6),
       allreduce_bytes_per_s_(gpu.allreduce_gbps * 1e9),
@@ -76,28 +78,45 @@ double RooflineStepModel::roofline_s(double flops, double bytes) const {
   return std::max(flops / flops_per_s_, bytes / bytes_per_s_);
 }
 
-double RooflineStepModel::linear_s(double tokens, double logits_tokens) const {
+double RooflineStepModel::roofline16_s(double flops, double bytes) const {
+  return std::max(flops / flops16_per_s_, bytes / bytes_per_s_);
+}
+
+double RooflineStepModel::lm_head_s(double logits_rows) const {
+  return roofline16_s(2 * logits_rows * g_.lm_head_params,
+                      g_.lm_head_params * g_.head_weight_bytes);
+}
+
+double RooflineStepModel::linear_s(double tokens, double logits_rows,
+                                   double mla_absorbed_tokens) const {
   if (tokens <= 0) return 0;
   const int attn_layers = g_.num_full_layers + g_.num_sliding_layers;
-  // Cross attention's q and o projections run per new token (k and v: encoder_s).
-  double dense_params = g_.attn_params_per_layer * attn_layers +
+  // The projections at the weights' type, one intensity (2 · tokens FLOPs per weight) for all:
+  // cross attention's q and o run per new token (k and v: encoder_s); MLA's kv_b apart.
+  const double kv_b = g_.mla_kv_b_params_per_layer * attn_layers;
+  double dense_params = g_.attn_params_per_layer * attn_layers - kv_b +
                         g_.mamba_params_per_layer * g_.num_mamba_layers +
                         g_.dense_mlp_params * g_.num_dense_mlp_layers +
                         g_.num_moe_layers * g_.expert_params * g_.num_shared_experts +
                         g_.cross_attn_params_per_layer / 2 * g_.num_layers;
-  double routers = g_.num_moe_layers * g_.router_params;
-  double flops = 2 * tokens * (dense_params + routers);
-  double bytes = dense_params * g_.linear_weight_bytes + routers * g_.head_weight_bytes;
+  double t = roofline_s(2 * tokens * dense_params, dense_params * g_.linear_weight_bytes);
+  if (kv_b > 0) {  // MHA form: kv_b itself; absorbed: its 16-bit copies, 16-bit bmm
+    const double absorbed = std::clamp(mla_absorbed_tokens, 0.0, tokens);
+    if (tokens - absorbed > 0)
+      t += roofline_s(2 * (tokens - absorbed) * kv_b, kv_b * g_.linear_weight_bytes);
+    if (absorbed > 0) t += roofline16_s(2 * absorbed * kv_b, kv_b * g_.mla_absorbed_weight_bytes);
+  }
   if (g_.num_moe_layers > 0) {
+    // Routers (16-bit GEMMs), then the fused-MoE kernels: each its own roofline, as they run one
+    // after the other (a memory-bound expert kernel hides no GEMM's compute).
+    const double routers = g_.num_moe_layers * g_.router_params;
+    t += roofline16_s(2 * tokens * routers, routers * g_.head_weight_bytes);
     double e = g_.num_experts, k = g_.experts_per_token;
     double touched = e * (1 - std::pow(1 - k / e, tokens));
-    flops += 2 * tokens * k * g_.expert_params * g_.num_moe_layers;
-    bytes += touched * g_.expert_params * g_.expert_weight_bytes * g_.num_moe_layers;
+    t += roofline_s(2 * tokens * k * g_.expert_params * g_.num_moe_layers,
+                    touched * g_.expert_params * g_.expert_weight_bytes * g_.num_moe_layers);
   }
-  double t = roofline_s(flops, bytes);
-  // LM head: streamed once per step, computed for sampling slices only.
-  t += roofline_s(2 * logits_tokens * g_.lm_head_params, g_.lm_head_params * g_.head_weight_bytes);
-  return t;
+  return t + lm_head_s(logits_rows);
 }
 
 double RooflineStepModel::attention_s(const StepSlice& slice) const {
@@ -122,26 +141,34 @@ double RooflineStepModel::attention_s(const StepSlice& slice, bool mla_absorbed)
   auto up_projection = [&](double cached) {
     return g_.mla && !mla_decode ? 2.0 * cached * g_.mla_kv_lora_rank * H * 2 * D : 0.0;
   };
+  // The attention kernels compute in 16 bits; the up-projection is a GEMM at kv_b's type. One
+  // roofline per layer: compute = 16-bit FLOPs at the 16-bit peak + the rest at the weights'.
+  auto layer = [&](double flops16, double flops, double bytes) {
+    return std::max(flops16 / flops16_per_s_ + flops / flops_per_s_, bytes / bytes_per_s_);
+  };
   double t = 0;
   if (g_.num_full_layers > 0) {
     double pairs = key_pairs(c, n, 0);
-    t += g_.num_full_layers * roofline_s(pairs * per_pair + up_projection(c), (c + n + n) * kv);
+    t += g_.num_full_layers * layer(pairs * per_pair, up_projection(c), (c + n + n) * kv);
   }
   if (g_.num_sliding_layers > 0) {
+    // A window of w keys: the chunk's first query reaches w − 1 cached tokens back, so it reads
+    // min(c, w − 1) cached keys and its n new ones.
     double w = g_.sliding_window;
     double pairs = key_pairs(c, n, w);
-    t += g_.num_sliding_layers * roofline_s(pairs * per_pair + up_projection(std::min(c, w)),
-                                            (std::min(c + n, w) + n) * kv);
+    double cached = std::min(c, std::max(0.0, w - 1));
+    t += g_.num_sliding_layers *
+         layer(pairs * per_pair, up_projection(cached), (cached + n + n) * kv);
   }
   if (g_.num_mamba_layers > 0) {
     double flops = 6 * n * g_.mamba_d_inner_per_rank * g_.mamba_state_size;
     t += g_.num_mamba_layers *
-         roofline_s(flops, 2.0 * static_cast<double>(g_.mamba_state_bytes_per_layer));
+         roofline16_s(flops, 2.0 * static_cast<double>(g_.mamba_state_bytes_per_layer));
   }
   if (g_.encoder_tokens > 0) {  // cross attention of every decoder layer over the encoder KV
     double e = g_.encoder_tokens;
     double cross_kv = static_cast<double>(g_.cross_kv_bytes_per_token) / g_.num_layers;
-    t += g_.num_layers * roofline_s(4.0 * n * e * g_.heads_per_rank * g_.head_size, e * cross_kv);
+    t += g_.num_layers * roofline16_s(4.0 * n * e * g_.heads_per_rank * g_.head_size, e * cross_kv);
   }
   return t;
 }
@@ -150,7 +177,14 @@ double RooflineStepModel::allreduce_s(double tokens) const {
   if (g_.tp <= 1 || tokens <= 0) return 0;
   double bytes = tokens * g_.hidden_size * g_.activation_bytes;
   double one = 2.0 * (g_.tp - 1) / g_.tp * bytes / allreduce_bytes_per_s_ + allreduce_latency_s_;
-  return 2.0 * g_.num_layers * one;
+  return (2.0 * g_.num_layers + 1) * one;
+}
+
+double RooflineStepModel::logits_gather_s(double logits_rows) const {
+  if (g_.tp <= 1 || logits_rows <= 0) return 0;
+  double bytes = logits_rows * g_.vocab_size * g_.activation_bytes;
+  return static_cast<double>(g_.tp - 1) / g_.tp * bytes / allreduce_bytes_per_s_ +
+         allreduce_latency_s_;
 }
 
 double RooflineStepModel::encoder_s(double e) const {
@@ -165,19 +199,23 @@ double RooflineStepModel::encoder_s(double e) const {
 }
 
 StepTime RooflineStepModel::step_time(const std::vector<StepSlice>& batch) const {
-  double tokens = 0, logits = 0, attn = 0, enc = 0;
+  double tokens = 0, rows = 0, absorbed_tokens = 0, attn = 0, enc = 0;
   // Only an MLA model splits its batch (every step: no allocation for the others).
   const std::vector<bool> absorbed = g_.mla ? mla_absorbed(batch) : std::vector<bool>();
   for (size_t i = 0; i < batch.size(); ++i) {
     const StepSlice& s = batch[i];
     KVTWIN_CHECK(s.num_new_tokens >= 1 || s.encoder_tokens >= 1) << "empty slice";
     tokens += static_cast<double>(s.num_new_tokens);
-    logits += s.logits ? 1 : 0;
-    attn += attention_s(s, g_.mla && absorbed[i]);
+    // The model runner computes logits at every scheduled request's last token (a partial
+    // prefill chunk's too, then discarded).
+    rows += s.num_new_tokens >= 1 ? 1 : 0;
+    const bool a = g_.mla && absorbed[i];
+    if (a) absorbed_tokens += static_cast<double>(s.num_new_tokens);
+    attn += attention_s(s, a);
     enc += encoder_s(static_cast<double>(s.encoder_tokens));
   }
-  double lin = linear_s(tokens, logits);
-  double ar = allreduce_s(tokens);
+  double lin = linear_s(tokens, rows, absorbed_tokens);
+  double ar = allreduce_s(tokens) + logits_gather_s(rows);
   StepTime t;
   t.linear_ns = from_seconds(lin);
   t.attention_ns = from_seconds(attn);
@@ -185,7 +223,10 @@ StepTime RooflineStepModel::step_time(const std::vector<StepSlice>& batch) const
   t.allreduce_ns = from_seconds(ar);
   t.overhead_ns = from_seconds(overhead_s_);
   t.total_ns = from_seconds(lin + attn + enc + ar + overhead_s_);
-  t.per_layer_ns = from_seconds((lin + attn + ar) / g_.num_layers);
+  // The decoder layers' share, the LM head and the logits' gather left out (the layerwise
+  // pipeline's unit).
+  const double head = tokens > 0 ? lm_head_s(rows) : 0;
+  t.per_layer_ns = from_seconds((lin - head + attn + ar - logits_gather_s(rows)) / g_.num_layers);
   return t;
 }
 

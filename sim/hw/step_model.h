@@ -3,7 +3,8 @@
 // A step's batch is a list of per-request slices: `num_new_tokens` query tokens computed this
 // step on top of `num_context_tokens` already in the KV cache. A prefill chunk has many new
 // tokens; a decode has one. `logits` marks slices that sample (a decode, or a prefill chunk that
-// reaches the end of the prompt). `encoder_tokens` > 0 runs the encoder for that request
+// reaches the end of the prompt; the roofline charges logits for every slice, as vLLM's model
+// runner computes them). `encoder_tokens` > 0 runs the encoder for that request
 // (encoder-decoder models, first step only).
 //
 // Two implementations: RooflineStepModel (from the model geometry and GPU figures, hw/roofline.h)
@@ -32,9 +33,10 @@ struct StepTime {
   SimDuration linear_ns = 0;     // dense projections, MLP / experts, LM head
   SimDuration attention_ns = 0;  // attention core and Mamba scans
   SimDuration encoder_ns = 0;
-  SimDuration allreduce_ns = 0;
+  SimDuration allreduce_ns = 0;  // tensor-parallel collectives (all-reduces, logits' gather)
   SimDuration overhead_ns = 0;
-  // Time of one decoder layer's forward (what a layerwise transfer overlaps with).
+  // Time of one decoder layer's forward (what a layerwise transfer overlaps with): the step's
+  // layer work over num_layers, without the LM head, the logits' gather and the overhead.
   SimDuration per_layer_ns = 0;
 };
 

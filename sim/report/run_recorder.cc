@@ -515,6 +515,10 @@ std::string RunRecorder::summary_json(const Summary& s) {
     j.value(s.gpu_evictions);
   j.field("kv_usage_peak", s.gpu_kv_usage_peak);
   j.field("kv_usage_mean", s.gpu_kv_usage_mean);
+  j.field("kv_blocks", s.gpu_kv_blocks);
+  j.field("kv_cache_groups", s.gpu_kv_groups);
+  j.field("kv_cache_tokens", s.gpu_kv_tokens);
+  j.field("kv_memory_gib", s.gpu_kv_memory_gib);
   j.end_object();
   j.key("lmcache");
   j.begin_object();
@@ -690,6 +694,11 @@ std::string RunRecorder::screen(const Summary& s) {
     line("GPU cache   prefix caching off, ");
   line("KV usage peak %.0f%% mean %.0f%%, %llu preemptions\n", 100 * s.gpu_kv_usage_peak,
        100 * s.gpu_kv_usage_mean, static_cast<unsigned long long>(s.preemptions));
+  if (s.gpu_kv_blocks > 0)
+    line("  pool      %lld tokens per instance (%lld blocks in %lld group%s; %.2f GiB per GPU)\n",
+         static_cast<long long>(s.gpu_kv_tokens), static_cast<long long>(s.gpu_kv_blocks),
+         static_cast<long long>(s.gpu_kv_groups), s.gpu_kv_groups == 1 ? "" : "s",
+         s.gpu_kv_memory_gib);
   if (s.lmcache_enabled)
     line("LMCache     %.1f%% hit rate beyond the GPU (cpu %.1f%%, disk %.1f%%, remote %.1f%%)\n",
          100 * s.lmcache_hit_rate, 100 * s.tier_hit_rate[0], 100 * s.tier_hit_rate[1],

@@ -120,9 +120,15 @@ struct Summary {
   double slo_attainment = 0;           // slo_met / finished
   LatencyStats ttft, tpot, itl, e2e, queue;
   // Caches. prefix_caching: vLLM's prefix cache is on (the KV layout's enable_caching, which the
-  // cluster sets: vllm.enable_prefix_caching, and not a Mamba hybrid with mamba_cache_mode
-  // "none"); lmcache_enabled: lmcache.enabled.
+  // cluster sets: scenario::effective_enable_prefix_caching); lmcache_enabled: lmcache.enabled.
   bool prefix_caching = true;
+  // One instance's GPU KV pool, as vLLM logs it at start-up: blocks, KV cache groups, "GPU KV
+  // cache size" in tokens (KvCacheLayout::kv_cache_tokens) and the memory per GPU it was
+  // sized from ("Available KV cache memory").
+  int64_t gpu_kv_blocks = 0;
+  int64_t gpu_kv_groups = 0;
+  int64_t gpu_kv_tokens = 0;
+  double gpu_kv_memory_gib = 0;
   bool lmcache_enabled = false;
   uint64_t prompt_tokens = 0;
   uint64_t gpu_hit_tokens = 0;
@@ -274,6 +280,12 @@ class RunRecorder {
   static constexpr int kMemoryWaitTid = 17;  // after the transfer paths' 1 + 4·src + dst
   void set_gpu_evictions(int64_t n) { summary_.gpu_evictions = n; }
   void set_prefix_caching(bool on) { summary_.prefix_caching = on; }
+  void set_gpu_kv_pool(int64_t blocks, int64_t groups, int64_t tokens, double memory_gib) {
+    summary_.gpu_kv_blocks = blocks;
+    summary_.gpu_kv_groups = groups;
+    summary_.gpu_kv_tokens = tokens;
+    summary_.gpu_kv_memory_gib = memory_gib;
+  }
   void set_tier_evictions(int tier, uint64_t n) { summary_.tier_evictions[tier] = n; }
   void set_tier_capacity(int tier, double bytes) { summary_.tier_capacity_bytes[tier] = bytes; }
   void set_lmcache_failures(uint64_t stalled_loads, uint64_t failed_stores,

@@ -70,7 +70,10 @@ struct ModelConfig {
 struct GpuConfig {
   std::string name = "H100-SXM5-80GB";
   double memory_gb = 80.0;
-  double peak_tflops = 989.0;  // dense bf16 tensor-core peak
+  double peak_tflops = 989.0;  // dense tensor-core peak for model.dtype
+  // Dense 16-bit peak for what runs in 16 bits whatever the weights (attention, LM head,
+  // routers, MLA's absorbed matrices); 0: peak_tflops.
+  double peak_tflops_16bit = 0;
   double hbm_tbps = 3.35;
   double compute_efficiency = 0.6;  // achieved / peak on GEMMs
   double memory_efficiency = 0.8;   // achieved / peak on streaming reads
@@ -99,7 +102,10 @@ struct VllmConfig {
   int max_num_batched_tokens = 0;      // 0 = vLLM's default (effective_max_num_batched_tokens)
   int max_num_seqs = 0;  // 0 = vLLM's default (scenario_loader.h: effective_max_num_seqs)
   int long_prefill_token_threshold = 0;  // 0 = off
-  bool enable_prefix_caching = true;
+  // Unset: vLLM's default for the model (ModelConfig.is_prefix_caching_supported): on for
+  // decoder-only attention models, off for Mamba hybrids and encoder-decoder models
+  // (scenario_loader.h: effective_enable_prefix_caching).
+  std::optional<bool> enable_prefix_caching;
   bool enable_chunked_prefill = true;
   int64_t max_model_len = 131072;
   std::string prefix_caching_hash_algo = "sha256";

@@ -100,6 +100,22 @@ FieldSpec boolean(std::string key, S Scenario::*sec, bool S::*mem, std::string d
   return f;
 }
 
+// A boolean that may be left unset (upstream's None), dumped as a comment while unset.
+template <class S>
+FieldSpec optional_boolean(std::string key, S Scenario::*sec, std::optional<bool> S::*mem,
+                           std::string doc) {
+  FieldSpec f;
+  f.key = std::move(key);
+  f.type = FieldType::kBool;
+  f.doc = std::move(doc);
+  f.set = [sec, mem](Scenario* s, const FieldValue& v) { (s->*sec).*mem = std::get<bool>(v); };
+  f.get = [sec, mem](const Scenario& s) {
+    const std::optional<bool>& v = (s.*sec).*mem;
+    return v.has_value() ? std::string(*v ? "true" : "false") : std::string();
+  };
+  return f;
+}
+
 template <class S>
 FieldSpec text(std::string key, S Scenario::*sec, std::string S::*mem,
                std::vector<std::string> choices, std::string doc) {
@@ -198,6 +214,11 @@ std::vector<FieldSpec> make_fields() {
                       "device memory per GPU"));
   f.push_back(numeric("gpu.peak_tflops", &S::gpu, &GpuConfig::peak_tflops, 0.001, 1e6, "TFLOP/s",
                       "dense tensor-core peak per GPU for model.dtype"));
+  f.push_back(numeric("gpu.peak_tflops_16bit", &S::gpu, &GpuConfig::peak_tflops_16bit, 0, 1e6,
+                      "TFLOP/s",
+                      "dense 16-bit tensor-core peak per GPU for what runs in 16 bits whatever "
+                      "the weights: attention, the LM head, MoE routers, MLA's absorbed decode "
+                      "matrices; 0: peak_tflops (set it when peak_tflops is an fp8 peak)"));
   f.push_back(numeric("gpu.hbm_tbps", &S::gpu, &GpuConfig::hbm_tbps, 0.001, 1e3, "TB/s",
                       "peak HBM bandwidth per GPU"));
   f.push_back(numeric("gpu.compute_efficiency", &S::gpu, &GpuConfig::compute_efficiency, 0.001, 1,
@@ -231,7 +252,10 @@ std::vector<FieldSpec> make_fields() {
   f.push_back(numeric("vllm.gpu_memory_utilization", &S::vllm, &VllmConfig::gpu_memory_utilization,
                       0.01, 1, "fraction", "share of device memory vLLM may use"));
   f.push_back(numeric("vllm.activation_reserve_gb", &S::vllm, &VllmConfig::activation_reserve_gb, 0,
-                      1e6, "GiB", "memory per GPU kept from the KV pool (activations, graphs)"));
+                      1e6, "GiB",
+                      "memory per GPU kept from the KV pool: what vLLM's profiling run "
+                      "measures beside the weights (peak activations, non-torch memory; CUDA "
+                      "graphs are captured after the KV cache is sized and take none of it)"));
   f.push_back(numeric("vllm.max_num_batched_tokens", &S::vllm, &VllmConfig::max_num_batched_tokens,
                       0, 1 << 24, "tokens",
                       "token budget per step; 0: vLLM's default (vllm serve without "
@@ -246,8 +270,11 @@ std::vector<FieldSpec> make_fields() {
   f.push_back(numeric("vllm.long_prefill_token_threshold", &S::vllm,
                       &VllmConfig::long_prefill_token_threshold, 0, 1 << 24, "tokens",
                       "cap on one request's prefill tokens per step (0 = off)"));
-  f.push_back(boolean("vllm.enable_prefix_caching", &S::vllm, &VllmConfig::enable_prefix_caching,
-                      "GPU prefix cache"));
+  f.push_back(optional_boolean("vllm.enable_prefix_caching", &S::vllm,
+                               &VllmConfig::enable_prefix_caching,
+                               "GPU prefix cache; unset: vLLM's default for the model (on for "
+                               "attention-only decoders, off for Mamba hybrids and "
+                               "encoder-decoder models)"));
   f.push_back(boolean("vllm.enable_chunked_prefill", &S::vllm, &VllmConfig::enable_chunked_prefill,
                       "split long prefills across steps"));
   f.push_back(numeric("vllm.max_model_len", &S::vllm, &VllmConfig::max_model_len, 1, 1 << 30,

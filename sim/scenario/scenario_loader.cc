@@ -226,7 +226,7 @@ void validate_rest(const Scenario& s) {
              "vllm.max_num_batched_tokens must be >= vllm.max_num_seqs, as vLLM requires");
   // vLLM forces chunked prefill off for encoder-decoder models, and their cross-attention
   // manager raises NotImplementedError on the first prefix-cache lookup.
-  if (encoder_decoder && s.vllm.enable_prefix_caching)
+  if (encoder_decoder && effective_enable_prefix_caching(s))
     conflict(s, {"vllm.enable_prefix_caching", "model.encoder_layers"},
              "encoder-decoder models cannot use vllm.enable_prefix_caching (vLLM's "
              "CrossAttentionManager does not support caching)");
@@ -384,10 +384,18 @@ int effective_max_num_batched_tokens(const Scenario& s) {
   if (s.vllm.max_num_batched_tokens > 0) return s.vllm.max_num_batched_tokens;
   const bool large = large_device(s);
   int64_t budget = large ? 8192 : 2048;
-  if (!s.vllm.enable_chunked_prefill) budget = std::max<int64_t>(budget, s.vllm.max_model_len);
+  // Without chunked prefill (an encoder-decoder model's default: vLLM turns it off for them
+  // before it picks the budget) at least one whole prompt.
+  if (!s.vllm.enable_chunked_prefill || s.model.encoder_layers > 0)
+    budget = std::max<int64_t>(budget, s.vllm.max_model_len);
   const int64_t seats = s.vllm.max_num_seqs > 0 ? s.vllm.max_num_seqs : large ? 1024 : 256;
   budget = std::min(budget, seats * s.vllm.max_model_len);
   return static_cast<int>(std::min<int64_t>(budget, std::numeric_limits<int>::max()));
+}
+
+bool effective_enable_prefix_caching(const Scenario& s) {
+  if (s.vllm.enable_prefix_caching.has_value()) return *s.vllm.enable_prefix_caching;
+  return !has_layer(s.model, 'M') && s.model.encoder_layers == 0;
 }
 
 int effective_max_num_seqs(const Scenario& s) {

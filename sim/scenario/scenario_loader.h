@@ -35,7 +35,8 @@ void validate(const Scenario& s);
 // vllm.max_num_batched_tokens, or for 0 the value vLLM v0.17's `vllm serve` picks when
 // --max-num-batched-tokens is not given (EngineArgs.get_batch_defaults and
 // _set_default_max_num_seqs_and_batched_tokens_args): 8192 on a device of at least 70 GiB whose
-// name does not contain "a100" (gpu.memory_gb, gpu.name), else 2048; without chunked prefill at
+// name does not contain "a100" (gpu.memory_gb, gpu.name), else 2048; without chunked prefill
+// (vllm.enable_chunked_prefill false, or an encoder-decoder model, which vLLM runs without) at
 // least max_model_len; then at most the seats (max_num_seqs, or its device default) times
 // max_model_len.
 int effective_max_num_batched_tokens(const Scenario& s);
@@ -43,6 +44,12 @@ int effective_max_num_batched_tokens(const Scenario& s);
 // vllm.max_num_seqs, or for 0 the value `vllm serve` picks when --max-num-seqs is not given:
 // 1024 on such a device, else 256; then lowered to effective_max_num_batched_tokens.
 int effective_max_num_seqs(const Scenario& s);
+
+// vllm.enable_prefix_caching, or when unset vLLM v0.17's default for the model
+// (EngineArgs._set_default_chunked_prefill_and_prefix_caching_args reads
+// ModelConfig.is_prefix_caching_supported): true for a decoder of attention layers only, false
+// for a hybrid with Mamba layers (M in model.layer_pattern) and for an encoder-decoder model.
+bool effective_enable_prefix_caching(const Scenario& s);
 
 // Throws the InputError of a scenario value that cannot be used: named by where `key` was set
 // (file and line, or --set), else by the scenario's file.

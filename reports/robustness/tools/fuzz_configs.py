@@ -95,7 +95,7 @@ def draw(rnd, mode):
         if sc == 'nemotron_h_8b_mamba_hybrid':
             sets['vllm.mamba_cache_mode'] = rnd.choice(['none', 'align', 'all'])
         if sets['vllm.enable_chunked_prefill'] == 'false':
-            sets['vllm.max_num_batched_tokens'] = 131072
+            sets['vllm.max_num_batched_tokens'] = 0  # vLLM's default: max_model_len
     # Drawn last, so that the draws above match those of the stop-17 / stop-18 runs for a seed.
     sets['vllm.async_scheduling'] = rnd.choice(['true', 'true', 'false'])
     if rnd.random() < 0.5:

@@ -126,7 +126,7 @@ TEST(ConfigFuzz, VllmFeatureCombinationsFinishAndAreDeterministic) {
         {"vllm.num_gpu_blocks", rng.pick<std::string>({"0", "600", "2000", "8000"})},
         {"vllm.max_num_seqs", rng.pick<std::string>({"1", "8", "256"})},
         {"vllm.max_num_batched_tokens",
-         chunked ? rng.pick<std::string>({"512", "2048", "8192"}) : "131072"},
+         chunked ? rng.pick<std::string>({"512", "2048", "8192"}) : "0"},  // 0: max_model_len
         {"vllm.long_prefill_token_threshold", rng.pick<std::string>({"0", "256", "4096"})},
         {"vllm.block_size", rng.pick<std::string>({"16", "32", "64"})},
         {"vllm.enable_prefix_caching", rng.pick<std::string>({"true", "true", "false"})},

@@ -95,5 +95,19 @@ TEST(CacheReplay, GpuLruHitsOnMooncakeSyntheticMatchAnIndependentModel) {
   EXPECT_EQ(points[0].capacity_tokens, 32LL * 1024 * 1024 * 1024 / 131072);
 }
 
+// A hybrid's GPU capacity in tokens is what vLLM logs as its "GPU KV cache size": Gemma-3 27B
+// (TP 2) has 7 KV cache groups of 10 layers' 65,536-byte pages, 655,360 bytes per block id, so
+// 1 GiB holds 1,638 block ids, 234 per group: 234 · 16 = 3,744 tokens (not 1,638 · 16).
+TEST(CacheReplay, AHybridsGpuCapacityIsVllmsKvCacheSizeInTokens) {
+  CacheReplayOptions o;
+  o.scenario = kvtwin::testing::source_path("scenarios/gemma3_27b_sliding.toml");
+  o.sets = {"workload.max_requests=1"};
+  o.tier = "gpu";
+  o.capacity_gb = {1};
+  auto points = cache_replay(o);
+  ASSERT_EQ(points.size(), 1u);
+  EXPECT_EQ(points[0].capacity_tokens, 3744);
+}
+
 }  // namespace
 }  // namespace kvtwin::sim::cli

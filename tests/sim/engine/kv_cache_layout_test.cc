@@ -206,6 +206,56 @@ TEST(KvCacheLayout, TheMambaBlockFollowsTheCacheModeVllmRunsWith) {
   EXPECT_EQ(mamba_block(all128), 640);
 }
 
+// vllm.enable_prefix_caching left unset is vllm serve's default for the model: on for an
+// attention-only decoder, off for a Mamba hybrid (whatever mamba_cache_mode says: vLLM forces
+// "none", and the Mamba block is max_model_len) and for an encoder-decoder model. Set true on a
+// hybrid, it runs Mamba prefix caching, and mode "none" becomes "all" (Nemotron-H: 768-token
+// blocks, as the test above computes).
+TEST(KvCacheLayout, PrefixCachingDefaultsToWhatVllmServePicksForTheModel) {
+  auto toy = [](const std::string& model, const std::string& vllm) {
+    scenario::Scenario s = scenario::load_scenario_text(
+        "[model]\nnum_layers = 2\nhidden_size = 64\nnum_heads = 4\nnum_kv_heads = 1\n"
+        "head_size = 16\nintermediate_size = 64\nvocab_size = 1000\n" +
+            model + "[vllm]\nnum_gpu_blocks = 200\nmax_num_batched_tokens = 4096\n" +
+            "max_model_len = 4096\n" + vllm,
+        "toy.toml", ".");
+    scenario::validate(s);
+    return s;
+  };
+  const scenario::Scenario decoder = toy("", "");
+  EXPECT_FALSE(decoder.vllm.enable_prefix_caching.has_value());
+  EXPECT_TRUE(scenario::effective_enable_prefix_caching(decoder));
+  EXPECT_TRUE(layout_of(decoder).enable_caching);
+
+  const std::string mamba =
+      "layer_pattern = \"FM\"\nmamba_num_heads = 4\nmamba_head_dim = 16\n"
+      "mamba_state_size = 16\n";
+  const scenario::Scenario hybrid = toy(mamba, "mamba_cache_mode = \"align\"\n");
+  EXPECT_FALSE(scenario::effective_enable_prefix_caching(hybrid));
+  EXPECT_EQ(effective_mamba_cache_mode(hybrid), model::vllm::MambaCacheMode::kNone);
+  const KvCacheLayout off = layout_of(hybrid);
+  EXPECT_FALSE(off.enable_caching);
+  for (const auto& g : off.config.kv_cache_groups) {
+    if (g.kv_cache_spec.kind == model::vllm::KVCacheSpecKind::kMamba) {
+      EXPECT_EQ(g.kv_cache_spec.block_size, 4096);
+    }
+  }
+  const scenario::Scenario on = toy(mamba, "enable_prefix_caching = true\n");
+  EXPECT_EQ(effective_mamba_cache_mode(on), model::vllm::MambaCacheMode::kAll);
+  EXPECT_TRUE(layout_of(on).enable_caching);
+
+  const KvCacheLayout all =
+      layout_of(shipped("nemotron_h_8b_mamba_hybrid.toml", {"vllm.mamba_cache_mode=none"}));
+  EXPECT_EQ(all.attention_block_size, 768);
+  EXPECT_TRUE(all.enable_caching);
+
+  const std::string encoder = "encoder_layers = 1\nencoder_tokens = 50\n";
+  const scenario::Scenario encdec = toy(encoder, "");
+  EXPECT_FALSE(scenario::effective_enable_prefix_caching(encdec));
+  EXPECT_FALSE(layout_of(encdec).enable_caching);
+  EXPECT_THROW(toy(encoder, "enable_prefix_caching = true\n"), InputError);
+}
+
 // What vLLM asserts for Mamba cache mode "align", once the block has grown to 528 tokens:
 // chunked prefill, a token budget of at least a block, and a long-prefill threshold of 0 or at
 // least a block. A block of two sizes under "all" (a tiny state with a 16-token chunk gives a

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 
 #include "sim/hw/profile_step_model.h"
@@ -67,13 +68,14 @@ TEST(ModelGeometry, DeepSeekMlaCaches576ElementsPerLayer) {
 TEST(Roofline, DecodeStepIsMemoryBoundOnWeights) {
   // linear: 2·1·1.4e7 FLOP and 2.8e7 bytes → 2.8e-5 s; LM head 2e6 FLOP / 2e6 bytes → 2e-6 s.
   // attention per layer: 1000 pairs · 4000 FLOP = 4e6 → 4e-6 s; bytes (999+1+1)·4000 =
-  // 4.004e6 → 4.004e-6 s; two layers → 8.008e-6 s. Total 3.8008e-5 s.
+  // 4.004e6 → 4.004e-6 s; two layers → 8.008e-6 s. Total 3.8008e-5 s. A layer's share leaves the
+  // LM head out: (2.8e-5 + 8.008e-6) / 2 = 1.8004e-5 s.
   auto m = model_of(toy());
   StepTime t = m.step_time({StepSlice{1, 999, true, 0}});
   EXPECT_EQ(t.linear_ns, 30000);
   EXPECT_EQ(t.attention_ns, 8008);
   EXPECT_EQ(t.total_ns, 38008);
-  EXPECT_EQ(t.per_layer_ns, 19004);
+  EXPECT_EQ(t.per_layer_ns, 18004);
 }
 
 TEST(Roofline, PrefillStepIsComputeBound) {
@@ -88,25 +90,43 @@ TEST(Roofline, PrefillStepIsComputeBound) {
 
 TEST(Roofline, SlidingWindowCapsAttendedKeys) {
   // S layer, window 100, one decode on 999 cached: 100 pairs → 4e5 FLOP (4e-7 s); bytes
-  // (100 + 1)·4000 = 4.04e5 → 4.04e-7 s. The F layer costs 4.004e-6 s as above.
+  // (99 cached + 1 + 1)·4000 = 4.04e5 → 4.04e-7 s. The F layer costs 4.004e-6 s as above.
   auto m = model_of(toy("layer_pattern = \"SF\"\nsliding_window = 100\n"));
   EXPECT_DOUBLE_EQ(m.attention_s(StepSlice{1, 999, true, 0}), 4.04e-7 + 4.004e-6);
   // Prefill of 150 on 0: queries 1..100 see 1..100 keys (5050 pairs), 50 more see 100 each.
   double pairs_s = 5050 + 50 * 100;
   double pairs_f = 150.0 * 151 / 2;
   EXPECT_DOUBLE_EQ(m.attention_s(StepSlice{150, 0, true, 0}),
-                   std::max(pairs_s * 4000 / 1e12, (100 + 150) * 4000 / 1e12) +
+                   std::max(pairs_s * 4000 / 1e12, (0 + 150 + 150) * 4000 / 1e12) +
                        std::max(pairs_f * 4000 / 1e12, (150 + 150) * 4000 / 1e12));
+}
+
+// A chunk longer than one token on a long context reads every key some query of it reaches: its
+// first query reaches w − 1 = 99 cached keys back, its n = 150 new keys are read too, and written:
+// (99 + 150 + 150) · 4000 = 1.596e6 bytes (not the window's 100 + 150). At 1e9 bytes/s that is
+// 1.596e-3 s, against 150 · 100 pairs · 4000 = 6e7 FLOPs (6e-5 s): memory bound.
+TEST(Roofline, ASlidingWindowChunkReadsTheKeysItsFirstQueryReaches) {
+  auto s = toy("layer_pattern = \"S\"\nsliding_window = 100\n");
+  s.gpu.hbm_tbps = 0.001;
+  EXPECT_DOUBLE_EQ(model_of(s).attention_s(StepSlice{150, 999, true, 0}),
+                   2 * (99 + 150 + 150) * 4000 / 1e9);
 }
 
 TEST(Roofline, TensorParallelAddsRingAllReduces) {
   // tp 2: each all-reduce moves 1000 tokens · 1000 · 2 bytes = 2e6 bytes;
-  // 2·(2−1)/2 · 2e6 / 1e11 = 2e-5 s + 1e-5 s latency; 2 per layer · 2 layers → 1.2e-4 s.
+  // 2·(2−1)/2 · 2e6 / 1e11 = 2e-5 s + 1e-5 s latency; 2 per layer · 2 layers and 1 for the
+  // vocab-parallel embedding → 1.5e-4 s.
   auto s = toy();
   s.gpu.tensor_parallel = 2;
   auto m = model_of(s);
-  EXPECT_DOUBLE_EQ(m.allreduce_s(1000), 1.2e-4);
+  EXPECT_DOUBLE_EQ(m.allreduce_s(1000), 1.5e-4);
   EXPECT_DOUBLE_EQ(model_of(toy()).allreduce_s(1000), 0.0);
+  // The logits' all-gather: 4 rows · 1000 vocab · 2 bytes = 8000 bytes, (2−1)/2 of them over
+  // the link (4e-8 s) + 1e-5 s latency. A step charges both with its all-reduces.
+  EXPECT_DOUBLE_EQ(m.logits_gather_s(4), 4e-8 + 1e-5);
+  EXPECT_DOUBLE_EQ(model_of(toy()).logits_gather_s(4), 0.0);
+  const std::vector<StepSlice> batch(4, StepSlice{1, 99, true, 0});
+  EXPECT_EQ(m.step_time(batch).allreduce_ns, from_seconds(m.allreduce_s(4) + 4e-8 + 1e-5));
 }
 
 TEST(Roofline, MoeDecodeReadsOnlyTouchedExperts) {
@@ -116,6 +136,98 @@ TEST(Roofline, MoeDecodeReadsOnlyTouchedExperts) {
   auto m = model_of(toy("num_experts = 8\nexperts_per_token = 2\nmoe_intermediate_size = 500\n"));
   double bytes = (8e6 + 2 * (8000 + 2 * 1.5e6)) * 2;
   EXPECT_DOUBLE_EQ(m.linear_s(1, 0), bytes / 1e12 + 2e-6);
+}
+
+// The MoE layer's kernels run one after the other, each its own roofline. 64 experts of 1.5e6
+// params, top-2, on a GPU of 1e12 FLOP/s and 1e11 bytes/s (ridge 10 FLOPs per byte). 16 tokens:
+//   projections 2·16·8e6 = 2.56e8 FLOPs (2.56e-4 s) against 1.6e7 bytes (1.6e-4 s): compute;
+//   routers     2·16·(2 · 1000 · 64) = 4.096e6 FLOPs (4.096e-6 s) against 2.56e5 bytes;
+//   experts     2·16·2·1.5e6·2 = 1.92e8 FLOPs (1.92e-4 s) against the touched experts,
+//               64·(1 − (62/64)^16) ≈ 25.5 per layer · 1.5e6 · 2 bytes · 2 layers ≈ 1.53e8 bytes
+//               (1.53e-3 s): memory;
+//   LM head     no rows: its 2e6 bytes, 2e-5 s.
+// One max over the sum would hide the projections' compute behind the experts' bytes.
+TEST(Roofline, MoeKernelsAreEachTheirOwnRoofline) {
+  auto s = toy("num_experts = 64\nexperts_per_token = 2\nmoe_intermediate_size = 500\n");
+  s.gpu.hbm_tbps = 0.1;
+  const double touched = 64 * (1 - std::pow(1 - 2.0 / 64, 16));
+  const double expected = 2.56e-4 + 4.096e-6 + touched * 1.5e6 * 2 * 2 / 1e11 + 2e-5;
+  EXPECT_NEAR(model_of(s).linear_s(16, 0), expected, 1e-15);
+  const double one_max = (1.6e7 + 2.56e5 + touched * 6e6) / 1e11 + 2e-5;
+  EXPECT_GT(expected - one_max, 9e-5);  // the projections' 2.56e-4 − 1.6e-4 s, and more
+}
+
+// What runs in 16 bits whatever the weights (attention, the LM head) runs at
+// gpu.peak_tflops_16bit; fp8 projections at peak_tflops. fp8 toy, peak 1 TFLOP/s, 16-bit peak
+// 0.5: a 1000-token prompt's attention 2 · 2.002e9 FLOPs / 5e11 = 8.008e-3 s (at peak_tflops
+// 4.004e-3 s); its projections 2.8e10 FLOPs / 1e12 = 0.028 s as before; one row of logits
+// 2e6 FLOPs / 5e11 = 4e-6 s (its 2e6 bytes take 2e-6 s).
+TEST(Roofline, SixteenBitKernelsRunAtTheSixteenBitPeak) {
+  auto s = toy("dtype = \"fp8\"\n");
+  s.gpu.peak_tflops_16bit = 0.5;
+  auto m = model_of(s);
+  EXPECT_DOUBLE_EQ(m.attention_s(StepSlice{1000, 0, true, 0}), 2 * 2.002e9 / 5e11);
+  EXPECT_DOUBLE_EQ(m.linear_s(1000, 1), 2.8e10 / 1e12 + 4e-6);
+  EXPECT_DOUBLE_EQ(model_of(toy("dtype = \"fp8\"\n")).attention_s(StepSlice{1000, 0, true, 0}),
+                   2 * 2.002e9 / 1e12);
+}
+
+// DeepSeek's MLA keeps the low-rank q_a and kv_a projections whole on every rank; q_b, kv_b and o
+// are split. C = 400, R = 20, D = 100, Q = 300, 10 heads, tp 2:
+//   replicated  q_a 1000 · 300 + kv_a 1000 · 420 = 720,000
+//   split       (q_b 300 · 10 · 120 + o 10 · 100 · 1000) / 2 = 680,000, kv_b 400 · 10 · 200 / 2
+//               = 400,000: 1,800,000 per layer and rank.
+// bf16 weights: (2 · 1.8e6 + MLPs 2 · 1.5e6 + head and embedding 2 · 5e5) · 2 = 1.52e7 bytes.
+// fp8: the projections at 1 byte, head and embedding at 2, and vLLM's 16-bit copies of kv_b
+// (W_UK_T, W_UV) for the absorbed kernels: 6.6e6 + 2e6 + 2 · 4e5 · 2 = 1.02e7 bytes.
+TEST(ModelGeometry, MlaReplicatesItsLowRankProjectionsAndCopiesKvBForDecodes) {
+  const std::string mla =
+      "attention = \"mla\"\nkv_lora_rank = 400\nqk_rope_head_dim = 20\nq_lora_rank = 300\n";
+  auto s = toy(mla);
+  s.gpu.tensor_parallel = 2;
+  ModelGeometry g = derive_geometry(s);
+  EXPECT_DOUBLE_EQ(g.attn_params_per_layer, 1.8e6);
+  EXPECT_DOUBLE_EQ(g.mla_kv_b_params_per_layer, 4e5);
+  EXPECT_DOUBLE_EQ(g.weight_bytes_per_rank(), 1.52e7);
+  auto f = toy(mla + "dtype = \"fp8\"\n");
+  f.gpu.tensor_parallel = 2;
+  EXPECT_DOUBLE_EQ(derive_geometry(f).weight_bytes_per_rank(), 1.02e7);
+}
+
+// A decode's absorbed kernels multiply by the 16-bit copies of kv_b; an MHA-form token by kv_b
+// itself. fp8 MLA toy (tp 1: kv_b 8e5 params per layer, 1.6e6 over 2 layers), 1e11 bytes/s:
+// kv_b's part of one absorbed token reads 1.6e6 · 2 bytes (3.2e-5 s), of one MHA-form token
+// 1.6e6 · 1 byte (1.6e-5 s); its 3.2e6 FLOPs take 3.2e-6 s either way.
+TEST(Roofline, AbsorbedMlaTokensReadTheSixteenBitCopiesOfKvB) {
+  auto s =
+      toy("attention = \"mla\"\nkv_lora_rank = 400\nqk_rope_head_dim = 20\n"
+          "q_lora_rank = 300\ndtype = \"fp8\"\n");
+  s.gpu.hbm_tbps = 0.1;
+  auto m = model_of(s);
+  EXPECT_NEAR(m.linear_s(1, 1, 1) - m.linear_s(1, 1, 0), 3.2e-5 - 1.6e-5, 1e-15);
+  // Both forms in one step: kv_b streamed in each.
+  EXPECT_NEAR(m.linear_s(2, 2, 1) - m.linear_s(2, 2, 0), 3.2e-5, 1e-15);
+}
+
+// vLLM computes logits at every scheduled request's last token, a partial prefill chunk's too:
+// two slices, two rows (2 · 2 · 1e6 FLOPs = 4e-6 s, over the head's 2e-6 s of bytes).
+TEST(Roofline, EverySliceComputesARowOfLogits) {
+  auto m = model_of(toy());
+  StepTime t = m.step_time({StepSlice{100, 0, false, 0}, StepSlice{1, 999, true, 0}});
+  EXPECT_EQ(t.linear_ns, from_seconds(m.linear_s(101, 2)));
+  EXPECT_DOUBLE_EQ(m.lm_head_s(2), 4e-6);
+}
+
+// With more ranks than KV heads vLLM replicates the KV heads: 8 heads, 2 KV heads, tp 4 hold
+// q and o 2 · 1000 · 8 · 100 / 4 = 400,000 and one KV head's k and v 2 · 1000 · 100 = 200,000.
+TEST(ModelGeometry, RanksBeyondTheKvHeadsHoldOneReplicatedKvHead) {
+  auto s = toy();
+  s.model.num_heads = 8;
+  s.model.num_kv_heads = 2;
+  s.gpu.tensor_parallel = 4;
+  EXPECT_DOUBLE_EQ(derive_geometry(s).attn_params_per_layer, 6e5);
+  s.gpu.tensor_parallel = 2;  // one KV head per rank: split as before
+  EXPECT_DOUBLE_EQ(derive_geometry(s).attn_params_per_layer, 2 * 1000 * 8 * 100 / 2 + 2e5);
 }
 
 TEST(ProfileStepModel, FitRecoversALinearProfileExactly) {
@@ -149,13 +261,14 @@ TEST(Roofline, MoePrefillComputesTopKExpertsPerToken) {
   EXPECT_DOUBLE_EQ(m.linear_s(1000, 0), flops / 1e12 + 2e-6);
 }
 
-TEST(Roofline, MlaAttentionScoresOverLatentPlusRopeAndValuesOverLatent) {
-  // Absorbed MLA (DeepSeek-V2 §2.1.3): per (query, key) pair and head, the score is a dot over
-  // the latent plus the RoPE part (C + R = 100 + 20) and the value sum runs over the latent C:
-  // 2·(C + R) + 2·C = 2·(2·100 + 20) = 440 FLOPs, · 10 heads = 4400. A 1000-token prefill has
+TEST(Roofline, AFreshMlaPromptRunsTheMhaForm) {
+  // A fresh 1000-token prompt is over FlashAttention-MLA's 512-token threshold: the MHA form,
+  // per (query, key) pair and head a score over the up-projected key and its RoPE part
+  // (D + R = 100 + 20) and a value sum over D: 2·(2·100 + 20) = 440 FLOPs, · 10 heads = 4400
+  // (the absorbed form would take 2·(2·400 + 20) · 10 = 16,400 with this latent of C = 400).
   // 500,500 pairs → 2.2022e9 FLOPs → 2.2022e-3 s per layer (compute bound: KV bytes
-  // (1000 + 1000)·(100 + 20)·2 = 4.8e5 → 4.8e-7 s), two layers → 4.4044e-3 s.
-  auto m = model_of(toy("attention = \"mla\"\nkv_lora_rank = 100\nqk_rope_head_dim = 20\n"));
+  // (1000 + 1000)·(400 + 20)·2 = 1.68e6 → 1.68e-6 s), two layers → 4.4044e-3 s.
+  auto m = model_of(toy("attention = \"mla\"\nkv_lora_rank = 400\nqk_rope_head_dim = 20\n"));
   EXPECT_DOUBLE_EQ(m.attention_s(StepSlice{1000, 0, true, 0}), 2 * 500500 * 4400.0 / 1e12);
 }
 
@@ -276,10 +389,10 @@ TEST(Roofline, EncoderDecoderModelsCountTheirCrossAttentionProjections) {
 TEST(Roofline, RingAllReduceFactorIsFractionalForTpNotDividingTwo) {
   // Ring all-reduce moves 2·(tp−1)/tp of the buffer per rank: tp 5 → 1.6 (not the integer
   // 2·4/5 = 1). 1.6 · 2e6 bytes / 1e11 B/s = 3.2e-5 s + 1e-5 s latency = 4.2e-5 s; two per layer
-  // (after attention and after the MLP), two layers → 1.68e-4 s.
+  // (after attention and after the MLP), two layers, and the embedding's → 2.1e-4 s.
   auto s = toy();
   s.gpu.tensor_parallel = 5;
-  EXPECT_DOUBLE_EQ(model_of(s).allreduce_s(1000), 1.68e-4);
+  EXPECT_DOUBLE_EQ(model_of(s).allreduce_s(1000), 2.1e-4);
 }
 
 }  // namespace

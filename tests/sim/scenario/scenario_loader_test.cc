@@ -199,6 +199,12 @@ TEST(ScenarioLoader, TheDefaultBudgetIsVllmServesForTheGpu) {
   EXPECT_EQ(effective_max_num_batched_tokens(
                 load("[vllm]\nenable_chunked_prefill = false\nmax_model_len = 4096\n")),
             8192);
+  // So for an encoder-decoder model, which vLLM runs without chunked prefill whatever the key
+  // says; such a scenario with a long max_model_len then starts, as vLLM does.
+  const Scenario encdec =
+      load("[model]\nencoder_layers = 2\nencoder_tokens = 100\n[vllm]\nmax_model_len = 30000\n");
+  EXPECT_EQ(effective_max_num_batched_tokens(encdec), 30000);
+  EXPECT_NO_THROW(validate(encdec));
   // At most seats x max_model_len: 4 seats of 1,000 tokens.
   EXPECT_EQ(
       effective_max_num_batched_tokens(load("[vllm]\nmax_num_seqs = 4\nmax_model_len = 1000\n")),
