@@ -237,8 +237,7 @@ void Instance::schedule_into(Batch* b) {
   b->invalid.clear();
   slices_.clear();
   for (const ScheduledRequest& s : out.scheduled) {
-    slices_.push_back(
-        hw::StepSlice{s.num_new_tokens, s.num_computed_before, s.samples, s.num_encoder_tokens});
+    slices_.push_back(hw::StepSlice{s.num_new_tokens, s.num_computed_before, s.num_encoder_tokens});
     s.request->in_flight_batches += 1;
     if (s.request->record.first_scheduled < 0) s.request->record.first_scheduled = now;
   }

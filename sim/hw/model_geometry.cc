@@ -22,9 +22,8 @@ double ModelGeometry::weight_bytes_per_rank() const {
   double experts = num_moe_layers * expert_params * num_experts;
   double head = lm_head_params + embed_params + num_moe_layers * router_params;
   // vLLM's 16-bit copies of a quantized kv_b_proj (MLA models have F layers only).
-  double copies = mla_absorbed_weight_bytes != linear_weight_bytes
-                      ? mla_kv_b_params_per_layer * num_full_layers * mla_absorbed_weight_bytes
-                      : 0;
+  double copies =
+      mla_kv_b_copied() ? mla_kv_b_params_per_layer * num_full_layers * activation_bytes : 0;
   return linear * linear_weight_bytes + experts * expert_weight_bytes + head * head_weight_bytes +
          copies;
 }
@@ -103,10 +102,6 @@ ModelGeometry derive_geometry(const scenario::Scenario& s) {
     double q = Q > 0 ? Q * H * (D + R) : hidden * H * (D + R);
     g.mla_kv_b_params_per_layer = C * H * 2 * D / tp;
     g.attn_params_per_layer = replicated + (q + H * D * hidden) / tp + g.mla_kv_b_params_per_layer;
-    // process_weights_after_loading dequantizes kv_b into 16-bit W_UK_T / W_UV when the
-    // checkpoint is quantized; a 16-bit checkpoint's are views of kv_b itself.
-    g.mla_absorbed_weight_bytes =
-        g.linear_weight_bytes < g.activation_bytes ? g.activation_bytes : g.linear_weight_bytes;
   } else {
     const double kv_heads_per_rank = std::max(1, m.num_kv_heads / g.tp);
     g.attn_params_per_layer = 2 * hidden * H * D / tp + 2 * hidden * kv_heads_per_rank * D;

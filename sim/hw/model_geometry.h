@@ -69,13 +69,10 @@ struct ModelGeometry {
   // Parameters (elements per rank).
   double attn_params_per_layer = 0;      // projections of an attention layer (MLA: with kv_b)
   double mla_kv_b_params_per_layer = 0;  // MLA: kv_b_proj (latent -> keys and values)
-  // MLA: bytes per element of the kv_b weights the absorbed decode kernels read: the 16-bit
-  // copies when the checkpoint is quantized (they are weight memory too), else kv_b itself.
-  double mla_absorbed_weight_bytes = 2;
-  double mamba_params_per_layer = 0;  // projections of a Mamba layer
-  double dense_mlp_params = 0;        // one dense MLP
-  double expert_params = 0;           // one routed expert
-  double router_params = 0;           // one MoE router
+  double mamba_params_per_layer = 0;     // projections of a Mamba layer
+  double dense_mlp_params = 0;           // one dense MLP
+  double expert_params = 0;              // one routed expert
+  double router_params = 0;              // one MoE router
   int num_experts = 0;
   int experts_per_token = 0;
   int num_shared_experts = 0;
@@ -97,6 +94,14 @@ struct ModelGeometry {
 
   // Weight bytes per rank: every parameter the rank holds (what the KV pool is sized after).
   double weight_bytes_per_rank() const;
+  // MLA: whether vLLM keeps 16-bit copies of kv_b (W_UK_T, W_UV) for the absorbed decode
+  // kernels: when the checkpoint's projections are narrower than the activations (quantized);
+  // a 16-bit checkpoint's are views of kv_b itself. They are weight memory too.
+  bool mla_kv_b_copied() const { return linear_weight_bytes < activation_bytes; }
+  // Bytes per element of the kv_b weights the absorbed decode kernels read.
+  double mla_absorbed_weight_bytes() const {
+    return mla_kv_b_copied() ? activation_bytes : linear_weight_bytes;
+  }
 };
 
 ModelGeometry derive_geometry(const scenario::Scenario& s);

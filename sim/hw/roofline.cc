@@ -74,12 +74,16 @@ std::vector<bool> RooflineStepModel::mla_absorbed(const std::vector<StepSlice>& 
   return out;
 }
 
+double RooflineStepModel::bound_s(double flops, double flops16, double bytes) const {
+  return std::max(flops / flops_per_s_ + flops16 / flops16_per_s_, bytes / bytes_per_s_);
+}
+
 double RooflineStepModel::roofline_s(double flops, double bytes) const {
-  return std::max(flops / flops_per_s_, bytes / bytes_per_s_);
+  return bound_s(flops, 0, bytes);
 }
 
 double RooflineStepModel::roofline16_s(double flops, double bytes) const {
-  return std::max(flops / flops16_per_s_, bytes / bytes_per_s_);
+  return bound_s(0, flops, bytes);
 }
 
 double RooflineStepModel::lm_head_s(double logits_rows) const {
@@ -89,6 +93,11 @@ double RooflineStepModel::lm_head_s(double logits_rows) const {
 
 double RooflineStepModel::linear_s(double tokens, double logits_rows,
                                    double mla_absorbed_tokens) const {
+  if (tokens <= 0) return 0;
+  return layers_linear_s(tokens, mla_absorbed_tokens) + lm_head_s(logits_rows);
+}
+
+double RooflineStepModel::layers_linear_s(double tokens, double mla_absorbed_tokens) const {
   if (tokens <= 0) return 0;
   const int attn_layers = g_.num_full_layers + g_.num_sliding_layers;
   // The projections at the weights' type, one intensity (2 · tokens FLOPs per weight) for all:
@@ -104,7 +113,7 @@ double RooflineStepModel::linear_s(double tokens, double logits_rows,
     const double absorbed = std::clamp(mla_absorbed_tokens, 0.0, tokens);
     if (tokens - absorbed > 0)
       t += roofline_s(2 * (tokens - absorbed) * kv_b, kv_b * g_.linear_weight_bytes);
-    if (absorbed > 0) t += roofline16_s(2 * absorbed * kv_b, kv_b * g_.mla_absorbed_weight_bytes);
+    if (absorbed > 0) t += roofline16_s(2 * absorbed * kv_b, kv_b * g_.mla_absorbed_weight_bytes());
   }
   if (g_.num_moe_layers > 0) {
     // Routers (16-bit GEMMs), then the fused-MoE kernels: each its own roofline, as they run one
@@ -116,7 +125,7 @@ double RooflineStepModel::linear_s(double tokens, double logits_rows,
     t += roofline_s(2 * tokens * k * g_.expert_params * g_.num_moe_layers,
                     touched * g_.expert_params * g_.expert_weight_bytes * g_.num_moe_layers);
   }
-  return t + lm_head_s(logits_rows);
+  return t;
 }
 
 double RooflineStepModel::attention_s(const StepSlice& slice) const {
@@ -142,14 +151,11 @@ double RooflineStepModel::attention_s(const StepSlice& slice, bool mla_absorbed)
     return g_.mla && !mla_decode ? 2.0 * cached * g_.mla_kv_lora_rank * H * 2 * D : 0.0;
   };
   // The attention kernels compute in 16 bits; the up-projection is a GEMM at kv_b's type. One
-  // roofline per layer: compute = 16-bit FLOPs at the 16-bit peak + the rest at the weights'.
-  auto layer = [&](double flops16, double flops, double bytes) {
-    return std::max(flops16 / flops16_per_s_ + flops / flops_per_s_, bytes / bytes_per_s_);
-  };
+  // bound per layer: compute = the up-projection at the weights' peak + the rest at 16 bits.
   double t = 0;
   if (g_.num_full_layers > 0) {
     double pairs = key_pairs(c, n, 0);
-    t += g_.num_full_layers * layer(pairs * per_pair, up_projection(c), (c + n + n) * kv);
+    t += g_.num_full_layers * bound_s(up_projection(c), pairs * per_pair, (c + n + n) * kv);
   }
   if (g_.num_sliding_layers > 0) {
     // A window of w keys: the chunk's first query reaches w − 1 cached tokens back, so it reads
@@ -158,7 +164,7 @@ double RooflineStepModel::attention_s(const StepSlice& slice, bool mla_absorbed)
     double pairs = key_pairs(c, n, w);
     double cached = std::min(c, std::max(0.0, w - 1));
     t += g_.num_sliding_layers *
-         layer(pairs * per_pair, up_projection(cached), (cached + n + n) * kv);
+         bound_s(up_projection(cached), pairs * per_pair, (cached + n + n) * kv);
   }
   if (g_.num_mamba_layers > 0) {
     double flops = 6 * n * g_.mamba_d_inner_per_rank * g_.mamba_state_size;
@@ -214,8 +220,13 @@ StepTime RooflineStepModel::step_time(const std::vector<StepSlice>& batch) const
     attn += attention_s(s, a);
     enc += encoder_s(static_cast<double>(s.encoder_tokens));
   }
-  double lin = linear_s(tokens, rows, absorbed_tokens);
-  double ar = allreduce_s(tokens) + logits_gather_s(rows);
+  // Each piece once: the layer's share below leaves out the LM head and the logits' gather.
+  const double layers_lin = layers_linear_s(tokens, absorbed_tokens);
+  const double head = tokens > 0 ? lm_head_s(rows) : 0;
+  const double gather = logits_gather_s(rows);
+  const double lin = layers_lin + head;
+  const double reduces = allreduce_s(tokens);
+  const double ar = reduces + gather;
   StepTime t;
   t.linear_ns = from_seconds(lin);
   t.attention_ns = from_seconds(attn);
@@ -223,10 +234,8 @@ StepTime RooflineStepModel::step_time(const std::vector<StepSlice>& batch) const
   t.allreduce_ns = from_seconds(ar);
   t.overhead_ns = from_seconds(overhead_s_);
   t.total_ns = from_seconds(lin + attn + enc + ar + overhead_s_);
-  // The decoder layers' share, the LM head and the logits' gather left out (the layerwise
-  // pipeline's unit).
-  const double head = tokens > 0 ? lm_head_s(rows) : 0;
-  t.per_layer_ns = from_seconds((lin - head + attn + ar - logits_gather_s(rows)) / g_.num_layers);
+  // The layerwise pipeline's unit (the embedding's all-reduce is spread over the layers).
+  t.per_layer_ns = from_seconds((layers_lin + attn + reduces) / g_.num_layers);
   return t;
 }
 

@@ -58,6 +58,8 @@ class RooflineStepModel final : public StepModel {
   // `logits_rows` rows of logits; `mla_absorbed_tokens` of the tokens in absorbed MLA slices.
   double linear_s(double tokens, double logits_rows, double mla_absorbed_tokens = 0) const;
   double lm_head_s(double logits_rows) const;
+  // linear_s without the LM head: the decoder layers' projections, routers and experts.
+  double layers_linear_s(double tokens, double mla_absorbed_tokens) const;
   // A slice as a batch of its own (mla_absorbed({slice})).
   double attention_s(const StepSlice& slice) const;
   double attention_s(const StepSlice& slice, bool mla_absorbed) const;
@@ -78,6 +80,9 @@ class RooflineStepModel final : public StepModel {
   double encoder_s(double encoder_tokens) const;
 
  private:
+  // max(FLOPs at peak_tflops + FLOPs at the 16-bit peak, bytes at the HBM rate).
+  double bound_s(double flops, double flops16, double bytes) const;
+
   ModelGeometry g_;
   double flops_per_s_;
   double flops16_per_s_;

@@ -2,9 +2,9 @@
 //
 // A step's batch is a list of per-request slices: `num_new_tokens` query tokens computed this
 // step on top of `num_context_tokens` already in the KV cache. A prefill chunk has many new
-// tokens; a decode has one. `logits` marks slices that sample (a decode, or a prefill chunk that
-// reaches the end of the prompt; the roofline charges logits for every slice, as vLLM's model
-// runner computes them). `encoder_tokens` > 0 runs the encoder for that request
+// tokens; a decode has one. Every slice computes one row of logits (vLLM's model runner does so
+// at each scheduled request's last token, a partial prefill chunk's too). `encoder_tokens` > 0
+// runs the encoder for that request
 // (encoder-decoder models, first step only).
 //
 // Two implementations: RooflineStepModel (from the model geometry and GPU figures, hw/roofline.h)
@@ -23,7 +23,6 @@ namespace kvtwin::sim::hw {
 struct StepSlice {
   int64_t num_new_tokens = 0;
   int64_t num_context_tokens = 0;
-  bool logits = false;
   int64_t encoder_tokens = 0;
 };
 
@@ -36,7 +35,8 @@ struct StepTime {
   SimDuration allreduce_ns = 0;  // tensor-parallel collectives (all-reduces, logits' gather)
   SimDuration overhead_ns = 0;
   // Time of one decoder layer's forward (what a layerwise transfer overlaps with): the step's
-  // layer work over num_layers, without the LM head, the logits' gather and the overhead.
+  // layer work over num_layers, without the LM head, the logits' gather and the overhead (the
+  // embedding's all-reduce is spread over the layers). A profile model divides the whole step.
   SimDuration per_layer_ns = 0;
 };
 

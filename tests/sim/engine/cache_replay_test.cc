@@ -5,6 +5,9 @@
 #include <list>
 #include <map>
 
+#include "sim/engine/kv_cache_layout.h"
+#include "sim/hw/model_geometry.h"
+#include "sim/scenario/scenario_loader.h"
 #include "sim/workload/trace_reader.h"
 #include "tests/support/paths.h"
 
@@ -97,16 +100,28 @@ TEST(CacheReplay, GpuLruHitsOnMooncakeSyntheticMatchAnIndependentModel) {
 
 // A hybrid's GPU capacity in tokens is what vLLM logs as its "GPU KV cache size": Gemma-3 27B
 // (TP 2) has 7 KV cache groups of 10 layers' 65,536-byte pages, 655,360 bytes per block id, so
-// 1 GiB holds 1,638 block ids, 234 per group: 234 · 16 = 3,744 tokens (not 1,638 · 16).
+// 1.25 GiB holds 2,048 block ids, 292 whole ones per group (vLLM floors before it multiplies):
+// 292 · 16 = 4,672 tokens (not 2,048 · 16, nor 2,048 · 16 / 7 = 4,681). The run's summary
+// carries the same pool.
 TEST(CacheReplay, AHybridsGpuCapacityIsVllmsKvCacheSizeInTokens) {
   CacheReplayOptions o;
   o.scenario = kvtwin::testing::source_path("scenarios/gemma3_27b_sliding.toml");
   o.sets = {"workload.max_requests=1"};
   o.tier = "gpu";
-  o.capacity_gb = {1};
+  o.capacity_gb = {1.25};
   auto points = cache_replay(o);
   ASSERT_EQ(points.size(), 1u);
-  EXPECT_EQ(points[0].capacity_tokens, 3744);
+  EXPECT_EQ(points[0].capacity_tokens, 4672);
+  const report::Summary& s = points[0].summary;
+  EXPECT_EQ(s.gpu_kv_blocks, 2048);
+  EXPECT_EQ(s.gpu_kv_groups, 7);
+  EXPECT_EQ(s.gpu_kv_tokens, 4672);
+  // The memory left for KV does not depend on the block count the point sets: 80 GiB · the
+  // scenario's utilization − weights − reserve, as the layout derives it.
+  scenario::Scenario sc = scenario::load_scenario_file(o.scenario);
+  EXPECT_DOUBLE_EQ(
+      s.gpu_kv_memory_gib,
+      engine::derive_kv_cache_layout(sc, hw::derive_geometry(sc)).available_bytes / scenario::kGiB);
 }
 
 }  // namespace

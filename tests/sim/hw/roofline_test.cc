@@ -71,7 +71,7 @@ TEST(Roofline, DecodeStepIsMemoryBoundOnWeights) {
   // 4.004e6 → 4.004e-6 s; two layers → 8.008e-6 s. Total 3.8008e-5 s. A layer's share leaves the
   // LM head out: (2.8e-5 + 8.008e-6) / 2 = 1.8004e-5 s.
   auto m = model_of(toy());
-  StepTime t = m.step_time({StepSlice{1, 999, true, 0}});
+  StepTime t = m.step_time({StepSlice{1, 999, 0}});
   EXPECT_EQ(t.linear_ns, 30000);
   EXPECT_EQ(t.attention_ns, 8008);
   EXPECT_EQ(t.total_ns, 38008);
@@ -82,7 +82,7 @@ TEST(Roofline, PrefillStepIsComputeBound) {
   // linear: 2·1000·1.4e7 = 2.8e10 FLOP → 0.028 s (+ LM head 2e-6 s).
   // attention: 1000·1001/2 = 500,500 pairs · 4000 = 2.002e9 FLOP → 2.002e-3 s per layer.
   auto m = model_of(toy());
-  StepTime t = m.step_time({StepSlice{1000, 0, true, 0}});
+  StepTime t = m.step_time({StepSlice{1000, 0, 0}});
   EXPECT_EQ(t.linear_ns, 28'002'000);
   EXPECT_EQ(t.attention_ns, 4'004'000);
   EXPECT_EQ(t.total_ns, 32'006'000);
@@ -92,11 +92,11 @@ TEST(Roofline, SlidingWindowCapsAttendedKeys) {
   // S layer, window 100, one decode on 999 cached: 100 pairs → 4e5 FLOP (4e-7 s); bytes
   // (99 cached + 1 + 1)·4000 = 4.04e5 → 4.04e-7 s. The F layer costs 4.004e-6 s as above.
   auto m = model_of(toy("layer_pattern = \"SF\"\nsliding_window = 100\n"));
-  EXPECT_DOUBLE_EQ(m.attention_s(StepSlice{1, 999, true, 0}), 4.04e-7 + 4.004e-6);
+  EXPECT_DOUBLE_EQ(m.attention_s(StepSlice{1, 999, 0}), 4.04e-7 + 4.004e-6);
   // Prefill of 150 on 0: queries 1..100 see 1..100 keys (5050 pairs), 50 more see 100 each.
   double pairs_s = 5050 + 50 * 100;
   double pairs_f = 150.0 * 151 / 2;
-  EXPECT_DOUBLE_EQ(m.attention_s(StepSlice{150, 0, true, 0}),
+  EXPECT_DOUBLE_EQ(m.attention_s(StepSlice{150, 0, 0}),
                    std::max(pairs_s * 4000 / 1e12, (0 + 150 + 150) * 4000 / 1e12) +
                        std::max(pairs_f * 4000 / 1e12, (150 + 150) * 4000 / 1e12));
 }
@@ -108,7 +108,7 @@ TEST(Roofline, SlidingWindowCapsAttendedKeys) {
 TEST(Roofline, ASlidingWindowChunkReadsTheKeysItsFirstQueryReaches) {
   auto s = toy("layer_pattern = \"S\"\nsliding_window = 100\n");
   s.gpu.hbm_tbps = 0.001;
-  EXPECT_DOUBLE_EQ(model_of(s).attention_s(StepSlice{150, 999, true, 0}),
+  EXPECT_DOUBLE_EQ(model_of(s).attention_s(StepSlice{150, 999, 0}),
                    2 * (99 + 150 + 150) * 4000 / 1e9);
 }
 
@@ -125,7 +125,7 @@ TEST(Roofline, TensorParallelAddsRingAllReduces) {
   // the link (4e-8 s) + 1e-5 s latency. A step charges both with its all-reduces.
   EXPECT_DOUBLE_EQ(m.logits_gather_s(4), 4e-8 + 1e-5);
   EXPECT_DOUBLE_EQ(model_of(toy()).logits_gather_s(4), 0.0);
-  const std::vector<StepSlice> batch(4, StepSlice{1, 99, true, 0});
+  const std::vector<StepSlice> batch(4, StepSlice{1, 99, 0});
   EXPECT_EQ(m.step_time(batch).allreduce_ns, from_seconds(m.allreduce_s(4) + 4e-8 + 1e-5));
 }
 
@@ -166,9 +166,9 @@ TEST(Roofline, SixteenBitKernelsRunAtTheSixteenBitPeak) {
   auto s = toy("dtype = \"fp8\"\n");
   s.gpu.peak_tflops_16bit = 0.5;
   auto m = model_of(s);
-  EXPECT_DOUBLE_EQ(m.attention_s(StepSlice{1000, 0, true, 0}), 2 * 2.002e9 / 5e11);
+  EXPECT_DOUBLE_EQ(m.attention_s(StepSlice{1000, 0, 0}), 2 * 2.002e9 / 5e11);
   EXPECT_DOUBLE_EQ(m.linear_s(1000, 1), 2.8e10 / 1e12 + 4e-6);
-  EXPECT_DOUBLE_EQ(model_of(toy("dtype = \"fp8\"\n")).attention_s(StepSlice{1000, 0, true, 0}),
+  EXPECT_DOUBLE_EQ(model_of(toy("dtype = \"fp8\"\n")).attention_s(StepSlice{1000, 0, 0}),
                    2 * 2.002e9 / 1e12);
 }
 
@@ -213,7 +213,7 @@ TEST(Roofline, AbsorbedMlaTokensReadTheSixteenBitCopiesOfKvB) {
 // two slices, two rows (2 · 2 · 1e6 FLOPs = 4e-6 s, over the head's 2e-6 s of bytes).
 TEST(Roofline, EverySliceComputesARowOfLogits) {
   auto m = model_of(toy());
-  StepTime t = m.step_time({StepSlice{100, 0, false, 0}, StepSlice{1, 999, true, 0}});
+  StepTime t = m.step_time({StepSlice{100, 0, 0}, StepSlice{1, 999, 0}});
   EXPECT_EQ(t.linear_ns, from_seconds(m.linear_s(101, 2)));
   EXPECT_DOUBLE_EQ(m.lm_head_s(2), 4e-6);
 }
@@ -246,7 +246,7 @@ TEST(ProfileStepModel, FitRecoversALinearProfileExactly) {
   EXPECT_NEAR(p.coefficients()[2], 20, 1e-8);
   EXPECT_NEAR(p.coefficients()[3], 0.01, 1e-11);
   // Batch: 100 new tokens over 2 seqs attending (900 + 99) + (99 + 1) = 1099 tokens.
-  StepTime t = p.step_time({StepSlice{99, 900, true, 0}, StepSlice{1, 99, true, 0}});
+  StepTime t = p.step_time({StepSlice{99, 900, 0}, StepSlice{1, 99, 0}});
   EXPECT_EQ(t.total_ns, from_seconds((3000 + 0.5 * 100 + 20 * 2 + 0.01 * 1099) * 1e-6));
 }
 
@@ -269,7 +269,7 @@ TEST(Roofline, AFreshMlaPromptRunsTheMhaForm) {
   // 500,500 pairs → 2.2022e9 FLOPs → 2.2022e-3 s per layer (compute bound: KV bytes
   // (1000 + 1000)·(400 + 20)·2 = 1.68e6 → 1.68e-6 s), two layers → 4.4044e-3 s.
   auto m = model_of(toy("attention = \"mla\"\nkv_lora_rank = 400\nqk_rope_head_dim = 20\n"));
-  EXPECT_DOUBLE_EQ(m.attention_s(StepSlice{1000, 0, true, 0}), 2 * 500500 * 4400.0 / 1e12);
+  EXPECT_DOUBLE_EQ(m.attention_s(StepSlice{1000, 0, 0}), 2 * 500500 * 4400.0 / 1e12);
 }
 
 // gpt-oss-120b ships MXFP4 experts and keeps everything else in bf16 (model card: 60.8 GiB of
@@ -312,13 +312,13 @@ TEST(ModelGeometry, Fp8WeightsKeepTheHeadIn16BitsAndTheKvInBf16) {
 // 1.44e9 → 1.85822e-3 s per layer. Two layers each.
 TEST(Roofline, MlaAbsorbedAndMhaFormsCostWhatTheirKernelsCompute) {
   auto m = model_of(toy("attention = \"mla\"\nkv_lora_rank = 400\nqk_rope_head_dim = 20\n"));
-  EXPECT_DOUBLE_EQ(m.attention_s(StepSlice{1, 999, true, 0}, true), 2 * 1000 * 16400.0 / 1e12);
-  EXPECT_DOUBLE_EQ(m.attention_s(StepSlice{100, 900, true, 0}, false),
+  EXPECT_DOUBLE_EQ(m.attention_s(StepSlice{1, 999, 0}, true), 2 * 1000 * 16400.0 / 1e12);
+  EXPECT_DOUBLE_EQ(m.attention_s(StepSlice{100, 900, 0}, false),
                    2 * (95050 * 4400.0 + 2.0 * 900 * 400 * 10 * 200) / 1e12);
-  EXPECT_DOUBLE_EQ(m.attention_s(StepSlice{100, 900, true, 0}, true), 2 * 95050 * 16400.0 / 1e12);
+  EXPECT_DOUBLE_EQ(m.attention_s(StepSlice{100, 900, 0}, true), 2 * 95050 * 16400.0 / 1e12);
   // No cached context: no up-projection.
-  EXPECT_DOUBLE_EQ(m.attention_s(StepSlice{1000, 0, true, 0}, false), 2 * 500500 * 4400.0 / 1e12);
-  EXPECT_DOUBLE_EQ(m.attention_s(StepSlice{1000, 0, true, 0}), 2 * 500500 * 4400.0 / 1e12);
+  EXPECT_DOUBLE_EQ(m.attention_s(StepSlice{1000, 0, 0}, false), 2 * 500500 * 4400.0 / 1e12);
+  EXPECT_DOUBLE_EQ(m.attention_s(StepSlice{1000, 0, 0}), 2 * 500500 * 4400.0 / 1e12);
 }
 
 // Which slices run the absorbed kernels, as vLLM's MLA metadata builder splits a batch: ordered
@@ -327,8 +327,8 @@ TEST(Roofline, MlaAbsorbedAndMhaFormsCostWhatTheirKernelsCompute) {
 // lengths; with fp8: FlashMLA, T = 128, one length; elsewhere T = 1.
 TEST(Roofline, MlaSplitsABatchAsVllmsDefaultBackendDoes) {
   const std::string mla = "attention = \"mla\"\nkv_lora_rank = 400\nqk_rope_head_dim = 20\n";
-  const StepSlice decode{1, 999, true, 0}, extend{100, 900, true, 0}, prompt{1000, 0, true, 0};
-  const StepSlice long_extend{600, 900, true, 0}, short_prompt{300, 0, true, 0};
+  const StepSlice decode{1, 999, 0}, extend{100, 900, 0}, prompt{1000, 0, 0};
+  const StepSlice long_extend{600, 900, 0}, short_prompt{300, 0, 0};
   using V = std::vector<bool>;
   auto fa = model_of(toy(mla));  // 9.0, bf16
   EXPECT_EQ(fa.mla_absorbed({decode, extend, prompt}), (V{true, true, false}));
@@ -343,15 +343,14 @@ TEST(Roofline, MlaSplitsABatchAsVllmsDefaultBackendDoes) {
   EXPECT_EQ(flashmla.mla_absorbed({extend, decode}), (V{true, false}));
   EXPECT_EQ(flashmla.mla_absorbed({decode, extend, decode}), (V{true, false, false}));
   EXPECT_EQ(flashmla.mla_absorbed({extend}), (V{true}));  // one length <= 128
-  EXPECT_EQ(flashmla.mla_absorbed({StepSlice{50, 0, true, 0}, StepSlice{50, 0, true, 0}}),
-            (V{true, true}));
-  EXPECT_EQ(flashmla.mla_absorbed({StepSlice{129, 900, true, 0}}), (V{false}));
+  EXPECT_EQ(flashmla.mla_absorbed({StepSlice{50, 0, 0}, StepSlice{50, 0, 0}}), (V{true, true}));
+  EXPECT_EQ(flashmla.mla_absorbed({StepSlice{129, 900, 0}}), (V{false}));
   auto s = toy(mla);
   s.gpu.compute_capability = 8.0;  // Triton MLA: T = 1
   auto ampere = model_of(s);
   EXPECT_EQ(ampere.mla_absorbed({extend}), (V{false}));
   EXPECT_EQ(ampere.mla_absorbed({decode, extend, decode}), (V{true, false, true}));
-  EXPECT_EQ(ampere.mla_absorbed({StepSlice{1, 0, true, 0}}), (V{true}));
+  EXPECT_EQ(ampere.mla_absorbed({StepSlice{1, 0, 0}}), (V{true}));
   // With Mamba layers the runner orders the batch with their threshold of 1: the 100-token
   // extend is no decode there, so the decodes stop at once (FlashAttention-MLA) or are the
   // one-token decode (FlashMLA).
